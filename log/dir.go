@@ -1,0 +1,254 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Log is a directory of topics. Open it once per process; it is safe for
+// concurrent use. A Log opened read-write takes each topic's writer lock
+// when the topic is first opened, so one process writes a topic while any
+// number of processes read it (opened with ReadOnly).
+type Log struct {
+	dir string
+	cfg config
+
+	mu     sync.Mutex
+	topics map[string]*Topic
+	closed bool
+}
+
+// Open opens the log directory dir, creating it (0o755) unless ReadOnly is
+// given. It reads nothing else: topics are opened, recovered and locked by
+// Topic and CreateTopic. Errors name the directory; a bad option combination
+// is reported before anything is touched.
+func Open(dir string, opts ...Option) (*Log, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.readOnly {
+		if err := mkdirAllSynced(dir); err != nil {
+			return nil, fmt.Errorf("log: open %s: %w", dir, err)
+		}
+	}
+	return &Log{dir: dir, cfg: cfg, topics: make(map[string]*Topic)}, nil
+}
+
+// Dir returns the directory the log was opened on.
+func (l *Log) Dir() string { return l.dir }
+
+// ReadOnly reports whether the log was opened with ReadOnly.
+func (l *Log) ReadOnly() bool { return l.cfg.readOnly }
+
+// CreateTopic creates a topic of the given number of partitions (1 to
+// MaxPartitions) and opens it, or opens it when it already exists with the
+// same count. The partition count is fixed at creation and stored in the
+// topic's directory. Errors: ErrInvalidTopic, ErrInvalidPartitions,
+// ErrTopicExists (another count), ErrLocked, ErrReadOnly, ErrCorrupt.
+func (l *Log) CreateTopic(name string, partitions int) (*Topic, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return nil, err
+	}
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, fmt.Errorf("%w: topic %s: %d partitions (want 1 to %d)", ErrInvalidPartitions, name, partitions, MaxPartitions)
+	}
+	if l.cfg.readOnly {
+		return nil, fmt.Errorf("%w: cannot create topic %s in %s", ErrReadOnly, name, l.dir)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if t, ok := l.topics[name]; ok {
+		if t.Partitions() != partitions {
+			return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, t.Partitions(), partitions)
+		}
+		return t, nil
+	}
+	tdir := filepath.Join(l.dir, name)
+	if err := mkdirAllSynced(tdir); err != nil {
+		return nil, fmt.Errorf("log: create topic %s: %w", name, err)
+	}
+	lock, err := lockTopic(name, tdir)
+	if err != nil {
+		return nil, err
+	}
+	n, err := readTopicMeta(name, tdir)
+	switch {
+	case errors.Is(err, ErrUnknownTopic):
+		if err := writeTopicMeta(name, tdir, partitions); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	case err != nil:
+		lock.Close()
+		return nil, err
+	case n != partitions:
+		lock.Close()
+		return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, n, partitions)
+	}
+	t, err := openTopic(l, name, tdir, partitions, lock)
+	if err != nil {
+		return nil, err
+	}
+	l.topics[name] = t
+	return t, nil
+}
+
+// Topic opens an existing topic, recovering its partitions on first use
+// (see the package doc, "Recovery"), and returns the same *Topic on later
+// calls. A read-write log takes the topic's writer lock: a second writer,
+// in this process or another, gets a *LockedError naming the holder's pid.
+// Errors: ErrInvalidTopic, ErrUnknownTopic, ErrLocked, ErrCorrupt.
+func (l *Log) Topic(name string) (*Topic, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if t, ok := l.topics[name]; ok {
+		return t, nil
+	}
+	tdir := filepath.Join(l.dir, name)
+	if _, err := readTopicMeta(name, tdir); err != nil {
+		return nil, err
+	}
+	var lock *os.File
+	if !l.cfg.readOnly {
+		var err error
+		if lock, err = lockTopic(name, tdir); err != nil {
+			return nil, err
+		}
+	}
+	n, err := readTopicMeta(name, tdir)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	t, err := openTopic(l, name, tdir, n, lock)
+	if err != nil {
+		return nil, err
+	}
+	l.topics[name] = t
+	return t, nil
+}
+
+// Close closes every topic opened through the log, releasing their writer
+// locks and descriptors. Appends in flight finish first. Close is
+// idempotent.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	for _, t := range l.topics {
+		errs = append(errs, t.close())
+	}
+	return errors.Join(errs...)
+}
+
+// maxTopicNameLen is Kafka's limit on topic names.
+const maxTopicNameLen = 249
+
+// ValidateTopicName applies Kafka's topic-name rule: 1 to 249 characters of
+// [a-zA-Z0-9._-], and neither "." nor "..". No legal name can leave the log
+// directory. The error wraps ErrInvalidTopic and says what was wrong.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
+	case len(name) > maxTopicNameLen:
+		return fmt.Errorf("%w: name is %d characters long, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
+	}
+	for i, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q has character %q at %d (allowed: a-z A-Z 0-9 . _ -)", ErrInvalidTopic, name, c, i)
+		}
+	}
+	return nil
+}
+
+// lockFileName is the per-topic writer lock, held with flock(LOCK_EX) for
+// as long as the topic is open for writing; it holds the holder's pid.
+const lockFileName = "writer.lock"
+
+func lockTopic(topic, tdir string) (*os.File, error) {
+	path := filepath.Join(tdir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("log: topic %s: open lock file: %w", topic, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			b, _ := os.ReadFile(path)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return nil, &LockedError{Topic: topic, Path: path, PID: pid}
+		}
+		return nil, fmt.Errorf("log: topic %s: flock %s: %w", topic, path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// syncDir fsyncs a directory so a file created, renamed or removed in it
+// survives a crash (the entry lives in the directory, not the file).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("log: fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mkdirAllSynced creates dir and missing parents, fsyncing each parent that
+// gained an entry.
+func mkdirAllSynced(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAllSynced(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}

@@ -1,0 +1,2 @@
+// Package log is strom's embedded segmented log.
+package log

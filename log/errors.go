@@ -1,0 +1,115 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the package returns wraps one of these (or an
+// *os.PathError from the file system) so callers can test with errors.Is; the
+// struct errors below carry the coordinates and match their sentinel.
+var (
+	// ErrOffsetOutOfRange is returned by reads and seeks below the log start
+	// offset or above the high watermark. The *OffsetOutOfRangeError that
+	// carries it gives the current start and next offsets.
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrCorrupt is returned by Open (through Topic and CreateTopic) when a
+	// frame that should be intact is not: a bad frame in a sealed segment
+	// (sealed segments are forced to disk before the next one is created),
+	// or a gap between segments. *CorruptError names where.
+	ErrCorrupt = errors.New("log: corrupt segment")
+	// ErrUnknownTopic is returned by Topic when the topic was never created.
+	ErrUnknownTopic = errors.New("log: unknown topic")
+	// ErrTopicExists is returned by CreateTopic when the topic exists with a
+	// different partition count.
+	ErrTopicExists = errors.New("log: topic exists")
+	// ErrInvalidTopic is returned for a topic name that breaks Kafka's rule:
+	// 1 to 249 characters of [a-zA-Z0-9._-], and not "." or "..".
+	ErrInvalidTopic = errors.New("log: invalid topic name")
+	// ErrInvalidPartitions is returned by CreateTopic for a partition count
+	// outside 1..MaxPartitions.
+	ErrInvalidPartitions = errors.New("log: invalid partition count")
+	// ErrPartitionOutOfRange is returned for a partition number outside
+	// 0..partitions-1 of its topic.
+	ErrPartitionOutOfRange = errors.New("log: partition out of range")
+	// ErrRecordTooLarge is returned by Append for a record whose frame does
+	// not fit in an empty segment. *RecordTooLargeError gives both sizes.
+	ErrRecordTooLarge = errors.New("log: record too large")
+	// ErrLocked is returned when another writer (in this or another process)
+	// holds a topic's writer lock. *LockedError names the lock file and pid.
+	ErrLocked = errors.New("log: topic locked by another writer")
+	// ErrReadOnly is returned by every write (Append, Truncate, CreateTopic,
+	// Sync) through a log opened with ReadOnly.
+	ErrReadOnly = errors.New("log: opened read-only")
+	// ErrClosed is returned by operations on a closed Log, Topic or Partition.
+	ErrClosed = errors.New("log: closed")
+)
+
+// OffsetOutOfRangeError reports a read or truncation outside
+// [StartOffset, NextOffset]. It matches ErrOffsetOutOfRange.
+type OffsetOutOfRangeError struct {
+	Topic       string
+	Partition   int32
+	Offset      int64 // the offset asked for
+	StartOffset int64 // the log start offset when the error was made
+	NextOffset  int64 // the high watermark when the error was made
+}
+
+func (e *OffsetOutOfRangeError) Error() string {
+	return fmt.Sprintf("log: topic %s partition %d: offset %d out of range [%d, %d]",
+		e.Topic, e.Partition, e.Offset, e.StartOffset, e.NextOffset)
+}
+
+// Unwrap returns ErrOffsetOutOfRange.
+func (e *OffsetOutOfRangeError) Unwrap() error { return ErrOffsetOutOfRange }
+
+// CorruptError names a frame that failed verification where the log promised
+// an intact one. It matches ErrCorrupt.
+type CorruptError struct {
+	Topic     string
+	Partition int32
+	Segment   string // path of the segment file
+	Position  int64  // byte position of the bad frame in the segment
+	Offset    int64  // offset the frame should have held
+	Reason    string // what failed: "crc mismatch", "length past end of file", ...
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("log: topic %s partition %d: corrupt frame in segment %s at byte %d (offset %d): %s",
+		e.Topic, e.Partition, e.Segment, e.Position, e.Offset, e.Reason)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// RecordTooLargeError reports a record whose frame is larger than a
+// segment. It matches ErrRecordTooLarge.
+type RecordTooLargeError struct {
+	Topic        string
+	Partition    int32
+	FrameBytes   int64 // bytes the record needs on disk, frame header and padding included
+	SegmentBytes int64 // the configured segment size
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("log: topic %s partition %d: record needs %d bytes but a segment holds %d bytes",
+		e.Topic, e.Partition, e.FrameBytes, e.SegmentBytes)
+}
+
+// Unwrap returns ErrRecordTooLarge.
+func (e *RecordTooLargeError) Unwrap() error { return ErrRecordTooLarge }
+
+// LockedError reports that a topic's writer lock is held. It matches
+// ErrLocked.
+type LockedError struct {
+	Topic string
+	Path  string // the lock file
+	PID   int    // the holder's process id as written in the lock file; 0 if unreadable
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("log: topic %s is locked for writing by pid %d (lock file %s)", e.Topic, e.PID, e.Path)
+}
+
+// Unwrap returns ErrLocked.
+func (e *LockedError) Unwrap() error { return ErrLocked }

@@ -1,0 +1,157 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+)
+
+// Frame layout constants; log/doc.go draws the bytes. Every multi-byte
+// integer is little-endian.
+const (
+	// formatVersion is the first byte of every record body. A reader that
+	// meets another value stops with a "unknown format version" reason.
+	formatVersion = 1
+	// frameHeaderBytes is the length prefix (4) plus the CRC32C (4).
+	frameHeaderBytes = 8
+	// frameAlign is the alignment of every frame start. The length prefix is
+	// published with one aligned 4-byte atomic store (mmap path), which must
+	// never straddle a cache line or page; 8 keeps that true and matches
+	// etcd's WAL padding.
+	frameAlign = 8
+	// bodyFixedBytes is version(1) + attributes(1) + reserved(2) + offset(8)
+	// + timestamp(8) + key length(4) + value length(4) + header count(4).
+	bodyFixedBytes = 32
+	// maxFrameBytes bounds a frame so lengths fit the uint32 prefix.
+	maxFrameBytes = math.MaxInt32
+)
+
+// castagnoli is CRC32C, computed with the SSE4.2/ARMv8 instruction where the
+// CPU has one (hash/crc32 picks it), which is why the frame uses it rather
+// than IEEE CRC32.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errBadFrame is the internal cause of a frame that does not decode.
+var errBadFrame = errors.New("bad frame")
+
+func padded(n int) int { return (n + frameAlign - 1) &^ (frameAlign - 1) }
+
+// bodySize is the body length of r, without frame header or padding.
+func bodySize(r *Record) int {
+	n := bodyFixedBytes + len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += 8 + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// frameSize is the bytes r occupies on disk: header, body and padding.
+func frameSize(r *Record) int { return padded(frameHeaderBytes + bodySize(r)) }
+
+func putLen(b []byte, v []byte, isNil bool) []byte {
+	if isNil {
+		return binary.LittleEndian.AppendUint32(b, math.MaxUint32) // -1 as int32
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// appendFrame encodes r, which gets offset off, to the end of dst and
+// returns the extended slice. The length prefix is written like every other
+// byte; the mmap path republishes it atomically (see segment_mmap.go).
+func appendFrame(dst []byte, r *Record, off int64) []byte {
+	start := len(dst)
+	body := bodySize(r)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(body))
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // CRC, filled below
+	b0 := len(dst)
+	dst = append(dst, formatVersion, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(off))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Timestamp))
+	dst = putLen(dst, r.Key, r.Key == nil)
+	dst = putLen(dst, r.Value, r.Value == nil)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Headers)))
+	for _, h := range r.Headers {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = putLen(dst, h.Value, h.Value == nil)
+	}
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[b0:], castagnoli))
+	for pad := padded(len(dst)-start) - (len(dst) - start); pad > 0; pad-- {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// frameHeader reads the length prefix and CRC at the start of b (which must
+// hold frameHeaderBytes).
+func frameHeader(b []byte) (bodyLen uint32, crc uint32) {
+	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
+}
+
+// decodeBody parses a body whose CRC has been verified. Key, Value and
+// header values alias body: the caller hands out a buffer per batch and
+// never reuses it.
+func decodeBody(body []byte, r *Record) error {
+	if len(body) < bodyFixedBytes || body[0] != formatVersion {
+		return errBadFrame
+	}
+	r.Offset = int64(binary.LittleEndian.Uint64(body[4:]))
+	r.Timestamp = int64(binary.LittleEndian.Uint64(body[12:]))
+	rest := body[20:]
+	var ok bool
+	if r.Key, rest, ok = takeBytes(rest); !ok {
+		return errBadFrame
+	}
+	if r.Value, rest, ok = takeBytes(rest); !ok {
+		return errBadFrame
+	}
+	if len(rest) < 4 {
+		return errBadFrame
+	}
+	n := binary.LittleEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(n)*8 > uint64(len(rest)) {
+		return errBadFrame
+	}
+	r.Headers = nil
+	if n > 0 {
+		r.Headers = make([]Header, n)
+		for i := range r.Headers {
+			if len(rest) < 4 {
+				return errBadFrame
+			}
+			kl := binary.LittleEndian.Uint32(rest)
+			rest = rest[4:]
+			if uint64(kl) > uint64(len(rest)) {
+				return errBadFrame
+			}
+			r.Headers[i].Key = string(rest[:kl])
+			rest = rest[kl:]
+			if r.Headers[i].Value, rest, ok = takeBytes(rest); !ok {
+				return errBadFrame
+			}
+		}
+	}
+	if len(rest) != 0 {
+		return errBadFrame
+	}
+	return nil
+}
+
+// takeBytes reads an int32 length (-1 = nil) and that many bytes.
+func takeBytes(b []byte) (v, rest []byte, ok bool) {
+	if len(b) < 4 {
+		return nil, nil, false
+	}
+	n := int32(binary.LittleEndian.Uint32(b))
+	b = b[4:]
+	switch {
+	case n == -1:
+		return nil, b, true
+	case n < 0 || int(n) > len(b):
+		return nil, nil, false
+	}
+	return b[:n:n], b[n:], true
+}

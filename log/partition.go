@@ -1,0 +1,489 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Partition is one ordered, append-only sequence of records, stored as
+// contiguous segments. One writer appends (one process holds the topic's
+// lock; in-process appends are serialised by a mutex); any number of readers
+// read, also from other processes that opened the log read-only.
+//
+// Durability: Append returns once the frames are in the page cache, so they
+// survive the death of the process but not of the machine; Sync forces
+// them to stable storage. A segment is forced to disk before the next one is
+// created, so every sealed segment is durable.
+type Partition struct {
+	cfg   *config
+	topic string
+	id    int32
+	dir   string
+
+	mu       sync.RWMutex
+	segments []*segment
+	buf      []byte // encoding buffer, reused by appends
+	walkBuf  []byte // walk buffer, reused by refreshes
+	report   RecoveryReport
+	closed   bool
+
+	next atomic.Int64 // high watermark, published after its bytes
+
+	notifyMu sync.Mutex
+	notify   chan struct{} // closed and replaced by every append
+}
+
+func openPartition(cfg *config, topic string, id int32, dir string) (*Partition, error) {
+	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
+	if !cfg.readOnly {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
+		}
+	}
+	bases, err := listSegments(dir)
+	if err != nil && !(cfg.readOnly && errors.Is(err, fs.ErrNotExist)) {
+		return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
+	}
+	if err := p.recoverLocked(bases); err != nil {
+		p.close()
+		return nil, err
+	}
+	if cfg.readOnly {
+		p.publishLocked()
+		return p, nil
+	}
+	if len(p.segments) == 0 {
+		if err := p.createSegmentLocked(0); err != nil {
+			p.close()
+			return nil, err
+		}
+	} else {
+		if err := p.cutTailLocked(); err != nil {
+			p.close()
+			return nil, err
+		}
+		if err := p.activateLocked(p.active()); err != nil {
+			p.close()
+			return nil, err
+		}
+	}
+	p.publishLocked()
+	return p, nil
+}
+
+func (p *Partition) segPath(base int64) string { return filepath.Join(p.dir, segmentName(base)) }
+
+func (p *Partition) active() *segment { return p.segments[len(p.segments)-1] }
+
+// publishLocked makes the current end visible to readers and wakes them.
+func (p *Partition) publishLocked() {
+	n := int64(0)
+	if len(p.segments) > 0 {
+		n = p.active().next
+	}
+	p.next.Store(n)
+	p.notifyMu.Lock()
+	close(p.notify)
+	p.notify = make(chan struct{})
+	p.notifyMu.Unlock()
+}
+
+// activateLocked attaches the configured write path to s.
+func (p *Partition) activateLocked(s *segment) error {
+	capacity := max(p.cfg.segmentBytes, s.size)
+	if p.cfg.mode == ModeMmap {
+		w, err := newMmapWriter(s.f, capacity)
+		if err != nil {
+			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		s.w = w
+		return nil
+	}
+	s.w = newFileWriter(s.f, capacity)
+	return nil
+}
+
+// createSegmentLocked creates the segment whose first offset is base, fsyncs
+// the directory (the new name must survive a crash before anything in it is
+// acked as synced) and makes it the active one.
+func (p *Partition) createSegmentLocked(base int64) error {
+	s, err := openSegment(p.dir, base, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return fmt.Errorf("log: topic %s partition %d: create segment: %w", p.topic, p.id, err)
+	}
+	if err := syncDir(p.dir); err != nil {
+		s.f.Close()
+		return err
+	}
+	if err := p.activateLocked(s); err != nil {
+		s.f.Close()
+		return err
+	}
+	p.segments = append(p.segments, s)
+	return nil
+}
+
+// rollLocked seals the active segment (forced to disk, write path released)
+// and starts a new one at the next offset.
+func (p *Partition) rollLocked() error {
+	old := p.active()
+	if err := old.w.sync(); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: sync %s before roll: %w", p.topic, p.id, old.path, err)
+	}
+	if err := old.w.seal(old.size); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: seal %s: %w", p.topic, p.id, old.path, err)
+	}
+	old.w = nil
+	return p.createSegmentLocked(old.next)
+}
+
+// Topic returns the name of the partition's topic.
+func (p *Partition) Topic() string { return p.topic }
+
+// ID returns the partition number.
+func (p *Partition) ID() int32 { return p.id }
+
+// Recovery reports what opening the partition cut from its end (torn tail,
+// or with WithRepair, corruption).
+func (p *Partition) Recovery() RecoveryReport {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.report
+}
+
+// Append appends recs as consecutive offsets and returns the first one. It
+// returns once the frames are in the page cache (see Sync). A record whose
+// frame is larger than a segment fails the whole call with a
+// *RecordTooLargeError before anything is written. A zero Timestamp is set
+// to the current time in milliseconds. An empty recs returns NextOffset.
+// Errors: ErrReadOnly, ErrRecordTooLarge, ErrClosed, I/O errors naming the
+// segment.
+func (p *Partition) Append(ctx context.Context, recs ...Record) (int64, error) {
+	if p.cfg.readOnly {
+		return 0, fmt.Errorf("%w: append to topic %s partition %d", ErrReadOnly, p.topic, p.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrClosed
+	}
+	for i := range recs {
+		if n := int64(frameSize(&recs[i])); n > p.cfg.segmentBytes {
+			return 0, &RecordTooLargeError{Topic: p.topic, Partition: p.id, FrameBytes: n, SegmentBytes: p.cfg.segmentBytes}
+		}
+	}
+	first := p.active().next
+	now := time.Now().UnixMilli()
+	for len(recs) > 0 {
+		s := p.active()
+		buf := p.buf[:0]
+		pos, off := s.size, s.next
+		n := 0
+		for ; n < len(recs); n++ {
+			fs := int64(frameSize(&recs[n]))
+			if pos+fs > s.w.capacity() {
+				break
+			}
+			r := &recs[n]
+			if r.Timestamp == 0 {
+				rr := *r
+				rr.Timestamp = now
+				r = &rr
+			}
+			buf = appendFrame(buf, r, off)
+			pos += fs
+			off++
+		}
+		p.buf = buf
+		if n > 0 {
+			if err := p.writeLocked(s, buf, n); err != nil {
+				return first, err
+			}
+			recs = recs[n:]
+		}
+		if len(recs) > 0 {
+			if err := p.rollLocked(); err != nil {
+				p.publishLocked()
+				return first, err
+			}
+		}
+	}
+	p.publishLocked()
+	return first, nil
+}
+
+// writeLocked stores n encoded frames at the end of s and only then
+// advances s.size, s.next and the index: nextOffset is published after its
+// bytes (readers trust everything below it).
+func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
+	if err := s.w.write(frames, s.size); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: write %s at byte %d: %w", p.topic, p.id, s.path, s.size, err)
+	}
+	for range n {
+		bodyLen, _ := frameHeader(frames)
+		fs := int64(padded(frameHeaderBytes + int(bodyLen)))
+		s.maybeIndex(s.next, s.size, p.cfg.indexInterval)
+		s.size += fs
+		s.next++
+		frames = frames[fs:]
+	}
+	return nil
+}
+
+// Sync forces every appended record to stable storage (fdatasync for
+// ModeFile, msync for ModeMmap). Errors: ErrReadOnly, ErrClosed.
+func (p *Partition) Sync() error {
+	if p.cfg.readOnly {
+		return fmt.Errorf("%w: sync topic %s partition %d", ErrReadOnly, p.topic, p.id)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.active().w.sync(); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: sync %s: %w", p.topic, p.id, p.active().path, err)
+	}
+	return nil
+}
+
+// StartOffset returns the log start offset: the lowest offset still
+// stored.
+func (p *Partition) StartOffset() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if len(p.segments) == 0 {
+		return 0
+	}
+	return p.segments[0].base
+}
+
+// NextOffset returns the high watermark: one past the last record
+// appended. On a log opened read-only it first looks for records appended
+// by the writing process.
+func (p *Partition) NextOffset() int64 {
+	if p.cfg.readOnly {
+		p.refresh()
+	}
+	return p.next.Load()
+}
+
+func (p *Partition) refresh() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.refreshLocked()
+	}
+}
+
+// refreshLocked walks frames appended since the last look by the process
+// that writes this partition, and segments it created. A frame that does not
+// verify yet (a ModeFile pwrite seen half done) ends the walk; the next
+// refresh retries it.
+func (p *Partition) refreshLocked() {
+	if p.walkBuf == nil {
+		p.walkBuf = make([]byte, 64<<10)
+	}
+	before := p.next.Load()
+	for {
+		var next int64
+		if len(p.segments) > 0 {
+			why, buf, err := p.active().walk(p.walkBuf, p.cfg.indexInterval)
+			p.walkBuf = buf
+			if err != nil || !why.intact() {
+				break
+			}
+			next = p.active().next
+		}
+		s, err := openSegment(p.dir, next, os.O_RDONLY)
+		if err != nil {
+			break // no successor yet
+		}
+		p.segments = append(p.segments, s)
+	}
+	if len(p.segments) > 0 && p.active().next != before {
+		p.publishLocked()
+	}
+}
+
+// Read returns records from offset onwards: at least one when offset is
+// below NextOffset (even if it alone exceeds maxBytes), and no more frames
+// than maxBytes allows after the first (maxBytes <= 0 means 1 MiB). It
+// returns nil, nil at NextOffset, and an *OffsetOutOfRangeError (matching
+// ErrOffsetOutOfRange) below the log start offset or above NextOffset.
+// Records never cross a segment: a read that reaches the end of one segment
+// returns what it has.
+func (p *Partition) Read(offset int64, maxBytes int) ([]Record, error) {
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	if p.cfg.readOnly {
+		p.refresh()
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	start, next := int64(0), int64(0)
+	if len(p.segments) > 0 {
+		start, next = p.segments[0].base, p.active().next
+	}
+	if offset < start || offset > next {
+		return nil, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
+	}
+	if offset == next {
+		return nil, nil
+	}
+	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
+	for ; i < len(p.segments); i++ {
+		s := p.segments[i]
+		if offset >= s.next {
+			continue // an empty segment (base == next)
+		}
+		return s.read(offset, maxBytes, s.size, p.topic, p.id)
+	}
+	return nil, nil
+}
+
+// Truncate removes every record at offset and above; the next append
+// reuses offset. Segments above it are deleted (directory fsynced) and the
+// cut is forced to disk. Errors: ErrReadOnly, ErrOffsetOutOfRange for an
+// offset outside [StartOffset, NextOffset].
+func (p *Partition) Truncate(offset int64) error {
+	if p.cfg.readOnly {
+		return fmt.Errorf("%w: truncate topic %s partition %d", ErrReadOnly, p.topic, p.id)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	start, next := p.segments[0].base, p.active().next
+	if offset < start || offset > next {
+		return &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
+	}
+	if offset == next {
+		return nil
+	}
+	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
+	for len(p.segments)-1 > i {
+		s := p.active()
+		if err := s.close(); err != nil {
+			return err
+		}
+		if err := os.Remove(s.path); err != nil {
+			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		p.segments = p.segments[:len(p.segments)-1]
+	}
+	if err := syncDir(p.dir); err != nil {
+		return err
+	}
+	s := p.active()
+	pos, err := s.positionOf(offset, p.topic, p.id)
+	if err != nil {
+		return err
+	}
+	if s.w == nil {
+		if err := p.activateLocked(s); err != nil {
+			return err
+		}
+	}
+	if err := s.w.cut(pos, s.size); err != nil {
+		return fmt.Errorf("log: truncate %s at byte %d: %w", s.path, pos, err)
+	}
+	if err := s.w.sync(); err != nil {
+		return fmt.Errorf("log: sync %s: %w", s.path, err)
+	}
+	s.size, s.next = pos, offset
+	s.dropIndexFrom(offset)
+	p.publishLocked()
+	return nil
+}
+
+// positionOf returns the byte position of the frame of offset off.
+func (s *segment) positionOf(off int64, topic string, partition int32) (int64, error) {
+	if off == s.base {
+		return 0, nil
+	}
+	// Step frame by frame from the index entry at or below off.
+	e := s.lookup(off)
+	pos := e.pos
+	buf := make([]byte, frameHeaderBytes)
+	for o := e.offset; o < off; o++ {
+		if _, err := s.f.ReadAt(buf, pos); err != nil {
+			return 0, fmt.Errorf("log: read %s at byte %d: %w", s.path, pos, err)
+		}
+		bodyLen, _ := frameHeader(buf)
+		if bodyLen == 0 {
+			return 0, &CorruptError{Topic: topic, Partition: partition, Segment: s.path, Position: pos, Offset: o, Reason: "zero length inside the verified log"}
+		}
+		pos += int64(padded(frameHeaderBytes + int(bodyLen)))
+	}
+	return pos, nil
+}
+
+// waitChan returns a channel closed by the next append.
+func (p *Partition) waitChan() <-chan struct{} {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	return p.notify
+}
+
+// wait blocks until NextOffset is above offset or ctx ends. In-process
+// appends wake it at once; on a read-only log it looks for another process's
+// appends every poll interval.
+func (p *Partition) wait(ctx context.Context, offset int64) error {
+	var tick *time.Ticker
+	if p.cfg.readOnly {
+		tick = time.NewTicker(p.cfg.pollInterval)
+		defer tick.Stop()
+	}
+	for {
+		ch := p.waitChan() // taken before the check, so no wake-up is lost
+		if p.NextOffset() > offset {
+			return nil
+		}
+		if tick == nil {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *Partition) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	var errs []error
+	for _, s := range p.segments {
+		errs = append(errs, s.close())
+	}
+	p.publishLocked()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,69 @@
+package log
+
+import (
+	"context"
+	"io"
+)
+
+// Reader reads a partition sequentially from a position. A Reader is not
+// safe for concurrent use; open one per goroutine.
+type Reader struct {
+	p   *Partition
+	pos int64
+	end int64 // replay: the high watermark when the replay began; follow: -1
+}
+
+// Replay returns a Reader from offset from up to the high watermark as it
+// is now; records appended later are not returned and Next returns io.EOF
+// at that end.
+func (p *Partition) Replay(from int64) *Reader {
+	return &Reader{p: p, pos: from, end: p.NextOffset()}
+}
+
+// Follow returns a Reader from offset from that never ends: at the high
+// watermark Next waits for new records, woken at once by an append in this
+// process and within the poll interval (2 ms by default) by one in another.
+func (p *Partition) Follow(from int64) *Reader {
+	return &Reader{p: p, pos: from, end: -1}
+}
+
+// Position returns the offset of the next record Next will return.
+func (r *Reader) Position() int64 { return r.pos }
+
+// Next returns the next batch of records, at most maxBytes of frames after
+// the first (maxBytes <= 0 means 1 MiB). A replay returns io.EOF at its end;
+// a follow waits. Errors: ctx.Err() when ctx ends while waiting,
+// *OffsetOutOfRangeError when the position is no longer stored (retention,
+// truncation), I/O and corruption errors naming the segment.
+func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
+	for {
+		if r.end >= 0 && r.pos >= r.end {
+			return nil, io.EOF
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		recs, err := r.p.Read(r.pos, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if r.end >= 0 {
+			for i, rec := range recs {
+				if rec.Offset >= r.end {
+					recs = recs[:i]
+					break
+				}
+			}
+		}
+		if len(recs) > 0 {
+			r.pos = recs[len(recs)-1].Offset + 1
+			return recs, nil
+		}
+		if r.end >= 0 {
+			return nil, io.EOF // truncated below the end the replay started with
+		}
+		if err := r.p.wait(ctx, r.pos); err != nil {
+			return nil, err
+		}
+	}
+}

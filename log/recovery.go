@@ -1,0 +1,171 @@
+package log
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// RecoveryReport says what opening a partition cut from its end. The zero
+// value means the partition reopened exactly as it was left.
+type RecoveryReport struct {
+	// Segment is the path of the segment that was cut, "" if none was.
+	Segment string
+	// Reason is why the walk stopped: "length past end of file",
+	// "crc mismatch", ...
+	Reason string
+	// TruncatedBytes is how many bytes were cut from Segment, a torn frame
+	// included (a zero-filled pre-sized tail is not counted).
+	TruncatedBytes int64
+	// DroppedRecords counts intact-looking records dropped by WithRepair
+	// beyond the first bad frame (frames after it in later segments). A torn
+	// last frame is not a record and is not counted.
+	DroppedRecords int64
+	// DeletedSegments lists segment files removed by WithRepair.
+	DeletedSegments []string
+}
+
+// listSegments returns the base offsets of the segment files in dir, in
+// order.
+func listSegments(dir string) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []int64
+	for _, e := range entries {
+		if base, ok := parseSegmentName(e.Name()); ok && !e.IsDir() {
+			bases = append(bases, base)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+// recoverLocked opens and walks every segment of a partition being opened
+// for writing, and decides, segment by segment, one of:
+//
+//   - intact (clean end of file, or the zero tail of a pre-sized segment):
+//     keep it;
+//   - a bad frame in the last segment: a torn tail, the remains of an append
+//     cut short by a crash. Cut it (ftruncate, fsync) and append from there;
+//   - a bad frame in an earlier segment, or a gap between segments: the
+//     segment was sealed, so forced to disk before its successor was
+//     created; a bad frame there is corruption. Fail with *CorruptError
+//     unless WithRepair was given, in which case cut there, delete the later
+//     segments and report what was dropped.
+func (p *Partition) recoverLocked(bases []int64) error {
+	flag := os.O_RDWR
+	if p.cfg.readOnly {
+		flag = os.O_RDONLY
+	}
+	for i, base := range bases {
+		s, err := openSegment(p.dir, base, flag)
+		if err != nil {
+			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		p.segments = append(p.segments, s)
+		if i > 0 && base != p.segments[i-1].next {
+			prev := p.segments[i-1]
+			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
+		}
+		var why stopReason
+		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
+			return err
+		}
+		if why.intact() {
+			continue
+		}
+		last := i == len(bases)-1
+		if p.cfg.readOnly && last {
+			return nil // the writer may be mid-append; refreshLocked retries
+		}
+		if !last {
+			return p.corruptLocked(i, s.size, why.String())
+		}
+		p.report = RecoveryReport{Segment: s.path, Reason: why.String()}
+	}
+	return nil
+}
+
+// corruptLocked handles a bad frame at byte pos of segment i below the
+// active segment.
+func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
+	s := p.segments[i]
+	if !p.cfg.repair || p.cfg.readOnly {
+		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path,
+			Position: pos, Offset: s.next, Reason: reason}
+	}
+	// Count what the later segments held, as far as they walk, then drop
+	// them: nothing after the first bad frame can be served contiguously.
+	lost := int64(0)
+	bases, err := listSegments(p.dir)
+	if err != nil {
+		return err
+	}
+	for _, base := range bases {
+		if base <= s.base {
+			continue
+		}
+		if lost == 0 && len(p.report.DeletedSegments) == 0 && base > s.next {
+			lost = base - s.next // the rest of the corrupt segment, by its successor's base
+		}
+		path := p.segPath(base)
+		if t, err := openSegment(p.dir, base, os.O_RDONLY); err == nil {
+			t.next, t.size = base, 0
+			_, p.walkBuf, _ = t.walk(p.walkBuf, p.cfg.indexInterval)
+			lost += t.next - base
+			t.f.Close()
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("log: repair topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		p.report.DeletedSegments = append(p.report.DeletedSegments, path)
+	}
+	for _, t := range p.segments[i+1:] {
+		t.f.Close()
+	}
+	p.segments = p.segments[:i+1]
+	if err := syncDir(p.dir); err != nil {
+		return err
+	}
+	p.report.Segment, p.report.Reason, p.report.DroppedRecords = s.path, reason, lost
+	return nil
+}
+
+// cutTailLocked truncates the active segment's file to its intact frames,
+// recording what was cut, and forces the cut to disk before any append can
+// reuse the space.
+func (p *Partition) cutTailLocked() error {
+	s := p.active()
+	fi, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() <= s.size {
+		return nil
+	}
+	if p.report.Segment == s.path {
+		// Count the cut bytes that are not the zeroed pre-sized tail.
+		buf := make([]byte, min(fi.Size()-s.size, 1<<20))
+		n, _ := s.f.ReadAt(buf, s.size)
+		nz := int64(0)
+		for j := n - 1; j >= 0; j-- {
+			if buf[j] != 0 {
+				nz = int64(j) + 1
+				break
+			}
+		}
+		if int64(n) < fi.Size()-s.size {
+			nz = fi.Size() - s.size
+		}
+		p.report.TruncatedBytes = nz
+	}
+	if err := s.f.Truncate(s.size); err != nil {
+		return fmt.Errorf("log: truncate torn tail of %s at byte %d: %w", s.path, s.size, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("log: fsync %s: %w", s.path, err)
+	}
+	return nil
+}

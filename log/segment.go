@@ -1,0 +1,291 @@
+package log
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// segmentSuffix ends every segment file name; the stem is the segment's base
+// offset zero-padded to 20 digits (the width of the largest int64), so a
+// plain directory listing sorts segments by offset, as Kafka's do.
+const segmentSuffix = ".log"
+
+// segmentName returns the file name of the segment whose first offset is
+// base.
+func segmentName(base int64) string { return fmt.Sprintf("%020d%s", base, segmentSuffix) }
+
+// parseSegmentName returns the base offset of a segment file name, or false
+// for any other name (temporary files, the lock, metadata).
+func parseSegmentName(name string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(stem) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(stem, 10, 64)
+	return base, err == nil && base >= 0
+}
+
+// segmentWriter is the write path of the active segment. Two
+// implementations exist, fileWriter (pwrite through the descriptor) and
+// mmapWriter (stores into a shared mapping); nothing above this interface may
+// know which one it got, so both pass the same tests and the default can
+// follow the benchmark.
+type segmentWriter interface {
+	// write stores whole, already encoded frames at byte position pos. The
+	// body of each frame must be stored before its length becomes visible.
+	write(frames []byte, pos int64) error
+	// sync forces every written byte to stable storage.
+	sync() error
+	// cut removes the bytes in [pos, size): later reads see the end of the
+	// log at pos.
+	cut(pos, size int64) error
+	// seal releases the write path of a segment that will take no more
+	// records and whose intact frames end at size.
+	seal(size int64) error
+	// capacity is the most bytes the segment can hold.
+	capacity() int64
+}
+
+// indexEntry maps an offset to the byte position of its frame.
+type indexEntry struct {
+	offset int64
+	pos    int64
+}
+
+// segment is one file of a partition. Reads always go through the file
+// descriptor (pread), whichever write path the segment uses: a pread never
+// faults when another process truncates or deletes the file, while a load
+// from a mapping would raise SIGBUS.
+type segment struct {
+	base int64
+	path string
+	f    *os.File
+	w    segmentWriter // nil when the segment is sealed or read-only
+
+	size      int64 // bytes of intact frames from position 0
+	next      int64 // offset after the last intact frame
+	index     []indexEntry
+	indexedAt int64 // position of the last index entry, -1 when none
+}
+
+func openSegment(dir string, base int64, flag int) (*segment, error) {
+	path := filepath.Join(dir, segmentName(base))
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &segment{base: base, path: path, f: f, next: base, indexedAt: -1}, nil
+}
+
+func (s *segment) close() error {
+	var err error
+	if s.w != nil {
+		err = s.w.seal(s.size)
+		s.w = nil
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// maybeIndex adds an index entry for the frame of offset off at pos when the
+// previous entry lies interval bytes or more behind it.
+func (s *segment) maybeIndex(off, pos int64, interval int) {
+	if s.indexedAt < 0 || pos-s.indexedAt >= int64(interval) {
+		s.index = append(s.index, indexEntry{offset: off, pos: pos})
+		s.indexedAt = pos
+	}
+}
+
+// dropIndexFrom removes index entries at or above offset off.
+func (s *segment) dropIndexFrom(off int64) {
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].offset >= off })
+	s.index = s.index[:i]
+	s.indexedAt = -1
+	if i > 0 {
+		s.indexedAt = s.index[i-1].pos
+	}
+}
+
+// lookup returns the index entry at or below offset off (the segment start
+// when none is).
+func (s *segment) lookup(off int64) indexEntry {
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].offset > off })
+	if i == 0 {
+		return indexEntry{offset: s.base, pos: 0}
+	}
+	return s.index[i-1]
+}
+
+// stopReason says why a walk over a segment's frames ended.
+type stopReason int
+
+const (
+	stopEOF  stopReason = iota // the file ends exactly after a frame
+	stopZero                   // a zero length prefix: the end of a pre-sized segment
+	stopTorn                   // a header or body runs past the end of the file
+	stopCRC                    // the body does not match its CRC32C
+	stopBad                    // the body does not decode, or holds the wrong offset
+)
+
+func (r stopReason) String() string {
+	return [...]string{"end of file", "zero length prefix", "length past end of file",
+		"crc mismatch", "undecodable body or unexpected offset"}[r]
+}
+
+// intact reports whether the walk ended at a clean end of log.
+func (r stopReason) intact() bool { return r == stopEOF || r == stopZero }
+
+// walkBufferBytes is the read size of a walk. Reading one header per
+// syscall would cost a syscall per record; 1 MiB chunks keep a walk of a
+// 64 MiB segment to 64 reads.
+const walkBufferBytes = 1 << 20
+
+// walk verifies frames from byte position s.size (offset s.next) onwards,
+// advancing s.size, s.next and the index over every intact frame, and
+// returns why it stopped. It never modifies the file.
+// buf is reused between calls (nil allocates walkBufferBytes); the possibly
+// grown buffer is returned.
+func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
+	if len(buf) == 0 {
+		buf = make([]byte, walkBufferBytes)
+	}
+	var rec Record
+	for {
+		n, err := s.f.ReadAt(buf, s.size)
+		if err != nil && err != io.EOF {
+			return 0, buf, fmt.Errorf("log: read segment %s at byte %d: %w", s.path, s.size, err)
+		}
+		atEOF := n < len(buf)
+		chunk := buf[:n]
+		for {
+			if len(chunk) < frameHeaderBytes {
+				if !atEOF {
+					break // refill
+				}
+				if len(chunk) == 0 {
+					return stopEOF, buf, nil
+				}
+				if allZero(chunk) {
+					return stopZero, buf, nil
+				}
+				return stopTorn, buf, nil
+			}
+			bodyLen, crc := frameHeader(chunk)
+			if bodyLen == 0 {
+				return stopZero, buf, nil
+			}
+			need := int64(padded(frameHeaderBytes + int(bodyLen)))
+			if need > maxFrameBytes {
+				return stopTorn, buf, nil
+			}
+			if int64(len(chunk)) < need {
+				if atEOF {
+					return stopTorn, buf, nil
+				}
+				if need > int64(len(buf)) {
+					buf = make([]byte, need)
+				}
+				break // refill from the start of this frame
+			}
+			body := chunk[frameHeaderBytes : frameHeaderBytes+int(bodyLen)]
+			if crcOf(body) != crc {
+				return stopCRC, buf, nil
+			}
+			if decodeBody(body, &rec) != nil || rec.Offset != s.next {
+				return stopBad, buf, nil
+			}
+			s.maybeIndex(s.next, s.size, interval)
+			s.size += need
+			s.next++
+			chunk = chunk[need:]
+		}
+		if atEOF && len(chunk) == 0 {
+			return stopEOF, buf, nil
+		}
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// read returns records from offset off onwards, at most maxBytes of frames
+// but always at least one when one exists, and never reading at or beyond
+// byte position end. The records' slices alias one buffer allocated for
+// this call.
+func (s *segment) read(off int64, maxBytes int, end int64, topic string, partition int32) ([]Record, error) {
+	e := s.lookup(off)
+	pos := e.pos
+	// The index entry may lie up to one interval below off; read enough to
+	// skip it and still fill maxBytes.
+	want := int64(maxBytes) + (pos - e.pos) + 64<<10
+	var out []Record
+	budget := int64(maxBytes)
+	for pos < end {
+		n := min(want, end-pos)
+		buf := make([]byte, n)
+		if _, err := s.f.ReadAt(buf, pos); err != nil && err != io.EOF {
+			return out, fmt.Errorf("log: read segment %s at byte %d: %w", s.path, pos, err)
+		}
+		chunk := buf
+		progressed := false
+		for len(chunk) >= frameHeaderBytes {
+			bodyLen, crc := frameHeader(chunk)
+			need := int64(padded(frameHeaderBytes + int(bodyLen)))
+			if bodyLen == 0 || need > int64(len(chunk)) {
+				break
+			}
+			body := chunk[frameHeaderBytes : frameHeaderBytes+int(bodyLen)]
+			var r Record
+			if crcOf(body) != crc || decodeBody(body, &r) != nil {
+				return out, &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
+					Position: pos, Offset: off, Reason: "frame changed after it was verified"}
+			}
+			progressed = true
+			pos += need
+			chunk = chunk[need:]
+			if r.Offset < off {
+				continue
+			}
+			if len(out) > 0 && budget < need {
+				return out, nil
+			}
+			budget -= need
+			r.Topic, r.Partition = topic, partition
+			out = append(out, r)
+			off = r.Offset + 1
+		}
+		if budget <= 0 {
+			return out, nil
+		}
+		if !progressed {
+			if len(chunk) >= frameHeaderBytes {
+				bodyLen, _ := frameHeader(chunk)
+				want = int64(padded(frameHeaderBytes + int(bodyLen))) // one frame larger than the buffer
+				if bodyLen == 0 || pos+want > end {
+					return out, &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
+						Position: pos, Offset: off, Reason: "frame runs past the verified end"}
+				}
+				continue
+			}
+			break
+		}
+		want = int64(maxBytes) + 64<<10
+		if len(out) > 0 {
+			want = budget
+		}
+	}
+	return out, nil
+}

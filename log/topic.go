@@ -1,0 +1,166 @@
+package log
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// Topic is a named set of partitions, fixed in number at creation. It is
+// safe for concurrent use.
+type Topic struct {
+	log         *Log
+	name        string
+	dir         string
+	partitions  []*Partition
+	lock        *os.File // the writer lock; nil when read-only
+	partitioner Partitioner
+}
+
+// topicMetaFile holds the topic's name and partition count, written once
+// at creation (temporary file, fsync, rename, directory fsync).
+const topicMetaFile = "topic.json"
+
+type topicMeta struct {
+	Version    int    `json:"version"`
+	Name       string `json:"name"`
+	Partitions int    `json:"partitions"`
+}
+
+func readTopicMeta(name, tdir string) (int, error) {
+	path := filepath.Join(tdir, topicMetaFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("log: topic %s: %w", name, err)
+	}
+	var m topicMeta
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || m.Version != 1 || m.Name != name ||
+		m.Partitions < 1 || m.Partitions > MaxPartitions {
+		return 0, fmt.Errorf("%w: topic %s: metadata file %s does not parse (%v)", ErrCorrupt, name, path, err)
+	}
+	return m.Partitions, nil
+}
+
+func writeTopicMeta(name, tdir string, partitions int) error {
+	b, _ := json.Marshal(topicMeta{Version: 1, Name: name, Partitions: partitions})
+	tmp, err := os.CreateTemp(tdir, "."+topicMetaFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("log: topic %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err = tmp.Write(append(b, '\n')); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(tdir, topicMetaFile))
+	}
+	if err == nil {
+		err = syncDir(tdir)
+	}
+	if err != nil {
+		return fmt.Errorf("log: topic %s: write metadata: %w", name, err)
+	}
+	return nil
+}
+
+// openTopic opens (recovering) every partition, in parallel: recovery walks
+// each partition's last segment, and partitions share nothing.
+func openTopic(l *Log, name, tdir string, n int, lock *os.File) (*Topic, error) {
+	t := &Topic{log: l, name: name, dir: tdir, lock: lock, partitioner: l.cfg.partitioner,
+		partitions: make([]*Partition, n)}
+	if t.partitioner == nil {
+		t.partitioner = &KafkaPartitioner{}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			t.partitions[i], errs[i] = openPartition(&l.cfg, name, int32(i), filepath.Join(tdir, strconv.Itoa(i)))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.close()
+		return nil, err
+	}
+	if !l.cfg.readOnly {
+		if err := syncDir(tdir); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Name returns the topic's name.
+func (t *Topic) Name() string { return t.name }
+
+// Partitions returns the partition count fixed at creation.
+func (t *Topic) Partitions() int { return len(t.partitions) }
+
+// Partition returns partition p. Errors: ErrPartitionOutOfRange for p
+// outside 0..Partitions()-1.
+func (t *Topic) Partition(p int32) (*Partition, error) {
+	if p < 0 || int(p) >= len(t.partitions) {
+		return nil, fmt.Errorf("%w: topic %s has partitions 0 to %d, asked for %d",
+			ErrPartitionOutOfRange, t.name, len(t.partitions)-1, p)
+	}
+	return t.partitions[p], nil
+}
+
+// Append appends r to the partition its key picks (see KafkaPartitioner:
+// murmur2 for keys, round-robin for nil) and returns that partition and the
+// record's offset. Like Partition.Append it returns once the record is in
+// the page cache.
+func (t *Topic) Append(ctx context.Context, r Record) (partition int32, offset int64, err error) {
+	if t.log.cfg.readOnly {
+		return 0, 0, fmt.Errorf("%w: append to topic %s", ErrReadOnly, t.name)
+	}
+	partition = t.partitioner.Partition(r.Key, len(t.partitions))
+	offset, err = t.partitions[partition].Append(ctx, r)
+	return partition, offset, err
+}
+
+// PartitionFor returns the partition a record with key would be appended
+// to now. It has no side effect: the round-robin counter for nil keys does
+// not move.
+func (t *Topic) PartitionFor(key []byte) int32 {
+	return t.partitioner.PartitionFor(key, len(t.partitions))
+}
+
+// Sync forces every partition's appended records to stable storage.
+func (t *Topic) Sync() error {
+	var errs []error
+	for _, p := range t.partitions {
+		errs = append(errs, p.Sync())
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Topic) close() error {
+	var errs []error
+	for _, p := range t.partitions {
+		if p != nil {
+			errs = append(errs, p.close())
+		}
+	}
+	if t.lock != nil {
+		errs = append(errs, t.lock.Close()) // closing the descriptor releases the flock
+	}
+	return errors.Join(errs...)
+}
