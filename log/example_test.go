@@ -1,0 +1,84 @@
+package log_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// ExampleOpen creates a topic, appends keyed records and replays one
+// partition.
+func ExampleOpen() {
+	dir, _ := os.MkdirTemp("", "strom-example-")
+	defer os.RemoveAll(dir)
+
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	events, err := lg.CreateTopic("events", 3)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, user := range []string{"alice", "dave", "alice", "carol"} {
+		p, off, err := events.Append(ctx, log.Record{Key: []byte(user), Value: []byte("login")})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s -> partition %d offset %d\n", user, p, off)
+	}
+
+	p, _ := events.Partition(events.PartitionFor([]byte("alice")))
+	r := p.Replay(p.StartOffset())
+	for {
+		recs, err := r.Next(ctx, 1<<20)
+		if err == io.EOF {
+			break
+		}
+		for _, rec := range recs {
+			fmt.Printf("read %s/%d@%d %s=%s\n", rec.Topic, rec.Partition, rec.Offset, rec.Key, rec.Value)
+		}
+	}
+	// Output:
+	// alice -> partition 0 offset 0
+	// dave -> partition 1 offset 0
+	// alice -> partition 0 offset 1
+	// carol -> partition 2 offset 0
+	// read events/0@0 alice=login
+	// read events/0@1 alice=login
+}
+
+// ExamplePartition_Follow tails a partition from another reader while it
+// is written.
+func ExamplePartition_Follow() {
+	dir, _ := os.MkdirTemp("", "strom-example-")
+	defer os.RemoveAll(dir)
+	lg, _ := log.Open(dir, log.WithMode(log.ModeMmap))
+	defer lg.Close()
+	t, _ := lg.CreateTopic("metrics", 1)
+	p, _ := t.Partition(0)
+
+	ctx := context.Background()
+	r := p.Follow(p.NextOffset())
+	go func() {
+		for i := range 3 {
+			p.Append(ctx, log.Record{Value: fmt.Appendf(nil, "tick %d", i)})
+		}
+	}()
+	for seen := 0; seen < 3; {
+		recs, _ := r.Next(ctx, 1<<20)
+		for _, rec := range recs {
+			fmt.Println(rec.Offset, string(rec.Value))
+			seen++
+		}
+	}
+	// Output:
+	// 0 tick 0
+	// 1 tick 1
+	// 2 tick 2
+}

@@ -1,0 +1,127 @@
+package log_test
+
+import (
+	"context"
+	"io"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// TestReplayEndsAtHighWatermarkOfItsStart ensures a replay returns the
+// records present when it began, then io.EOF, ignoring later appends.
+func TestReplayEndsAtHighWatermarkOfItsStart(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		lg := openLog(t, t.TempDir(), log.WithMode(mode), log.WithSegmentBytes(1024))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 50)
+		r := p.Replay(10)
+		appendN(t, p, 50, 5)
+		var got []int64
+		for {
+			recs, err := r.Next(context.Background(), 100)
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			for _, rec := range recs {
+				got = append(got, rec.Offset)
+			}
+		}
+		require.Len(t, got, 40)
+		assert.EqualValues(t, 10, got[0])
+		assert.EqualValues(t, 49, got[39])
+		assert.EqualValues(t, 50, r.Position())
+	})
+}
+
+// TestReadRespectsByteBudget ensures Read returns at least one record even
+// above the budget and stops at the budget otherwise.
+func TestReadRespectsByteBudget(t *testing.T) {
+	lg := openLog(t, t.TempDir())
+	p := openPartition(t, lg, "events", 1)
+	appendN(t, p, 0, 100)
+	recs, err := p.Read(0, 1)
+	require.NoError(t, err)
+	assert.Len(t, recs, 1)
+	recs, err = p.Read(0, 56*10) // frames of these records are 56 bytes
+	require.NoError(t, err)
+	assert.Len(t, recs, 10)
+}
+
+// TestFollowWakesInProcessAtOnce ensures a follower blocked at the high
+// watermark gets a record appended by another goroutine.
+func TestFollowWakesInProcessAtOnce(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		lg := openLog(t, t.TempDir(), log.WithMode(mode), log.WithSegmentBytes(512))
+		p := openPartition(t, lg, "events", 1)
+		r := p.Follow(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		go func() {
+			for i := range 200 {
+				_, _ = p.Append(ctx, log.Record{Value: val(i)})
+			}
+		}()
+		var got int64
+		for got < 200 {
+			recs, err := r.Next(ctx, 1<<20)
+			require.NoError(t, err)
+			for _, rec := range recs {
+				require.Equal(t, got, rec.Offset, "a follower crossing rolls sees every record in order")
+				got++
+			}
+		}
+		short, c2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer c2()
+		_, err := r.Next(short, 1)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+// TestFollowSeesAppendsOfAnotherProcess ensures a reader that opened the
+// log read-only follows records a child process appends, across segment
+// rolls, and prints how long each took to arrive.
+func TestFollowSeesAppendsOfAnotherProcess(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		_, err := lg.CreateTopic("events", 1)
+		require.NoError(t, err)
+		require.NoError(t, lg.Close())
+
+		ro := openLog(t, dir, log.ReadOnly())
+		tp, err := ro.Topic("events")
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		r := p.Follow(0)
+
+		const n = 300
+		child := helperProcess(t, "append", dir, strconv.Itoa(n))
+		require.NoError(t, child.Start())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var lat []time.Duration
+		for int64(len(lat)) < n {
+			recs, err := r.Next(ctx, 1<<20)
+			require.NoError(t, err)
+			now := time.Now()
+			for _, rec := range recs {
+				require.EqualValues(t, len(lat), rec.Offset)
+				ns, err := strconv.ParseInt(string(rec.Value), 10, 64)
+				require.NoError(t, err)
+				lat = append(lat, now.Sub(time.Unix(0, ns)))
+			}
+		}
+		require.NoError(t, child.Wait())
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		t.Logf("cross-process follow latency: p50 %v p99 %v max %v", lat[n/2], lat[n*99/100], lat[n-1])
+	})
+}
