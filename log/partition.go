@@ -293,7 +293,7 @@ func (p *Partition) refresh() {
 // refresh retries it.
 func (p *Partition) refreshLocked() {
 	if p.walkBuf == nil {
-		p.walkBuf = make([]byte, 64<<10)
+		p.walkBuf = make([]byte, 8<<10) // small: an idle follower reads this much per poll
 	}
 	before := p.next.Load()
 	for {
@@ -456,6 +456,9 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 		if p.NextOffset() > offset {
 			return nil
 		}
+		if p.isClosed() {
+			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+		}
 		if tick == nil {
 			select {
 			case <-ch:
@@ -471,6 +474,12 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+func (p *Partition) isClosed() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.closed
 }
 
 func (p *Partition) close() error {
