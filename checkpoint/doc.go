@@ -1,0 +1,60 @@
+// Package checkpoint keeps a consumer's position per topic-partition, so that a
+// pipeline restarted after a crash or a deploy goes on where it left off.
+//
+// # Positions
+//
+// A position is the offset a consumer will read next, never the last offset it
+// handled: after handling offsets 0 to 40 of partition 0 of "events", a consumer
+// saves 41. Loading 41 means "start reading at 41". A topic-partition that was
+// never saved has no position; [Store.Load] reports found == false and the
+// caller picks where to start (usually the log start offset).
+//
+// strom saves a position only after every record below it has been completely
+// handled (see package stream), which makes delivery at-least-once: a crash
+// between handling a record and saving its position replays it, and nothing is
+// ever skipped. For the same reason a checkpoint that cannot be read is an
+// error, never "not found": starting over from the beginning would replay
+// everything, and starting from the end would skip records.
+//
+// # FileStore format and durability
+//
+// [FileStore] keeps one file per topic-partition in its directory, named
+// <topic>-<partition>.position (for example events-0.position). Topic names
+// follow Kafka's rule ([a-zA-Z0-9._-], 1 to 249 characters, not "." or ".."),
+// so a name can never leave the directory; any other name is rejected with
+// [ErrInvalidTopic], and so is a topic so long that its file name would pass
+// the 255-byte file-name limit of common filesystems (topics up to 235 bytes
+// always fit). The file holds one line of JSON and a newline:
+//
+//	{"version":1,"topic":"events","partition":0,"position":41}
+//
+// Load reads it strictly: exactly one JSON object with exactly these four
+// fields, optionally followed by one newline, version 1, the topic and
+// partition of the file name, and a position >= 0. Anything else (an empty
+// file, NUL bytes left by a crash, truncated JSON, a file of another topic) is
+// an error wrapping [ErrCorrupt] and naming the file:
+//
+//	checkpoint: corrupt position file /var/lib/app/events-0.position: empty file
+//
+// Save never modifies a position file in place. It writes the new content to a
+// temporary file in the same directory (.<topic>-<partition>.position.tmp-*,
+// the name cut short for very long topics),
+// fsyncs it, closes it, renames it over the position file and fsyncs the
+// directory, so that after a crash the file holds either the old position or
+// the new one, whole. Save returns after the directory fsync: a position it
+// saved survives a power loss. A crash mid-save can leave a temporary file
+// behind; Load never reads temporary files and they do not block later saves,
+// so they are harmless and may be deleted by hand. Position files are created
+// with mode 0600.
+//
+// One FileStore is safe for concurrent use. Two processes saving the same
+// topic-partition in the same directory do not corrupt the file (the last
+// rename wins), but strom expects one consumer per topic-partition and store.
+//
+// # MemoryStore
+//
+// [MemoryStore] keeps positions in a map. Its zero value is ready to use and it
+// is safe for concurrent use. It forgets everything when the process exits, so
+// it serves tests, and consumers that choose to start from a fixed place on
+// every run.
+package checkpoint

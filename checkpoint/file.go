@@ -1,0 +1,282 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// fileVersion is the format version written into every position file. Load
+// accepts no other.
+const fileVersion = 1
+
+// maxFileBytes bounds how much of a position file Load reads. A valid file is
+// under 330 bytes (a 249-byte topic plus the JSON around it); anything longer
+// is corrupt, and the bound keeps a damaged file from being read whole.
+const maxFileBytes = 4096
+
+// maxNameBytes is the longest file name common filesystems accept (NAME_MAX
+// on Linux ext4, xfs, btrfs and tmpfs, and on macOS APFS).
+const maxNameBytes = 255
+
+// tempSuffixBytes is the most os.CreateTemp adds in place of the "*" of a
+// pattern: a decimal uint32.
+const tempSuffixBytes = 10
+
+// FileStore is a [Store] that keeps one small file per topic-partition in a
+// directory, replaced atomically on every Save (see the package doc for the
+// format and the durability steps). A FileStore is safe for concurrent use.
+type FileStore struct {
+	dir string
+	fs  fileSystem // the operations Save performs; osFileSystem outside tests
+	mu  sync.Mutex // serialises Save, so saves of one topic-partition land in call order
+}
+
+// NewFileStore returns a FileStore keeping its files in dir. It creates dir
+// and any missing parents (mode 0755) and fsyncs the parent of dir when it had
+// to create it. It returns an error naming dir when dir is empty or cannot be
+// created.
+func NewFileStore(dir string) (*FileStore, error) {
+	if dir == "" {
+		return nil, errors.New("checkpoint: new file store: empty directory name")
+	}
+	dir = filepath.Clean(dir)
+	s := &FileStore{dir: dir, fs: osFileSystem{}}
+	if _, err := os.Stat(dir); err == nil {
+		return s, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("checkpoint: new file store: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint: new file store: %w", err)
+	}
+	if err := s.fs.SyncDir(filepath.Dir(dir)); err != nil {
+		return nil, fmt.Errorf("checkpoint: new file store %s: fsync parent directory: %w", dir, err)
+	}
+	return s, nil
+}
+
+// Dir returns the directory the store keeps its files in, as given to
+// [NewFileStore] after [filepath.Clean].
+func (s *FileStore) Dir() string { return s.dir }
+
+// Path returns the name of the file that holds the position of
+// topic-partition (dir/<topic>-<partition>.position), or an error wrapping
+// [ErrInvalidTopic] when the topic is invalid or the file name would pass 255
+// bytes, or [ErrInvalidPosition] when the partition is negative. The file need
+// not exist.
+func (s *FileStore) Path(topic string, partition int32) (string, error) {
+	if err := validateKey(topic, partition); err != nil {
+		return "", err
+	}
+	name := fileName(topic, partition)
+	if len(name) > maxNameBytes {
+		return "", fmt.Errorf("%w %q: the position file name for partition %d is %d bytes, the file-name limit is %d",
+			ErrInvalidTopic, topic, partition, len(name), maxNameBytes)
+	}
+	return filepath.Join(s.dir, name), nil
+}
+
+// Load returns the position saved for topic-partition. It returns
+// (0, false, nil) when the position file does not exist, an error wrapping
+// [ErrCorrupt] and naming the file when it exists but is not exactly one valid
+// position record, an error wrapping [ErrInvalidTopic] or [ErrInvalidPosition]
+// for an invalid topic or negative partition, ctx.Err() when ctx is already
+// done, and any other I/O error wrapped with the file name. Temporary files
+// left by an interrupted Save are never read.
+func (s *FileStore) Load(ctx context.Context, topic string, partition int32) (int64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	path, err := s.Path(topic, partition)
+	if err != nil {
+		return 0, false, err
+	}
+	data, err := readLimited(path, maxFileBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("checkpoint: load %s: %w", path, err)
+	}
+	pos, err := decodePosition(data, topic, partition)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w %s: %w", ErrCorrupt, path, err)
+	}
+	return pos, true, nil
+}
+
+// Save records position for topic-partition: it writes a temporary file in
+// the store's directory, fsyncs and closes it, renames it over the position
+// file and fsyncs the directory, and returns once all of that is done. It
+// returns an error wrapping [ErrInvalidTopic] or [ErrInvalidPosition] for an
+// invalid topic, negative partition or negative position, ctx.Err() when ctx
+// is already done, and any I/O error wrapped with the file name and the step
+// that failed; the temporary file is removed on failure. After an error the
+// position file holds either the old position or the new one.
+func (s *FileStore) Save(ctx context.Context, topic string, partition int32, position int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateSave(topic, partition, position); err != nil {
+		return err
+	}
+	if _, err := s.Path(topic, partition); err != nil {
+		return err
+	}
+	data := encodePosition(topic, partition, position)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replaceLocked(fileName(topic, partition), data)
+}
+
+// replaceLocked atomically replaces dir/name with data. The order of the steps
+// is what makes a crash safe: the data must be on disk (Sync) before the
+// rename publishes it, and the rename must be on disk (SyncDir) before Save
+// reports success, or a power loss could bring back the old position after the
+// caller went on as if the new one were saved. s.mu must be held.
+func (s *FileStore) replaceLocked(name string, data []byte) (err error) {
+	path := filepath.Join(s.dir, name)
+	f, err := s.fs.CreateTemp(s.dir, tempPattern(name))
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %s: create temporary file: %w", path, err)
+	}
+	tmp := f.Name()
+	renamed := false
+	defer func() {
+		if err != nil && !renamed {
+			if rerr := s.fs.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("checkpoint: remove temporary file %s: %w", tmp, rerr))
+			}
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close() // the write error is the one to report
+		return fmt.Errorf("checkpoint: save %s: write %s: %w", path, tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close() // the fsync error is the one to report
+		return fmt.Errorf("checkpoint: save %s: fsync %s: %w", path, tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("checkpoint: save %s: close %s: %w", path, tmp, err)
+	}
+	if err := s.fs.Rename(tmp, path); err != nil {
+		return fmt.Errorf("checkpoint: save %s: rename %s: %w", path, tmp, err)
+	}
+	renamed = true
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("checkpoint: save %s: fsync directory %s: %w", path, s.dir, err)
+	}
+	return nil
+}
+
+// fileName is the name of the position file of topic-partition. The topic
+// must have passed validateTopic.
+func fileName(topic string, partition int32) string {
+	return topic + "-" + strconv.FormatInt(int64(partition), 10) + ".position"
+}
+
+// tempPattern is the os.CreateTemp pattern of the temporary files of the
+// position file name: .<name>.tmp-*, with name shortened when the result
+// could pass the file-name limit. Load never reads these files.
+func tempPattern(name string) string {
+	const extra = len(".") + len(".tmp-") + tempSuffixBytes
+	if len(name)+extra > maxNameBytes {
+		name = name[:maxNameBytes-extra]
+	}
+	return "." + name + ".tmp-*"
+}
+
+// fileRecord is the JSON content of a position file. encoding/json keeps the
+// field order, so the file reads version, topic, partition, position.
+type fileRecord struct {
+	Version   int    `json:"version"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Position  int64  `json:"position"`
+}
+
+// fileRecordIn is fileRecord as Load decodes it: pointers, so that a missing
+// field (or null) is told apart from a zero.
+type fileRecordIn struct {
+	Version   *int    `json:"version"`
+	Topic     *string `json:"topic"`
+	Partition *int32  `json:"partition"`
+	Position  *int64  `json:"position"`
+}
+
+// encodePosition returns the content of a position file: one JSON object and
+// a newline.
+func encodePosition(topic string, partition int32, position int64) []byte {
+	data, err := json.Marshal(fileRecord{Version: fileVersion, Topic: topic, Partition: partition, Position: position})
+	if err != nil {
+		// Marshalling a struct of an int, a string and two integers cannot fail.
+		panic("checkpoint: encode position: " + err.Error())
+	}
+	return append(data, '\n')
+}
+
+// decodePosition parses the content of the position file of topic-partition
+// and says precisely what is wrong when it is not exactly one valid record.
+func decodePosition(data []byte, topic string, partition int32) (int64, error) {
+	if len(data) == 0 {
+		return 0, errors.New("empty file")
+	}
+	if len(data) > maxFileBytes {
+		return 0, fmt.Errorf("larger than %d bytes", maxFileBytes)
+	}
+	if data[0] != '{' {
+		return 0, fmt.Errorf("starts with byte %#02x, want '{'", data[0])
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var rec fileRecordIn
+	if err := dec.Decode(&rec); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, fmt.Errorf("truncated JSON: %w", err)
+		}
+		return 0, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if rest := data[dec.InputOffset():]; len(rest) != 0 && !bytes.Equal(rest, []byte("\n")) {
+		return 0, fmt.Errorf("%d unexpected bytes after the JSON object", len(rest))
+	}
+	switch {
+	case rec.Version == nil:
+		return 0, errors.New(`missing field "version"`)
+	case rec.Topic == nil:
+		return 0, errors.New(`missing field "topic"`)
+	case rec.Partition == nil:
+		return 0, errors.New(`missing field "partition"`)
+	case rec.Position == nil:
+		return 0, errors.New(`missing field "position"`)
+	case *rec.Version != fileVersion:
+		return 0, fmt.Errorf("version %d, want %d", *rec.Version, fileVersion)
+	case *rec.Topic != topic:
+		return 0, fmt.Errorf("topic %q, want %q", *rec.Topic, topic)
+	case *rec.Partition != partition:
+		return 0, fmt.Errorf("partition %d, want %d", *rec.Partition, partition)
+	case *rec.Position < 0:
+		return 0, fmt.Errorf("negative position %d", *rec.Position)
+	}
+	return *rec.Position, nil
+}
+
+// readLimited reads the file at path, at most limit+1 bytes, so that
+// decodePosition can tell an oversized file from a valid one.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only; a close error loses nothing
+	return io.ReadAll(io.LimitReader(f, limit+1))
+}

@@ -1,0 +1,70 @@
+package stream
+
+import (
+	"context"
+
+	"github.com/strom-dev/strom/checkpoint"
+)
+
+// Element is one value moving through a pipeline with its lineage.
+//
+// The lineage (Topic, Partition, Offset) is set by the source and kept by
+// every stage: a Map or MapTo output element has the lineage of its input.
+// Run checkpoints by lineage, so an element whose Topic is "" is handled like
+// any other but never moves a checkpoint.
+type Element[T any] struct {
+	Value     T
+	Topic     string // "" = no lineage (never checkpointed)
+	Partition int32
+	Offset    int64
+}
+
+// Source yields batches of elements to a pipeline.
+//
+// Read returns the next batch. It may block until records are available and
+// must return promptly, with ctx.Err() (possibly wrapped), once ctx is done. A
+// batch may be empty; Run then simply reads again. At a clean end Read returns
+// io.EOF: sources should return (batch, nil) and then (nil, io.EOF), but a
+// final non-empty batch returned together with io.EOF is handled before the
+// pipeline ends. Any other error is a source failure: the elements returned
+// with it are discarded (they are read again after a resume, which is what
+// at-least-once needs) and Run returns the error as a [*SourceError].
+//
+// Within a topic-partition, Read must return offsets in increasing order:
+// Run saves max(offset)+1 of each batch as the partition's position.
+//
+// Close releases what the source holds. Run calls it exactly once, when it
+// returns, whatever the outcome. A source that implements [Resumer] may be
+// resumed after Close.
+type Source[T any] interface {
+	Read(ctx context.Context) ([]Element[T], error)
+	Close() error
+}
+
+// Resumer is implemented by sources that can restart from a checkpoint store
+// (used by ConsumeForever at start and after every source failure).
+//
+// Resume positions the source at the position saved in store for each
+// topic-partition it reads (the next offset to read), or at the source's own
+// default start for a partition never saved, and makes the source readable
+// again if it was closed: [ConsumeForever] calls Resume before the first Read
+// and again after a failed run has closed the source. Resume must return the
+// store's error, not start from a default, when Load fails: a checkpoint that
+// cannot be read (an error wrapping [checkpoint.ErrCorrupt]) must never turn
+// into a silent replay from the beginning or a skip to the end.
+type Resumer interface {
+	Resume(ctx context.Context, store checkpoint.Store) error
+}
+
+// Sink receives batches of values.
+//
+// Write is called once per batch with the batch's values in order, never with
+// an empty slice, and must not keep values after it returns. It returns nil
+// only when every value is handled (written, acknowledged, as durable as the
+// sink promises): Run saves the positions of the batch after Write returns.
+// An error stops the pipeline and the batch's positions are not saved, so the
+// whole batch is delivered again after a restart: a sink that wrote part of
+// the batch before failing sees that part twice.
+type Sink[T any] interface {
+	Write(ctx context.Context, values []T) error
+}

@@ -1,0 +1,62 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrAlreadyRun is returned by [Stream.Run] when Run was already called on
+// the same pipeline: on this Stream, or on one derived from the same [From]
+// (a pipeline reads its source once).
+var ErrAlreadyRun = errors.New("stream: Run already called on this pipeline")
+
+// errNilSource is returned by Run when From was given a nil source.
+var errNilSource = errors.New("stream: From was given a nil source")
+
+// Stage names carried by [RecordError.Stage].
+const (
+	StageMap    = "map"    // Stream.Map
+	StageFilter = "filter" // Stream.Filter
+	StageTap    = "tap"    // Stream.Tap, and the handler of ConsumeForever
+	StageSink   = "sink"   // Stream.To
+	StageMapTo  = "mapto"  // MapTo
+)
+
+// RecordError is returned by [Stream.Run] when a stage function or a sink
+// fails. It names the stage and the lineage of the record that failed (for a
+// sink, the first record of the batch whose Write failed), and wraps the
+// function's error: errors.Is(err, handlerErr) holds for the error Run
+// returns. The positions of the failed batch are not saved.
+type RecordError struct {
+	Stage     string // one of StageMap, StageFilter, StageTap, StageSink, StageMapTo
+	Topic     string // "" when the record has no lineage
+	Partition int32
+	Offset    int64
+	Err       error // the error the stage function or sink returned
+}
+
+// Error reports the stage, the record and the cause, as in
+// "stream: map failed on events/0 at offset 37: boom".
+func (e *RecordError) Error() string {
+	if e.Topic == "" {
+		return fmt.Sprintf("stream: %s failed: %v", e.Stage, e.Err)
+	}
+	return fmt.Sprintf("stream: %s failed on %s/%d at offset %d: %v", e.Stage, e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+// Unwrap returns the stage function's or sink's error.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// SourceError is returned by [Stream.Run] when the source's Read fails with
+// anything but io.EOF, and by [ConsumeForever]'s OnSourceError hook for a
+// failed Read or Resume. It tells a source failure, which a restart from the
+// last checkpoint can cure, from a handler failure, which it cannot.
+type SourceError struct {
+	Err error // the error Read or Resume returned
+}
+
+// Error reports the source's error, as in "stream: source failed: connection reset".
+func (e *SourceError) Error() string { return "stream: source failed: " + e.Err.Error() }
+
+// Unwrap returns the source's error.
+func (e *SourceError) Unwrap() error { return e.Err }
