@@ -1,0 +1,86 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
+)
+
+// ExampleLog appends keyed records; each key lands in the partition Kafka's
+// partitioner picks for it.
+func ExampleLog() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	t, err := lg.CreateTopic("orders", 3)
+	if err != nil {
+		panic(err)
+	}
+
+	recs := []log.Record{
+		{Key: []byte("alice"), Value: []byte("book")},
+		{Key: []byte("carol"), Value: []byte("lamp")},
+		{Key: []byte("dave"), Value: []byte("desk")},
+		{Key: []byte("alice"), Value: []byte("pen")},
+	}
+	if err := sink.Log(t, sink.Synced()).Write(context.Background(), recs); err != nil {
+		panic(err)
+	}
+	for id := range int32(3) {
+		p, err := t.Partition(id)
+		if err != nil {
+			panic(err)
+		}
+		got, err := p.Read(0, 1<<20)
+		if err != nil {
+			panic(err)
+		}
+		for _, r := range got {
+			fmt.Printf("partition %d offset %d: %s %s\n", r.Partition, r.Offset, r.Key, r.Value)
+		}
+	}
+	// Output:
+	// partition 0 offset 0: alice book
+	// partition 0 offset 1: alice pen
+	// partition 1 offset 0: dave desk
+	// partition 2 offset 0: carol lamp
+}
+
+// ExampleLines writes one line per value.
+func ExampleLines() {
+	var b strings.Builder
+	if err := sink.Lines(&b).Write(context.Background(), []string{"first", "second"}); err != nil {
+		panic(err)
+	}
+	fmt.Print(b.String())
+	// Output:
+	// first
+	// second
+}
+
+// ExampleFunc turns a function of a batch into a sink.
+func ExampleFunc() {
+	total := 0
+	s := sink.Func(func(_ context.Context, batch []int) error {
+		for _, v := range batch {
+			total += v
+		}
+		return nil
+	})
+	if err := s.Write(context.Background(), []int{1, 2, 3}); err != nil {
+		panic(err)
+	}
+	fmt.Println(total)
+	// Output: 6
+}

@@ -1,0 +1,56 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNilLog is returned, wrapped in a [*PartitionError], by
+// [PartitionSource.Read] and [PartitionSource.Resume] when the source was
+// built by [Partition] with a nil *log.Log.
+var ErrNilLog = errors.New("source: nil log")
+
+// ErrNilStore is returned, wrapped with the source's coordinates, by Read
+// when the source starts [FromStore] with a nil store, and by Resume when it
+// is given a nil store.
+var ErrNilStore = errors.New("source: nil checkpoint store")
+
+// PartitionError is the error a [PartitionSource] returns for anything that
+// goes wrong while opening or reading its partition. It names the topic and
+// partition and wraps the cause, so errors.Is sees through it (for example to
+// log.ErrOffsetOutOfRange, log.ErrUnknownTopic or checkpoint.ErrCorrupt).
+//
+// The end of a replay (io.EOF) and a cancelled context (ctx.Err()) are not
+// failures and are returned bare, never wrapped in a PartitionError.
+type PartitionError struct {
+	Topic     string // topic the source reads
+	Partition int32  // partition the source reads
+	Err       error  // the cause
+}
+
+// Error returns "source: topic T partition P: cause".
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("source: topic %s partition %d: %v", e.Topic, e.Partition, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *PartitionError) Unwrap() error { return e.Err }
+
+// FileError is the error a [LinesSource] returns when its file cannot be
+// opened or read, when its lineage topic is not a legal name, or when its
+// checkpoint store fails. It names the file and wraps the cause, so errors.Is
+// sees through it (for example to fs.ErrNotExist or checkpoint.ErrCorrupt).
+//
+// The end of the file (io.EOF) and a cancelled context are returned bare.
+type FileError struct {
+	Path string // the file, as given to Lines
+	Err  error  // the cause
+}
+
+// Error returns "source: file PATH: cause".
+func (e *FileError) Error() string {
+	return fmt.Sprintf("source: file %s: %v", e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }

@@ -1,0 +1,127 @@
+package source_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/source"
+)
+
+// ExamplePartition replays a partition from its start to the high watermark.
+func ExamplePartition() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	t, err := lg.CreateTopic("events", 1)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, v := range []string{"created", "paid", "shipped"} {
+		if _, _, err := t.Append(ctx, log.Record{Key: []byte("order-1"), Value: []byte(v)}); err != nil {
+			panic(err)
+		}
+	}
+
+	src := source.Partition(lg, "events", 0, source.Earliest, source.Replay())
+	defer src.Close()
+	for {
+		batch, err := src.Read(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			panic(err)
+		}
+		for _, e := range batch {
+			fmt.Printf("%s/%d@%d %s\n", e.Topic, e.Partition, e.Offset, e.Value.Value)
+		}
+	}
+	// Output:
+	// events/0@0 created
+	// events/0@1 paid
+	// events/0@2 shipped
+}
+
+// ExampleFromStore starts where a checkpoint store says the consumer stopped.
+func ExampleFromStore() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	t, err := lg.CreateTopic("events", 1)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		if _, _, err := t.Append(ctx, log.Record{Value: fmt.Appendf(nil, "e%d", i)}); err != nil {
+			panic(err)
+		}
+	}
+	var store checkpoint.MemoryStore
+	if err := store.Save(ctx, "events", 0, 3); err != nil { // offsets 0-2 were handled
+		panic(err)
+	}
+
+	src := source.Partition(lg, "events", 0, source.FromStore(&store), source.Replay())
+	batch, err := src.Read(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range batch {
+		fmt.Println(e.Offset, string(e.Value.Value))
+	}
+	// Output:
+	// 3 e3
+	// 4 e4
+}
+
+// ExampleLines reads a CRLF file line by line; the line index is the offset.
+func ExampleLines() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "auth.log")
+	if err := os.WriteFile(path, []byte("login alice\r\nlogin bob \r\nlogout alice"), 0o600); err != nil {
+		panic(err)
+	}
+
+	src := source.Lines(path)
+	defer src.Close()
+	batch, err := src.Read(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range batch {
+		fmt.Printf("%s %d %q\n", e.Topic, e.Offset, e.Value)
+	}
+	_, err = src.Read(context.Background())
+	fmt.Println(err)
+	// Output:
+	// auth.log 0 "login alice"
+	// auth.log 1 "login bob "
+	// auth.log 2 "logout alice"
+	// EOF
+}

@@ -1,0 +1,255 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/stream"
+)
+
+// DefaultMaxBytes is the default upper bound, in bytes of record frames, on
+// one batch returned by [PartitionSource.Read]: 1 MiB. Override it with
+// [MaxBytes].
+const DefaultMaxBytes = 1 << 20
+
+// PartitionOption configures a [PartitionSource]; pass options to [Partition].
+type PartitionOption interface {
+	applyPartition(*partitionConfig)
+}
+
+// partitionConfig holds a PartitionSource's settings; defaultPartitionConfig
+// lists every default.
+type partitionConfig struct {
+	replay   bool // Replay: end with io.EOF at the high watermark seen at open
+	maxBytes int  // MaxBytes: batch size bound in bytes
+}
+
+func defaultPartitionConfig() partitionConfig {
+	return partitionConfig{replay: false, maxBytes: DefaultMaxBytes}
+}
+
+// partitionOptionFunc adapts a closure to PartitionOption.
+type partitionOptionFunc func(*partitionConfig)
+
+func (f partitionOptionFunc) applyPartition(c *partitionConfig) { f(c) }
+
+// Replay makes the source end: Read returns io.EOF once it reaches the high
+// watermark as it was when the source opened (see log.Partition.Replay).
+// Records appended after that are not returned. Without this option the source
+// follows the partition and never ends: Read waits for new records until its
+// context is cancelled (see log.Partition.Follow).
+func Replay() PartitionOption {
+	return partitionOptionFunc(func(c *partitionConfig) { c.replay = true })
+}
+
+// MaxBytes bounds one batch returned by Read to about n bytes of records,
+// overriding the default of [DefaultMaxBytes] (1 MiB). A batch always holds at
+// least one record when one is available, even if that record alone is
+// larger. n <= 0 keeps the default.
+func MaxBytes(n int) PartitionOption {
+	return partitionOptionFunc(func(c *partitionConfig) {
+		if n > 0 {
+			c.maxBytes = n
+		}
+	})
+}
+
+// PartitionSource reads one partition of a topic of a [log.Log] as a
+// stream.Source[log.Record]. Build it with [Partition].
+//
+// It opens lazily: nothing touches the log until the first Read. Each element
+// it returns carries the record as its Value and the record's Topic, Partition
+// and Offset as its lineage, so a checkpointing pipeline saves positions of
+// this partition.
+//
+// A PartitionSource is not safe for concurrent use: call Read, Resume and
+// Close from one goroutine at a time (a blocked Read is ended by cancelling
+// its context, not by Close).
+type PartitionSource struct {
+	lg        *log.Log
+	topic     string
+	partition int32
+	start     Start // as configured; used again by Resume when the store has nothing
+	cfg       partitionConfig
+
+	next    Start       // where the next open starts
+	reader  *log.Reader // nil while closed
+	pos     int64       // next offset Read will return; -1 while unknown
+	pending error       // an error that arrived with a batch, returned by the next Read
+}
+
+// The interfaces a PartitionSource implements.
+var (
+	_ stream.Source[log.Record] = (*PartitionSource)(nil)
+	_ stream.Resumer            = (*PartitionSource)(nil)
+)
+
+// Partition returns a source reading partition partition of topic from lg,
+// beginning at start (see [Earliest], [Latest], [At], [FromStore]). By default
+// it follows the partition forever; with [Replay] it ends with io.EOF.
+//
+// The log is the caller's: the source never closes it. A consumer should open
+// its log with log.ReadOnly(), which reads while another process writes; a
+// read-write log also works, but taking the topic takes its writer lock.
+// Errors (unknown topic, partition out of range, start out of range, a failing
+// store) are returned by the first Read, as a [*PartitionError].
+func Partition(lg *log.Log, topic string, partition int32, start Start, opts ...PartitionOption) *PartitionSource {
+	cfg := defaultPartitionConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.applyPartition(&cfg)
+		}
+	}
+	return &PartitionSource{
+		lg:        lg,
+		topic:     topic,
+		partition: partition,
+		start:     start,
+		cfg:       cfg,
+		next:      start,
+		pos:       -1,
+	}
+}
+
+// Topic returns the topic the source reads.
+func (s *PartitionSource) Topic() string { return s.topic }
+
+// PartitionID returns the partition the source reads.
+func (s *PartitionSource) PartitionID() int32 { return s.partition }
+
+// Position returns the offset of the next record Read will return (what a
+// checkpoint would store once everything before it is handled), or -1 while
+// that is not yet known: before the first Read resolves the start, and after a
+// Resume that found no saved position.
+func (s *PartitionSource) Position() int64 { return s.pos }
+
+// Read returns the next batch of records, each as an element whose lineage is
+// the record's topic, partition and offset. It opens the partition on the
+// first call (and on the first call after Close or Resume).
+//
+// In follow mode (the default) Read waits until at least one record is
+// available or ctx is done; in [Replay] mode it returns nil, io.EOF once the
+// high watermark seen at open is reached, and io.EOF again on every later
+// call. A done context returns ctx.Err(); both are returned unwrapped. Any
+// other failure is a [*PartitionError] naming the topic and partition.
+func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record], error) {
+	if err := s.pending; err != nil {
+		s.pending = nil
+		return nil, err
+	}
+	if s.reader == nil {
+		if err := s.open(ctx); err != nil {
+			return nil, err
+		}
+	}
+	recs, err := s.reader.Next(ctx, s.cfg.maxBytes)
+	if len(recs) > 0 {
+		s.pos = s.reader.Position()
+	}
+	if err != nil {
+		err = s.wrap(err)
+		if len(recs) == 0 {
+			return nil, err
+		}
+		s.pending = err
+	}
+	elems := make([]stream.Element[log.Record], len(recs))
+	for i, r := range recs {
+		elems[i] = stream.Element[log.Record]{
+			Value:     r,
+			Topic:     r.Topic,
+			Partition: r.Partition,
+			Offset:    r.Offset,
+		}
+	}
+	return elems, nil
+}
+
+// open takes the topic and partition, resolves s.next and creates the reader.
+func (s *PartitionSource) open(ctx context.Context) error {
+	if s.lg == nil {
+		return s.wrap(ErrNilLog)
+	}
+	t, err := s.lg.Topic(s.topic)
+	if err != nil {
+		return s.wrap(err)
+	}
+	p, err := t.Partition(s.partition)
+	if err != nil {
+		return s.wrap(err)
+	}
+	from, err := s.next.resolve(ctx, p, s.topic, s.partition)
+	if err != nil {
+		return s.wrap(err)
+	}
+	if s.cfg.replay {
+		s.reader = p.Replay(from)
+	} else {
+		s.reader = p.Follow(from)
+	}
+	s.pos = from
+	return nil
+}
+
+// Resume makes the next Read start at the position saved in store for this
+// topic and partition, or at the configured Start when the store has none. It
+// drops the current reader, so records already returned but not yet saved are
+// read again (at-least-once). stream.ConsumeForever calls it at start and after
+// every source failure.
+//
+// The saved position is checked against the partition's range when the next
+// Read opens it. A failing store returns its error wrapped in a
+// [*PartitionError] and leaves the source as it was; a nil store is
+// [ErrNilStore].
+func (s *PartitionSource) Resume(ctx context.Context, store checkpoint.Store) error {
+	if store == nil {
+		return s.wrap(ErrNilStore)
+	}
+	pos, found, err := store.Load(ctx, s.topic, s.partition)
+	if err != nil {
+		return s.wrap(err)
+	}
+	s.closeReader()
+	if found {
+		s.next, s.pos = At(pos), pos
+	} else {
+		s.next, s.pos = s.start, -1
+	}
+	return nil
+}
+
+// Close releases the reader. It does not close the log, which belongs to the
+// caller. The source stays usable: the next Read opens the partition again
+// and continues at [PartitionSource.Position], so no record is returned twice
+// (unless Resume moves it). Close always returns nil.
+func (s *PartitionSource) Close() error {
+	s.closeReader()
+	return nil
+}
+
+// closeReader forgets the reader and any error queued behind a batch; the
+// next open continues at the position the reader reached.
+func (s *PartitionSource) closeReader() {
+	if s.reader != nil {
+		s.next = At(s.pos)
+	}
+	s.reader = nil
+	s.pending = nil
+}
+
+// wrap adds the coordinates to err, except for the end of a replay and a done
+// context, which callers compare against io.EOF and ctx.Err().
+func (s *PartitionSource) wrap(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return &PartitionError{Topic: s.topic, Partition: s.partition, Err: err}
+}

@@ -1,0 +1,112 @@
+package source
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/log"
+)
+
+// startKind says how a [Start] picks the first offset.
+type startKind uint8
+
+const (
+	startEarliest startKind = iota // the log start offset; the zero value
+	startLatest                    // the high watermark
+	startAt                        // a fixed offset
+	startStore                     // a checkpoint store's position, else the log start offset
+)
+
+// Start says where a source begins reading when it opens. Build one with
+// [Earliest], [Latest], [At] or [FromStore]; the zero value is [Earliest].
+//
+// A Start is resolved when the source opens (on its first Read), not when it
+// is built: Earliest and Latest mean the log start offset and the high
+// watermark at that moment.
+type Start struct {
+	kind   startKind
+	offset int64            // for startAt
+	store  checkpoint.Store // for startStore
+}
+
+// Earliest starts at the partition's log start offset, the lowest offset still
+// stored (0 until retention drops a segment). Kafka calls it
+// auto.offset.reset=earliest.
+var Earliest = Start{kind: startEarliest}
+
+// Latest starts at the partition's high watermark as it is when the source
+// opens, so only records appended afterwards are read. With [Replay] a source
+// that starts at Latest ends at once with io.EOF.
+var Latest = Start{kind: startLatest}
+
+// At starts at the given offset. The offset must lie in
+// [log start offset, high watermark] when the source opens (the high
+// watermark itself is allowed: reading begins with the next record
+// appended); otherwise Read returns an error wrapping
+// log.ErrOffsetOutOfRange.
+func At(offset int64) Start { return Start{kind: startAt, offset: offset} }
+
+// FromStore starts at the position saved in store for the source's topic and
+// partition (the next offset to read), or at [Earliest] when the store has
+// none. A store that fails to load, for example with checkpoint.ErrCorrupt,
+// makes Read (or Resume) return that error, wrapped: a broken checkpoint never
+// silently restarts from the beginning. A saved position outside
+// [log start offset, high watermark] is an error wrapping
+// log.ErrOffsetOutOfRange. A nil store is [ErrNilStore].
+func FromStore(store checkpoint.Store) Start { return Start{kind: startStore, store: store} }
+
+// String describes the start: "earliest", "latest", "offset N" or "store".
+func (s Start) String() string {
+	switch s.kind {
+	case startLatest:
+		return "latest"
+	case startAt:
+		return fmt.Sprintf("offset %d", s.offset)
+	case startStore:
+		return "store"
+	default:
+		return "earliest"
+	}
+}
+
+// resolve turns s into an offset of p, which belongs to topic/partition.
+// The error is not yet wrapped with the coordinates.
+func (s Start) resolve(ctx context.Context, p *log.Partition, topic string, partition int32) (int64, error) {
+	switch s.kind {
+	case startLatest:
+		return p.NextOffset(), nil
+	case startAt:
+		return checkOffset(p, topic, partition, s.offset)
+	case startStore:
+		if s.store == nil {
+			return 0, ErrNilStore
+		}
+		pos, found, err := s.store.Load(ctx, topic, partition)
+		if err != nil {
+			return 0, fmt.Errorf("loading checkpoint: %w", err)
+		}
+		if !found {
+			return p.StartOffset(), nil
+		}
+		return checkOffset(p, topic, partition, pos)
+	default:
+		return p.StartOffset(), nil
+	}
+}
+
+// checkOffset returns offset if it lies in [p.StartOffset(), p.NextOffset()],
+// else the log's out-of-range error.
+func checkOffset(p *log.Partition, topic string, partition int32, offset int64) (int64, error) {
+	start, next := p.StartOffset(), p.NextOffset()
+	if offset < start || offset > next {
+		return 0, &log.OffsetOutOfRangeError{
+			Topic:       topic,
+			Partition:   partition,
+			Offset:      offset,
+			StartOffset: start,
+			NextOffset:  next,
+		}
+	}
+	return offset, nil
+}
