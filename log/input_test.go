@@ -23,11 +23,11 @@ func TestTopicNamesFollowKafkaRule(t *testing.T) {
 	dir := t.TempDir()
 	lg := openLog(t, dir)
 	for name, want := range map[string]string{
-		"../x":                  `character '/'`,
-		"":                      "empty name",
-		".":                     `"." is not allowed`,
-		"..":                    `".." is not allowed`,
-		"a b":                   `character ' '`,
+		"../x":                   `character '/'`,
+		"":                       "empty name",
+		".":                      `"." is not allowed`,
+		"..":                     `".." is not allowed`,
+		"a b":                    `character ' '`,
 		strings.Repeat("a", 250): "250 characters long, the limit is 249",
 	} {
 		_, err := lg.CreateTopic(name, 1)

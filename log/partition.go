@@ -305,6 +305,9 @@ func (p *Partition) refreshLocked() {
 				break
 			}
 			next = p.active().next
+			if next == p.active().base {
+				break // an empty segment has no successor yet; its own name is next
+			}
 		}
 		s, err := openSegment(p.dir, next, os.O_RDONLY)
 		if err != nil {

@@ -3,6 +3,7 @@ package log_test
 import (
 	"context"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"testing"
@@ -124,4 +125,38 @@ func TestFollowSeesAppendsOfAnotherProcess(t *testing.T) {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		t.Logf("cross-process follow latency: p50 %v p99 %v max %v", lat[n/2], lat[n*99/100], lat[n-1])
 	})
+}
+
+// TestReadOnlyEmptyPartitionStaysOneSegment ensures a read-only reader of
+// an empty partition (or one that just rolled to an empty segment) does not
+// reopen the empty segment on every look, and later sees appends.
+func TestReadOnlyEmptyPartitionStaysOneSegment(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		w := openPartition(t, lg, "events", 1)
+		ro := openLog(t, dir, log.ReadOnly())
+		tp, err := ro.Topic("events")
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		fds := openFDs(t)
+		for range 1000 {
+			require.EqualValues(t, 0, p.NextOffset())
+		}
+		assert.InDelta(t, fds, openFDs(t), 2, "no descriptor leaked per look")
+		appendN(t, w, 0, 3)
+		assert.EqualValues(t, 3, p.NextOffset())
+		recs, err := p.Read(0, 1<<20)
+		require.NoError(t, err)
+		assert.Len(t, recs, 3)
+	})
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(entries)
 }
