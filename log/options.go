@@ -20,12 +20,14 @@ const (
 
 // DefaultMode is the write path used when WithMode is not given.
 //
-// ModeMmap, because it measured faster on every append workload: on this
-// project's 2-core CI machine (BenchmarkSegmentAppend, 2026-11-30, go test
-// -bench, no sync), one record per call ran at 1.15 M records/s at 64 B
-// against 0.30 M/s for ModeFile (a pwrite per call), and 0.28 M/s against
-// 0.18 M/s at 1 KiB; with 64 records per call, 4.2 M/s against 2.1 M/s at
-// 64 B. ModeFile stays for file systems without shared writable mappings.
+// ModeMmap, because it measured faster where it matters most, one record
+// per Append call (a publisher's usual shape): on this project's 2-core CI
+// machine (BenchmarkSegmentAppend, 2026-11-30, -benchtime 1s, no sync) 2.06 M
+// records/s at 64 B against 0.55 M/s for ModeFile, which pays one pwrite per
+// call, and 0.45 M/s against 0.22 M/s at 1 KiB. With 64 records per call the
+// two are within noise of each other (3.0 to 3.8 M/s at 64 B, 0.58 M/s at
+// 1 KiB, the order flipping between runs). ModeFile stays for file systems
+// without fallocate or shared writable mappings.
 const DefaultMode = ModeMmap
 
 func (m Mode) String() string {

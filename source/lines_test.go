@@ -13,17 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/loghub"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
 )
-
-// loghubDir is where CI lays the shared Loghub samples: ../shared/data/loghub
-// from the repository root, so two levels up from this package.
-const loghubDir = "../../shared/data/loghub"
-
-// loghubFiles are the five 2,000-line samples.
-var loghubFiles = []string{"Apache_2k.log", "HDFS_2k.log", "Linux_2k.log", "OpenSSH_2k.log", "Zookeeper_2k.log"}
 
 // expectedLines splits data the way the source documents: on '\n', one '\r'
 // before it stripped, no line after a final '\n'.
@@ -63,8 +57,8 @@ func writeFile(t *testing.T, name, content string) string {
 // text of each equal to the file split on '\n' with the '\r' stripped, with
 // lineage topic = file name, partition 0, offset = line index.
 func TestLinesLoghubFilesYieldExactly2000LinesEach(t *testing.T) {
-	require.DirExists(t, loghubDir, "CI lays the Loghub samples at ../shared/data/loghub")
-	for _, name := range loghubFiles {
+	loghubDir := loghub.Dir(t)
+	for _, name := range loghub.Files {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(loghubDir, name)
 			data, err := os.ReadFile(path)
@@ -175,7 +169,7 @@ func repeatInt(v, n int) []int {
 // TestLinesResumeSkipsLinesBelowTheStoredPosition ensures a resumed line
 // source starts at the saved line index, and at the first line without one.
 func TestLinesResumeSkipsLinesBelowTheStoredPosition(t *testing.T) {
-	path := filepath.Join(loghubDir, "OpenSSH_2k.log")
+	path := filepath.Join(loghub.Dir(t), "OpenSSH_2k.log")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	want := expectedLines(data)

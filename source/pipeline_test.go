@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/loghub"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -80,7 +81,7 @@ func TestPipelineHandlesEachRecordOnceAcrossRuns(t *testing.T) {
 // over a file saves the index of the line after the last, and a resumed
 // source then has nothing left to hand out.
 func TestLinesPipelineCheckpointsTheNextLine(t *testing.T) {
-	path := filepath.Join(loghubDir, "HDFS_2k.log")
+	path := filepath.Join(loghub.Dir(t), "HDFS_2k.log")
 	var store checkpoint.MemoryStore
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

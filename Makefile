@@ -1,0 +1,33 @@
+# strom: make demo, make test (see README.md).
+#
+#   make demo                                   the end-to-end demo on synthetic events
+#   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
+#   make test                                   go vet + every test with the race detector
+#   make bench [BENCHTIME=1s]                   the log's append benchmarks
+#   make lint                                   gofmt + go vet
+#   make build                                  compile everything; the services into bin/
+
+GO        ?= go
+BENCHTIME ?= 1s
+
+# The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
+# make passes variables given on its command line (make demo INPUT=...) to it there.
+
+.PHONY: demo test bench lint build
+
+demo:
+	@./scripts/demo.sh
+
+test:
+	$(GO) vet ./... && $(GO) test -race ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) ./log/
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+build:
+	$(GO) build ./...
+	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/strom-dev/strom/internal/service"
+	"github.com/strom-dev/strom/log"
+)
+
+// consumer handles records and keeps the numbers /stats reports.
+type consumer struct {
+	cfg config
+	lg  *log.Log
+	out *os.File // --out, nil without it; written by handle only
+
+	mu          sync.Mutex
+	handled     int64
+	position    int64 // valid when hasPosition
+	hasPosition bool
+	resumedFrom *int64 // set once before serving, never changed
+	reconnects  int64
+	last        *service.RecordView
+	part        *log.Partition // read-only handle for the high watermark; nil until the topic exists
+}
+
+// handle is the consumer's per-record work: wait --delay, then append the record to --out.
+// It returns before the position covering the record can be saved, as ConsumeForever
+// promises, so a record written to --out and lost by a crash is handled again.
+func (c *consumer) handle(ctx context.Context, r log.Record) error {
+	if c.cfg.delay > 0 {
+		t := time.NewTimer(c.cfg.delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	view := service.RecordView{Offset: r.Offset, Key: keyString(r.Key), Value: string(r.Value)}
+	if c.out != nil {
+		line, err := json.Marshal(service.OutLine{
+			Partition: r.Partition,
+			Offset:    r.Offset,
+			Key:       view.Key,
+			Value:     view.Value,
+		})
+		if err != nil {
+			return fmt.Errorf("encode record %d for --out: %w", r.Offset, err)
+		}
+		// One Write per record, so a record is in the file whole or not at all; the page
+		// cache keeps it when the process is killed.
+		if _, err := c.out.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("write --out: %w", err)
+		}
+	}
+	c.mu.Lock()
+	c.handled++
+	c.last = &view
+	c.mu.Unlock()
+	return nil
+}
+
+// keyString returns key as a string, nil for a nil key (an empty key stays "").
+func keyString(key []byte) *string {
+	if key == nil {
+		return nil
+	}
+	s := string(key)
+	return &s
+}
+
+// sourceError counts a source failure ConsumeForever backs off from.
+func (c *consumer) sourceError(err error, attempt int) {
+	c.mu.Lock()
+	c.reconnects++
+	c.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "%s: source failed (attempt %d), backing off: %v\n", c.cfg.name, attempt, err)
+}
+
+// checkpointed records a saved position.
+func (c *consumer) checkpointed(_ string, _ int32, position int64) {
+	c.mu.Lock()
+	c.position = position
+	c.hasPosition = true
+	c.mu.Unlock()
+}
+
+// partition returns a read-only handle on the consumer's partition, or nil while the topic
+// does not exist.
+func (c *consumer) partition() *log.Partition {
+	c.mu.Lock()
+	p := c.part
+	c.mu.Unlock()
+	if p != nil {
+		return p
+	}
+	t, err := c.lg.Topic(c.cfg.topic)
+	if err != nil {
+		return nil
+	}
+	p, err = t.Partition(c.cfg.partition)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.part = p
+	c.mu.Unlock()
+	return p
+}
+
+// stats returns a snapshot for /stats.
+func (c *consumer) stats() service.ConsumerStats {
+	c.mu.Lock()
+	st := service.ConsumerStats{
+		Name:        c.cfg.name,
+		Topic:       c.cfg.topic,
+		Partition:   c.cfg.partition,
+		Handled:     c.handled,
+		ResumedFrom: c.resumedFrom,
+		Reconnects:  c.reconnects,
+		LastRecord:  c.last,
+	}
+	if c.hasPosition {
+		pos := c.position
+		st.Position = &pos
+	}
+	c.mu.Unlock()
+	// The high watermark is read after the position: a saved position never passes the high
+	// watermark of its moment, and the high watermark only grows, so the lag is never negative.
+	if p := c.partition(); p != nil {
+		from := p.StartOffset()
+		if st.Position != nil {
+			from = *st.Position
+		}
+		lag := p.NextOffset() - from
+		st.Lag = &lag
+	}
+	return st
+}
+
+func (c *consumer) handleStats(w http.ResponseWriter, _ *http.Request) {
+	service.WriteJSON(w, http.StatusOK, c.stats())
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/internal/service"
+	"github.com/strom-dev/strom/log"
+)
+
+// TestParseFlagsDefaults ensures the documented defaults, the derived name, and the required
+// flags.
+func TestParseFlagsDefaults(t *testing.T) {
+	for _, k := range []string{"STROM_DIR", "STROM_STATE", "STROM_NAME", "STROM_DELAY", "STROM_PARTITION"} {
+		t.Setenv(k, "")
+	}
+	cfg, err := parseFlags([]string{"--dir", "d", "--state", "s", "--partition", "2"})
+	require.NoError(t, err)
+	assert.Equal(t, "consumer-2", cfg.name)
+	assert.Equal(t, "events", cfg.topic)
+	assert.Equal(t, "127.0.0.1:7071", cfg.addr)
+	assert.Equal(t, 2*time.Millisecond, cfg.delay)
+	assert.Equal(t, 16<<10, cfg.batchBytes)
+
+	_, err = parseFlags([]string{"--dir", "d"})
+	assert.ErrorContains(t, err, "--state")
+	_, err = parseFlags([]string{"--state", "s"})
+	assert.ErrorContains(t, err, "--dir")
+	_, err = parseFlags([]string{"--dir", "d", "--state", "s", "--partition", "-1"})
+	assert.ErrorContains(t, err, "--partition")
+	t.Setenv("STROM_DELAY", "soon")
+	_, err = parseFlags([]string{"--dir", "d", "--state", "s"})
+	assert.ErrorContains(t, err, "STROM_DELAY")
+}
+
+// TestHandleWritesOneJSONLinePerRecord ensures --out gets the record before handle returns,
+// with a null key for a nil key and an empty string for an empty one.
+func TestHandleWritesOneJSONLinePerRecord(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	c := &consumer{cfg: config{name: "c"}, out: f}
+	require.NoError(t, c.handle(context.Background(), log.Record{Partition: 1, Offset: 7, Key: nil, Value: []byte("a \"b\"\r")}))
+	require.NoError(t, c.handle(context.Background(), log.Record{Partition: 1, Offset: 8, Key: []byte{}, Value: []byte("")}))
+
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	require.Len(t, lines, 2)
+	var r service.OutLine
+	require.NoError(t, json.Unmarshal(lines[0], &r))
+	assert.Equal(t, service.OutLine{Partition: 1, Offset: 7, Key: nil, Value: "a \"b\"\r"}, r)
+	assert.Contains(t, string(lines[0]), `"key":null`)
+	require.NoError(t, json.Unmarshal(lines[1], &r))
+	require.NotNil(t, r.Key)
+	assert.Equal(t, "", *r.Key)
+
+	st := c.stats()
+	assert.EqualValues(t, 2, st.Handled)
+	require.NotNil(t, st.LastRecord)
+	assert.EqualValues(t, 8, st.LastRecord.Offset)
+}
+
+// TestHandleStopsOnCancel ensures a cancelled context ends the delay with its error, so the
+// record is not counted (and its position not saved).
+func TestHandleStopsOnCancel(t *testing.T) {
+	c := &consumer{cfg: config{delay: time.Hour}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, c.handle(ctx, log.Record{}), context.Canceled)
+	assert.Zero(t, c.stats().Handled)
+}
+
+// TestStatsBeforeTheTopicExists ensures position, lag and resumedFrom are null until there is
+// something to report, and that lag follows the high watermark once the topic exists.
+func TestStatsBeforeTheTopicExists(t *testing.T) {
+	dir := t.TempDir()
+	ro, err := log.Open(dir, log.ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	c := &consumer{cfg: config{name: "c", topic: "events", partition: 0}, lg: ro}
+	st := c.stats()
+	assert.Nil(t, st.Position)
+	assert.Nil(t, st.Lag)
+	assert.Nil(t, st.ResumedFrom)
+	assert.Nil(t, st.LastRecord)
+
+	rw, err := log.Open(dir)
+	require.NoError(t, err)
+	defer rw.Close()
+	topic, err := rw.CreateTopic("events", 1)
+	require.NoError(t, err)
+	part, err := topic.Partition(0)
+	require.NoError(t, err)
+	_, err = part.Append(context.Background(), log.Record{Value: []byte("a")}, log.Record{Value: []byte("b")}, log.Record{Value: []byte("c")})
+	require.NoError(t, err)
+
+	st = c.stats()
+	require.NotNil(t, st.Lag)
+	assert.EqualValues(t, 3, *st.Lag, "nothing saved: lag counts from the log start")
+	c.checkpointed("events", 0, 2)
+	st = c.stats()
+	require.NotNil(t, st.Position)
+	assert.EqualValues(t, 2, *st.Position)
+	assert.EqualValues(t, 1, *st.Lag)
+}

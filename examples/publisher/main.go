@@ -1,0 +1,232 @@
+// Command publisher writes keyed records into a topic of a strom log and reports what it
+// wrote over HTTP.
+//
+// Run it with
+//
+//	go run ./examples/publisher --dir /tmp/strom-log
+//
+// It opens the log directory read-write, creates the topic (--topic, default "events") with
+// --partitions partitions (default 3) unless it exists with that count, and holds the topic's
+// writer lock while it runs, so it is the one process writing that topic. By default it
+// writes synthetic user events at --rate records per second (default 200), keyed by user id
+// so that one user's events stay in order in one partition:
+//
+//	key "user-17"  value {"user":"user-17","event":"click","seq":123,"ts":1764500000000}
+//
+// With --input FILE --key REGEX it writes the lines of FILE instead (read by source.Lines:
+// "\n" and one "\r" before it stripped), each keyed by the regular expression's first capture
+// group; a line the expression does not match has a nil key and goes round-robin. It stops
+// sending at the end of the file. --count N stops it after N records in either mode.
+//
+// # Flags and environment
+//
+//	--dir         STROM_DIR         log directory (required)
+//	--topic       STROM_TOPIC       topic to write, default "events"
+//	--partitions  STROM_PARTITIONS  partition count when creating the topic, default 3
+//	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7070
+//	--rate        STROM_RATE        records per second, default 200; 0 = as fast as it can
+//	--count       STROM_COUNT       stop sending after N records, default 0 = never
+//	--mode        STROM_MODE        write mode: file or mmap; default: the log's default
+//	--input       STROM_INPUT       a file whose lines to write instead of synthetic events
+//	--key         STROM_KEY         regular expression whose first group is a line's key
+//
+// # HTTP
+//
+//	GET  /stats   {"topic":"events","sent":N,"perPartition":[n0,n1,n2],
+//	               "lastOffset":[o0,o1,o2],"nextOffset":[h0,h1,h2],"stopped":false}
+//	GET  /health  200 "ok"
+//	POST /stop    stops sending; the process keeps serving /stats until it is signalled
+//
+// perPartition counts the records this process wrote to each partition and lastOffset gives
+// the offset of the last one (-1 for none); nextOffset is each partition's high watermark.
+// The demo (scripts/demo.sh) and the check command compare consumers against these numbers.
+//
+// It prints one line to stderr when it starts, one when it stops sending, and exits 0 on
+// SIGINT or SIGTERM. A busy port is a startup error: "publisher: listen on 127.0.0.1:7070:
+// address already in use".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"syscall"
+
+	"github.com/strom-dev/strom/internal/service"
+	"github.com/strom-dev/strom/log"
+)
+
+// config is the publisher's parsed command line.
+type config struct {
+	dir        string
+	topic      string
+	partitions int
+	addr       string
+	rate       float64
+	count      int64
+	mode       log.Mode
+	input      string
+	key        *regexp.Regexp
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "publisher: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "publisher: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the command line, with environment variables as defaults.
+func parseFlags(args []string) (config, error) {
+	var env service.Env
+	fs := flag.NewFlagSet("publisher", flag.ContinueOnError)
+	dir := fs.String("dir", env.String("STROM_DIR", ""), "log directory (env STROM_DIR)")
+	topic := fs.String("topic", env.String("STROM_TOPIC", "events"), "topic to write (env STROM_TOPIC)")
+	partitions := fs.Int("partitions", int(env.Int("STROM_PARTITIONS", 3)), "partition count when creating the topic (env STROM_PARTITIONS)")
+	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7070"), "HTTP address (env STROM_ADDR)")
+	rate := fs.Float64("rate", env.Float("STROM_RATE", 200), "records per second; 0 = unlimited (env STROM_RATE)")
+	count := fs.Int64("count", env.Int("STROM_COUNT", 0), "stop sending after N records; 0 = never (env STROM_COUNT)")
+	mode := fs.String("mode", env.String("STROM_MODE", ""), "write mode: file or mmap; empty = the log's default (env STROM_MODE)")
+	input := fs.String("input", env.String("STROM_INPUT", ""), "write the lines of this file instead of synthetic events (env STROM_INPUT)")
+	key := fs.String("key", env.String("STROM_KEY", ""), "regular expression whose first group keys each --input line (env STROM_KEY)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if env.Err != nil {
+		return config{}, env.Err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg := config{
+		dir:        *dir,
+		topic:      *topic,
+		partitions: *partitions,
+		addr:       *addr,
+		rate:       *rate,
+		count:      *count,
+		input:      *input,
+	}
+	switch {
+	case cfg.dir == "":
+		return config{}, errors.New("--dir (or STROM_DIR) is required")
+	case cfg.partitions < 1:
+		return config{}, fmt.Errorf("--partitions %d: must be at least 1", cfg.partitions)
+	case cfg.rate < 0:
+		return config{}, fmt.Errorf("--rate %g: must not be negative", cfg.rate)
+	case cfg.count < 0:
+		return config{}, fmt.Errorf("--count %d: must not be negative", cfg.count)
+	case *key != "" && cfg.input == "":
+		return config{}, errors.New("--key needs --input")
+	}
+	if *mode != "" {
+		m, err := log.ParseMode(*mode)
+		if err != nil {
+			return config{}, fmt.Errorf("--mode: %w", err)
+		}
+		cfg.mode = m
+	}
+	if *key != "" {
+		re, err := regexp.Compile(*key)
+		if err != nil {
+			return config{}, fmt.Errorf("--key: %w", err)
+		}
+		if re.NumSubexp() < 1 {
+			return config{}, fmt.Errorf("--key %q: needs a capture group, e.g. 'from ([0-9.]+)'", *key)
+		}
+		cfg.key = re
+	}
+	return cfg, nil
+}
+
+// run serves HTTP and sends until SIGINT or SIGTERM.
+func run(cfg config) error {
+	ln, err := service.Listen(cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	var opts []log.Option
+	if cfg.mode != 0 {
+		opts = append(opts, log.WithMode(cfg.mode))
+	}
+	lg, err := log.Open(cfg.dir, opts...)
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	topic, err := lg.CreateTopic(cfg.topic, cfg.partitions)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+
+	pub := newPublisher(topic)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", pub.handleStats)
+	mux.HandleFunc("GET /health", service.Health)
+	mux.HandleFunc("POST /stop", pub.handleStop)
+
+	what := "synthetic events"
+	if cfg.input != "" {
+		what = "the lines of " + cfg.input
+	}
+	pace := fmt.Sprintf("at %g records/s", cfg.rate)
+	if cfg.rate == 0 {
+		pace = "as fast as it can"
+	}
+	fmt.Fprintf(os.Stderr, "publisher: writing %s %s to topic %q (%d partitions) in %s; stats on http://%s/stats\n",
+		what, pace, cfg.topic, topic.Partitions(), cfg.dir, ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- service.Serve(ctx, ln, mux) }()
+	sent := make(chan error, 1)
+	go func() {
+		if cfg.input != "" {
+			sent <- pub.sendLines(ctx, cfg.input, cfg.key, cfg.rate, cfg.count)
+		} else {
+			sent <- pub.sendSynthetic(ctx, cfg.rate, cfg.count)
+		}
+	}()
+
+	select {
+	case err := <-sent:
+		// Sending ended: stopped, --count reached, end of --input, a signal, or a failure.
+		if err != nil && ctx.Err() == nil {
+			cancel()
+			<-served
+			return err
+		}
+		// Keep serving /stats until signalled.
+		if err := <-served; err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	case err := <-served:
+		cancel()
+		sendErr := <-sent
+		if err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		if sendErr != nil && ctx.Err() == nil {
+			return sendErr
+		}
+		return nil
+	}
+}
