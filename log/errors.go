@@ -55,6 +55,7 @@ type OffsetOutOfRangeError struct {
 	NextOffset  int64 // the high watermark when the error was made
 }
 
+// Error names the coordinates, as the type doc lists them.
 func (e *OffsetOutOfRangeError) Error() string {
 	return fmt.Sprintf("log: topic %s partition %d: offset %d out of range [%d, %d]",
 		e.Topic, e.Partition, e.Offset, e.StartOffset, e.NextOffset)
@@ -74,6 +75,7 @@ type CorruptError struct {
 	Reason    string // what failed: "crc mismatch", "length past end of file", ...
 }
 
+// Error names the coordinates, as the type doc lists them.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("log: topic %s partition %d: corrupt frame in segment %s at byte %d (offset %d): %s",
 		e.Topic, e.Partition, e.Segment, e.Position, e.Offset, e.Reason)
@@ -91,6 +93,7 @@ type RecordTooLargeError struct {
 	SegmentBytes int64 // the configured segment size
 }
 
+// Error names the coordinates, as the type doc lists them.
 func (e *RecordTooLargeError) Error() string {
 	return fmt.Sprintf("log: topic %s partition %d: record needs %d bytes but a segment holds %d bytes",
 		e.Topic, e.Partition, e.FrameBytes, e.SegmentBytes)
@@ -107,6 +110,7 @@ type LockedError struct {
 	PID   int    // the holder's process id as written in the lock file; 0 if unreadable
 }
 
+// Error names the coordinates, as the type doc lists them.
 func (e *LockedError) Error() string {
 	return fmt.Sprintf("log: topic %s is locked for writing by pid %d (lock file %s)", e.Topic, e.PID, e.Path)
 }

@@ -30,6 +30,7 @@ const (
 // without fallocate or shared writable mappings.
 const DefaultMode = ModeMmap
 
+// String returns "file" or "mmap", the names ParseMode accepts.
 func (m Mode) String() string {
 	switch m {
 	case ModeFile:
