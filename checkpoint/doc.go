@@ -9,6 +9,13 @@
 // never saved has no position; [Store.Load] reports found == false and the
 // caller picks where to start (usually the log start offset).
 //
+// A [Position] also carries the epoch of the last record handled (Kafka's
+// leader epoch, KIP-320). The log starts a new epoch each time it is opened
+// for writing and each time it is truncated; a source resuming from a
+// position asks the log where the saved epoch ended and resumes there when
+// that is below the saved offset, so records appended at offsets reused after
+// a crash recovery are handled, not skipped.
+//
 // strom saves a position only after every record below it has been completely
 // handled (see package stream), which makes delivery at-least-once: a crash
 // between handling a record and saving its position replays it, and nothing is
@@ -26,11 +33,12 @@
 // the 255-byte file-name limit of common filesystems (topics up to 235 bytes
 // always fit). The file holds one line of JSON and a newline:
 //
-//	{"version":1,"topic":"events","partition":0,"position":41}
+//	{"version":1,"topic":"events","partition":0,"position":41,"epoch":2}
 //
-// Load reads it strictly: exactly one JSON object with exactly these four
-// fields, optionally followed by one newline, version 1, the topic and
-// partition of the file name, and a position >= 0. Anything else (an empty
+// Load reads it strictly: exactly one JSON object with these fields and no
+// others (epoch may be absent, and then reads as [NoEpoch]), optionally
+// followed by one newline, version 1, the topic and partition of the file
+// name, a position >= 0 and an epoch >= -1. Anything else (an empty
 // file, NUL bytes left by a crash, truncated JSON, a file of another topic) is
 // an error wrapping [ErrCorrupt] and naming the file:
 //

@@ -25,8 +25,9 @@ func ExampleFileStore() {
 		panic(err)
 	}
 
-	// Offsets 0..40 of events/0 are handled: the next offset to read is 41.
-	if err := store.Save(ctx, "events", 0, 41); err != nil {
+	// Offsets 0..40 of events/0 are handled: the next offset to read is 41,
+	// and record 40 was written in the log's epoch 2.
+	if err := store.Save(ctx, "events", 0, checkpoint.Position{Offset: 41, Epoch: 2}); err != nil {
 		panic(err)
 	}
 	pos, found, err := store.Load(ctx, "events", 0)
@@ -44,9 +45,9 @@ func ExampleFileStore() {
 	_, _, err = store.Load(ctx, "events", 0)
 	fmt.Println("corrupt:", errors.Is(err, checkpoint.ErrCorrupt))
 	// Output:
-	// 41 true <nil>
+	// offset 41 (epoch 2) true <nil>
 	// partition 1 found: false <nil>
-	// events-0.position: {"version":1,"topic":"events","partition":0,"position":41}
+	// events-0.position: {"version":1,"topic":"events","partition":0,"position":41,"epoch":2}
 	// corrupt: true
 }
 
@@ -58,10 +59,10 @@ func ExampleMemoryStore() {
 	_, found, _ := store.Load(ctx, "events", 0)
 	fmt.Println("found before save:", found)
 
-	_ = store.Save(ctx, "events", 0, 100)
+	_ = store.Save(ctx, "events", 0, checkpoint.At(100))
 	pos, found, _ := store.Load(ctx, "events", 0)
 	fmt.Println(pos, found)
 	// Output:
 	// found before save: false
-	// 100 true
+	// offset 100 true
 }

@@ -86,30 +86,30 @@ func (s *FileStore) Path(topic string, partition int32) (string, error) {
 }
 
 // Load returns the position saved for topic-partition. It returns
-// (0, false, nil) when the position file does not exist, an error wrapping
+// (Position{}, false, nil) when the position file does not exist, an error wrapping
 // [ErrCorrupt] and naming the file when it exists but is not exactly one valid
 // position record, an error wrapping [ErrInvalidTopic] or [ErrInvalidPosition]
 // for an invalid topic or negative partition, ctx.Err() when ctx is already
 // done, and any other I/O error wrapped with the file name. Temporary files
 // left by an interrupted Save are never read.
-func (s *FileStore) Load(ctx context.Context, topic string, partition int32) (int64, bool, error) {
+func (s *FileStore) Load(ctx context.Context, topic string, partition int32) (Position, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, false, err
+		return Position{}, false, err
 	}
 	path, err := s.Path(topic, partition)
 	if err != nil {
-		return 0, false, err
+		return Position{}, false, err
 	}
 	data, err := readLimited(path, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return Position{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("checkpoint: load %s: %w", path, err)
+		return Position{}, false, fmt.Errorf("checkpoint: load %s: %w", path, err)
 	}
 	pos, err := decodePosition(data, topic, partition)
 	if err != nil {
-		return 0, false, fmt.Errorf("%w %s: %w", ErrCorrupt, path, err)
+		return Position{}, false, fmt.Errorf("%w %s: %w", ErrCorrupt, path, err)
 	}
 	return pos, true, nil
 }
@@ -122,7 +122,7 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int32) (in
 // is already done, and any I/O error wrapped with the file name and the step
 // that failed; the temporary file is removed on failure. After an error the
 // position file holds either the old position or the new one.
-func (s *FileStore) Save(ctx context.Context, topic string, partition int32, position int64) error {
+func (s *FileStore) Save(ctx context.Context, topic string, partition int32, position Position) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -197,12 +197,13 @@ func tempPattern(name string) string {
 }
 
 // fileRecord is the JSON content of a position file. encoding/json keeps the
-// field order, so the file reads version, topic, partition, position.
+// field order, so the file reads version, topic, partition, position, epoch.
 type fileRecord struct {
 	Version   int    `json:"version"`
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Position  int64  `json:"position"`
+	Epoch     int32  `json:"epoch"`
 }
 
 // fileRecordIn is fileRecord as Load decodes it: pointers, so that a missing
@@ -212,12 +213,14 @@ type fileRecordIn struct {
 	Topic     *string `json:"topic"`
 	Partition *int32  `json:"partition"`
 	Position  *int64  `json:"position"`
+	Epoch     *int32  `json:"epoch"` // optional: absent reads as NoEpoch
 }
 
 // encodePosition returns the content of a position file: one JSON object and
 // a newline.
-func encodePosition(topic string, partition int32, position int64) []byte {
-	data, err := json.Marshal(fileRecord{Version: fileVersion, Topic: topic, Partition: partition, Position: position})
+func encodePosition(topic string, partition int32, position Position) []byte {
+	data, err := json.Marshal(fileRecord{Version: fileVersion, Topic: topic, Partition: partition,
+		Position: position.Offset, Epoch: position.Epoch})
 	if err != nil {
 		// Marshalling a struct of an int, a string and two integers cannot fail.
 		panic("checkpoint: encode position: " + err.Error())
@@ -227,47 +230,53 @@ func encodePosition(topic string, partition int32, position int64) []byte {
 
 // decodePosition parses the content of the position file of topic-partition
 // and says precisely what is wrong when it is not exactly one valid record.
-func decodePosition(data []byte, topic string, partition int32) (int64, error) {
+func decodePosition(data []byte, topic string, partition int32) (Position, error) {
 	if len(data) == 0 {
-		return 0, errors.New("empty file")
+		return Position{}, errors.New("empty file")
 	}
 	if len(data) > maxFileBytes {
-		return 0, fmt.Errorf("larger than %d bytes", maxFileBytes)
+		return Position{}, fmt.Errorf("larger than %d bytes", maxFileBytes)
 	}
 	if data[0] != '{' {
-		return 0, fmt.Errorf("starts with byte %#02x, want '{'", data[0])
+		return Position{}, fmt.Errorf("starts with byte %#02x, want '{'", data[0])
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var rec fileRecordIn
 	if err := dec.Decode(&rec); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, fmt.Errorf("truncated JSON: %w", err)
+			return Position{}, fmt.Errorf("truncated JSON: %w", err)
 		}
-		return 0, fmt.Errorf("invalid JSON: %w", err)
+		return Position{}, fmt.Errorf("invalid JSON: %w", err)
 	}
 	if rest := data[dec.InputOffset():]; len(rest) != 0 && !bytes.Equal(rest, []byte("\n")) {
-		return 0, fmt.Errorf("%d unexpected bytes after the JSON object", len(rest))
+		return Position{}, fmt.Errorf("%d unexpected bytes after the JSON object", len(rest))
 	}
 	switch {
 	case rec.Version == nil:
-		return 0, errors.New(`missing field "version"`)
+		return Position{}, errors.New(`missing field "version"`)
 	case rec.Topic == nil:
-		return 0, errors.New(`missing field "topic"`)
+		return Position{}, errors.New(`missing field "topic"`)
 	case rec.Partition == nil:
-		return 0, errors.New(`missing field "partition"`)
+		return Position{}, errors.New(`missing field "partition"`)
 	case rec.Position == nil:
-		return 0, errors.New(`missing field "position"`)
+		return Position{}, errors.New(`missing field "position"`)
 	case *rec.Version != fileVersion:
-		return 0, fmt.Errorf("version %d, want %d", *rec.Version, fileVersion)
+		return Position{}, fmt.Errorf("version %d, want %d", *rec.Version, fileVersion)
 	case *rec.Topic != topic:
-		return 0, fmt.Errorf("topic %q, want %q", *rec.Topic, topic)
+		return Position{}, fmt.Errorf("topic %q, want %q", *rec.Topic, topic)
 	case *rec.Partition != partition:
-		return 0, fmt.Errorf("partition %d, want %d", *rec.Partition, partition)
+		return Position{}, fmt.Errorf("partition %d, want %d", *rec.Partition, partition)
 	case *rec.Position < 0:
-		return 0, fmt.Errorf("negative position %d", *rec.Position)
+		return Position{}, fmt.Errorf("negative position %d", *rec.Position)
+	case rec.Epoch != nil && *rec.Epoch < NoEpoch:
+		return Position{}, fmt.Errorf("epoch %d below %d", *rec.Epoch, NoEpoch)
 	}
-	return *rec.Position, nil
+	p := Position{Offset: *rec.Position, Epoch: NoEpoch}
+	if rec.Epoch != nil {
+		p.Epoch = *rec.Epoch
+	}
+	return p, nil
 }
 
 // readLimited reads the file at path, at most limit+1 bytes, so that

@@ -112,7 +112,7 @@ func newRecordingStore(t *testing.T, failOn string) (*FileStore, *recordingFS) {
 // it, close it, rename it over the final name, fsync the directory.
 func TestFileStoreSaveOpOrder(t *testing.T) {
 	s, rfs := newRecordingStore(t, "")
-	require.NoError(t, s.Save(context.Background(), "events", 0, 41))
+	require.NoError(t, s.Save(context.Background(), "events", 0, At(41)))
 
 	ops := rfs.Ops()
 	require.Len(t, ops, 6, "ops: %q", ops)
@@ -132,7 +132,7 @@ func TestFileStoreSaveOpOrder(t *testing.T) {
 	pos, found, err := s.Load(context.Background(), "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(41), pos)
+	assert.Equal(t, int64(41), pos.Offset)
 }
 
 // TestFileStoreSaveFailureRemovesTempAndKeepsOldPosition ensures a save that
@@ -143,12 +143,12 @@ func TestFileStoreSaveFailureRemovesTempAndKeepsOldPosition(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			ctx := context.Background()
 			s, rfs := newRecordingStore(t, "")
-			require.NoError(t, s.Save(ctx, "events", 0, 41))
+			require.NoError(t, s.Save(ctx, "events", 0, At(41)))
 			rfs.mu.Lock()
 			rfs.failOn = step + " "
 			rfs.mu.Unlock()
 
-			err := s.Save(ctx, "events", 0, 42)
+			err := s.Save(ctx, "events", 0, At(42))
 			require.ErrorIs(t, err, errInjected)
 			assert.Contains(t, err.Error(), filepath.Join(s.Dir(), "events-0.position"))
 
@@ -160,7 +160,7 @@ func TestFileStoreSaveFailureRemovesTempAndKeepsOldPosition(t *testing.T) {
 			pos, found, err := s.Load(ctx, "events", 0)
 			require.NoError(t, err)
 			assert.True(t, found)
-			assert.Equal(t, int64(41), pos)
+			assert.Equal(t, int64(41), pos.Offset)
 		})
 	}
 }
@@ -169,7 +169,7 @@ func TestFileStoreSaveFailureRemovesTempAndKeepsOldPosition(t *testing.T) {
 // fsync, after which durability is unknown, is reported and not swallowed.
 func TestFileStoreSaveReportsDirectoryFsyncFailure(t *testing.T) {
 	s, _ := newRecordingStore(t, "fsync dir ")
-	err := s.Save(context.Background(), "events", 0, 41)
+	err := s.Save(context.Background(), "events", 0, At(41))
 	require.ErrorIs(t, err, errInjected)
 	assert.Contains(t, err.Error(), "fsync directory")
 }

@@ -29,37 +29,37 @@ func TestFileStoreSaveThenLoadRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	s := newFileStore(t)
 
-	require.NoError(t, s.Save(ctx, "events", 0, 41))
-	require.NoError(t, s.Save(ctx, "events", 1, 7))
-	require.NoError(t, s.Save(ctx, "other.topic_v2-x", 0, 0))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(41)))
+	require.NoError(t, s.Save(ctx, "events", 1, checkpoint.At(7)))
+	require.NoError(t, s.Save(ctx, "other.topic_v2-x", 0, checkpoint.At(0)))
 
 	pos, found, err := s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(41), pos)
+	assert.Equal(t, int64(41), pos.Offset)
 
 	pos, found, err = s.Load(ctx, "events", 1)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(7), pos)
+	assert.Equal(t, int64(7), pos.Offset)
 
 	pos, found, err = s.Load(ctx, "other.topic_v2-x", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(0), pos)
+	assert.Equal(t, int64(0), pos.Offset)
 
-	require.NoError(t, s.Save(ctx, "events", 0, 1<<40))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(1<<40)))
 	pos, found, err = s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(1<<40), pos)
+	assert.Equal(t, int64(1<<40), pos.Offset)
 }
 
 // TestFileStoreWritesOneJSONLinePerPartition ensures the on-disk format is the
 // documented one: <topic>-<partition>.position holding one JSON line.
 func TestFileStoreWritesOneJSONLinePerPartition(t *testing.T) {
 	s := newFileStore(t)
-	require.NoError(t, s.Save(context.Background(), "events", 3, 41))
+	require.NoError(t, s.Save(context.Background(), "events", 3, checkpoint.At(41)))
 
 	path := filepath.Join(s.Dir(), "events-3.position")
 	got, err := s.Path("events", 3)
@@ -68,7 +68,7 @@ func TestFileStoreWritesOneJSONLinePerPartition(t *testing.T) {
 
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, `{"version":1,"topic":"events","partition":3,"position":41}`+"\n", string(data))
+	assert.Equal(t, `{"version":1,"topic":"events","partition":3,"position":41,"epoch":-1}`+"\n", string(data))
 
 	entries, err := os.ReadDir(s.Dir())
 	require.NoError(t, err)
@@ -80,12 +80,12 @@ func TestFileStoreWritesOneJSONLinePerPartition(t *testing.T) {
 // file reports found == false and no error.
 func TestFileStoreLoadNeverSavedIsNotFound(t *testing.T) {
 	s := newFileStore(t)
-	require.NoError(t, s.Save(context.Background(), "events", 0, 5))
+	require.NoError(t, s.Save(context.Background(), "events", 0, checkpoint.At(5)))
 
 	pos, found, err := s.Load(context.Background(), "events", 1)
 	require.NoError(t, err)
 	assert.False(t, found)
-	assert.Equal(t, int64(0), pos)
+	assert.Equal(t, int64(0), pos.Offset)
 }
 
 // NewFileStore must create a missing directory, parents included, and accept
@@ -96,14 +96,14 @@ func TestNewFileStoreCreatesDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.DirExists(t, dir)
 	assert.Equal(t, dir, s.Dir())
-	require.NoError(t, s.Save(context.Background(), "events", 0, 1))
+	require.NoError(t, s.Save(context.Background(), "events", 0, checkpoint.At(1)))
 
 	again, err := checkpoint.NewFileStore(dir)
 	require.NoError(t, err)
 	pos, found, err := again.Load(context.Background(), "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(1), pos)
+	assert.Equal(t, int64(1), pos.Offset)
 }
 
 // NewFileStore must fail, naming the path, when the directory cannot exist.
@@ -126,7 +126,7 @@ func testCorrupt(t *testing.T, why string, corrupt func(t *testing.T, path strin
 	t.Helper()
 	ctx := context.Background()
 	s := newFileStore(t)
-	require.NoError(t, s.Save(ctx, "events", 0, 41))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(41)))
 	path, err := s.Path("events", 0)
 	require.NoError(t, err)
 
@@ -135,15 +135,15 @@ func testCorrupt(t *testing.T, why string, corrupt func(t *testing.T, path strin
 	pos, found, err := s.Load(ctx, "events", 0)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	assert.False(t, found)
-	assert.Equal(t, int64(0), pos)
+	assert.Equal(t, int64(0), pos.Offset)
 	assert.Contains(t, err.Error(), "checkpoint: corrupt position file "+path+": ")
 	assert.Contains(t, err.Error(), why)
 
-	require.NoError(t, s.Save(ctx, "events", 0, 42))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(42)))
 	pos, found, err = s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(42), pos)
+	assert.Equal(t, int64(42), pos.Offset)
 }
 
 func overwrite(content string) func(t *testing.T, path string) {
@@ -203,7 +203,7 @@ func TestFileStoreLoadAcceptsMissingTrailingNewline(t *testing.T) {
 	pos, found, err := s.Load(context.Background(), "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(9), pos)
+	assert.Equal(t, int64(9), pos.Offset)
 }
 
 // TestFileStoreLoadReportsIOErrorWithPath ensures an unreadable position
@@ -227,20 +227,20 @@ func TestFileStoreLoadReportsIOErrorWithPath(t *testing.T) {
 func TestFileStoreIgnoresLeftoverTempFile(t *testing.T) {
 	ctx := context.Background()
 	s := newFileStore(t)
-	require.NoError(t, s.Save(ctx, "events", 0, 41))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(41)))
 	leftover := filepath.Join(s.Dir(), ".events-0.position.tmp-crash")
 	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
 
 	pos, found, err := s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(41), pos)
+	assert.Equal(t, int64(41), pos.Offset)
 
-	require.NoError(t, s.Save(ctx, "events", 0, 42))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(42)))
 	pos, found, err = s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(42), pos)
+	assert.Equal(t, int64(42), pos.Offset)
 }
 
 // TestFileStoreSaveRejectsNegativePosition ensures a negative position or
@@ -249,11 +249,11 @@ func TestFileStoreSaveRejectsNegativePosition(t *testing.T) {
 	ctx := context.Background()
 	s := newFileStore(t)
 
-	err := s.Save(ctx, "events", 0, -1)
+	err := s.Save(ctx, "events", 0, checkpoint.At(-1))
 	require.ErrorIs(t, err, checkpoint.ErrInvalidPosition)
 	assert.Contains(t, err.Error(), "-1")
 
-	err = s.Save(ctx, "events", -2, 5)
+	err = s.Save(ctx, "events", -2, checkpoint.At(5))
 	require.ErrorIs(t, err, checkpoint.ErrInvalidPosition)
 	assert.Contains(t, err.Error(), "-2")
 
@@ -269,7 +269,7 @@ func TestFileStoreRejectsInvalidTopic(t *testing.T) {
 	s := newFileStore(t)
 	for _, topic := range []string{"", ".", "..", "a/b", "../escape", `a\b`, "a b", "é", "a:b", strings.Repeat("x", 250)} {
 		t.Run(fmt.Sprintf("%q", topic), func(t *testing.T) {
-			err := s.Save(ctx, topic, 0, 1)
+			err := s.Save(ctx, topic, 0, checkpoint.At(1))
 			require.ErrorIs(t, err, checkpoint.ErrInvalidTopic)
 			assert.Contains(t, err.Error(), fmt.Sprintf("%q", topic))
 
@@ -288,21 +288,21 @@ func TestFileStoreRejectsTopicWhoseFileNameIsTooLong(t *testing.T) {
 	s := newFileStore(t)
 
 	long := strings.Repeat("x", 249)
-	err := s.Save(ctx, long, 0, 1)
+	err := s.Save(ctx, long, 0, checkpoint.At(1))
 	require.ErrorIs(t, err, checkpoint.ErrInvalidTopic)
 	assert.Contains(t, err.Error(), "file-name limit is 255")
 	_, _, err = s.Load(ctx, long, 0)
 	require.ErrorIs(t, err, checkpoint.ErrInvalidTopic)
 
 	fits := strings.Repeat("y", 235)
-	require.NoError(t, s.Save(ctx, fits, math.MaxInt32, 7))
+	require.NoError(t, s.Save(ctx, fits, math.MaxInt32, checkpoint.At(7)))
 	pos, found, err := s.Load(ctx, fits, math.MaxInt32)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(7), pos)
+	assert.Equal(t, int64(7), pos.Offset)
 
 	var m checkpoint.MemoryStore
-	require.NoError(t, m.Save(ctx, long, 0, 1), "249 bytes is Kafka's limit and MemoryStore has no file names")
+	require.NoError(t, m.Save(ctx, long, 0, checkpoint.At(1)), "249 bytes is Kafka's limit and MemoryStore has no file names")
 }
 
 // TestFileStoreHonoursCancelledContext ensures a done context stops Load and
@@ -312,7 +312,7 @@ func TestFileStoreHonoursCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 
-	require.ErrorIs(t, s.Save(ctx, "events", 0, 1), context.Canceled)
+	require.ErrorIs(t, s.Save(ctx, "events", 0, checkpoint.At(1)), context.Canceled)
 	_, _, err := s.Load(ctx, "events", 0)
 	require.ErrorIs(t, err, context.Canceled)
 }
@@ -328,7 +328,7 @@ func TestFileStoreConcurrentSaves(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 20 {
-				assert.NoError(t, s.Save(ctx, "events", int32(g%2), int64(i)))
+				assert.NoError(t, s.Save(ctx, "events", int32(g%2), checkpoint.At(int64(i))))
 				_, _, err := s.Load(ctx, "events", int32(g%2))
 				assert.NoError(t, err)
 			}
@@ -339,6 +339,30 @@ func TestFileStoreConcurrentSaves(t *testing.T) {
 		pos, found, err := s.Load(ctx, "events", p)
 		require.NoError(t, err)
 		assert.True(t, found)
-		assert.Equal(t, int64(19), pos)
+		assert.Equal(t, int64(19), pos.Offset)
 	}
+}
+
+// TestFileStoreKeepsTheEpoch ensures the epoch of the last record handled
+// round-trips, a file written without one loads as NoEpoch, and an epoch
+// below NoEpoch is refused.
+func TestFileStoreKeepsTheEpoch(t *testing.T) {
+	ctx := context.Background()
+	s, err := checkpoint.NewFileStore(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.Position{Offset: 95, Epoch: 3}))
+	pos, found, err := s.Load(ctx, "events", 0)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, checkpoint.Position{Offset: 95, Epoch: 3}, pos)
+
+	path, err := s.Path("events", 1)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte(`{"version":1,"topic":"events","partition":1,"position":7}`+"\n"), 0o600))
+	pos, found, err = s.Load(ctx, "events", 1)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, checkpoint.At(7), pos)
+
+	require.ErrorIs(t, s.Save(ctx, "events", 0, checkpoint.Position{Offset: 1, Epoch: -2}), checkpoint.ErrInvalidPosition)
 }

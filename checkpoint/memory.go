@@ -11,7 +11,7 @@ import (
 // use.
 type MemoryStore struct {
 	mu        sync.Mutex
-	positions map[memoryKey]int64 // guarded by mu; nil until the first Save
+	positions map[memoryKey]Position // guarded by mu; nil until the first Save
 }
 
 type memoryKey struct {
@@ -20,11 +20,11 @@ type memoryKey struct {
 }
 
 // Load returns the position last saved for topic-partition. It returns
-// (0, false, nil) when none was saved, and an error wrapping [ErrInvalidTopic]
+// (Position{}, false, nil) when none was saved, and an error wrapping [ErrInvalidTopic]
 // or [ErrInvalidPosition] for an invalid topic or a negative partition.
-func (m *MemoryStore) Load(_ context.Context, topic string, partition int32) (int64, bool, error) {
+func (m *MemoryStore) Load(_ context.Context, topic string, partition int32) (Position, bool, error) {
 	if err := validateKey(topic, partition); err != nil {
-		return 0, false, err
+		return Position{}, false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -35,14 +35,14 @@ func (m *MemoryStore) Load(_ context.Context, topic string, partition int32) (in
 // Save records position for topic-partition. It returns an error wrapping
 // [ErrInvalidTopic] or [ErrInvalidPosition] for an invalid topic, a negative
 // partition or a negative position, and stores nothing in that case.
-func (m *MemoryStore) Save(_ context.Context, topic string, partition int32, position int64) error {
+func (m *MemoryStore) Save(_ context.Context, topic string, partition int32, position Position) error {
 	if err := validateSave(topic, partition, position); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.positions == nil {
-		m.positions = make(map[memoryKey]int64)
+		m.positions = make(map[memoryKey]Position)
 	}
 	m.positions[memoryKey{topic, partition}] = position
 	return nil

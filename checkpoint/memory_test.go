@@ -20,21 +20,21 @@ func TestMemoryStoreSaveThenLoadRoundTrips(t *testing.T) {
 	pos, found, err := s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.False(t, found)
-	assert.Equal(t, int64(0), pos)
+	assert.Equal(t, int64(0), pos.Offset)
 
-	require.NoError(t, s.Save(ctx, "events", 0, 41))
-	require.NoError(t, s.Save(ctx, "events", 1, 3))
-	require.NoError(t, s.Save(ctx, "events", 0, 42))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(41)))
+	require.NoError(t, s.Save(ctx, "events", 1, checkpoint.At(3)))
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(42)))
 
 	pos, found, err = s.Load(ctx, "events", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(42), pos)
+	assert.Equal(t, int64(42), pos.Offset)
 
 	pos, found, err = s.Load(ctx, "events", 1)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(3), pos)
+	assert.Equal(t, int64(3), pos.Offset)
 
 	_, found, err = s.Load(ctx, "orders", 0)
 	require.NoError(t, err)
@@ -46,9 +46,9 @@ func TestMemoryStoreSaveThenLoadRoundTrips(t *testing.T) {
 func TestMemoryStoreRejectsWhatFileStoreRejects(t *testing.T) {
 	ctx := context.Background()
 	var s checkpoint.MemoryStore
-	require.ErrorIs(t, s.Save(ctx, "events", 0, -1), checkpoint.ErrInvalidPosition)
-	require.ErrorIs(t, s.Save(ctx, "events", -1, 0), checkpoint.ErrInvalidPosition)
-	require.ErrorIs(t, s.Save(ctx, "a/b", 0, 0), checkpoint.ErrInvalidTopic)
+	require.ErrorIs(t, s.Save(ctx, "events", 0, checkpoint.At(-1)), checkpoint.ErrInvalidPosition)
+	require.ErrorIs(t, s.Save(ctx, "events", -1, checkpoint.At(0)), checkpoint.ErrInvalidPosition)
+	require.ErrorIs(t, s.Save(ctx, "a/b", 0, checkpoint.At(0)), checkpoint.ErrInvalidTopic)
 	_, _, err := s.Load(ctx, "", 0)
 	require.ErrorIs(t, err, checkpoint.ErrInvalidTopic)
 
@@ -68,7 +68,7 @@ func TestMemoryStoreConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 1000 {
-				assert.NoError(t, s.Save(ctx, "events", int32(g), int64(i)))
+				assert.NoError(t, s.Save(ctx, "events", int32(g), checkpoint.At(int64(i))))
 				_, found, err := s.Load(ctx, "events", int32((g+1)%8))
 				assert.NoError(t, err)
 				_ = found
@@ -80,7 +80,7 @@ func TestMemoryStoreConcurrentUse(t *testing.T) {
 		pos, found, err := s.Load(ctx, "events", p)
 		require.NoError(t, err)
 		assert.True(t, found)
-		assert.Equal(t, int64(999), pos)
+		assert.Equal(t, int64(999), pos.Offset)
 	}
 }
 

@@ -5,22 +5,52 @@ import (
 	"fmt"
 )
 
-// Store keeps a consumer's position (the NEXT offset to read) per
-// topic-partition.
+// NoEpoch is the Epoch of a Position whose epoch is unknown: saved by a
+// source without epochs (lines of a file, a slice), or by hand.
+const NoEpoch int32 = -1
+
+// Position is what a checkpoint stores for one topic-partition: where the
+// consumer reads next, and the epoch of the last record it handled. The pair
+// is Kafka's (offset, leader epoch) of KIP-320: a source resuming from it
+// asks the log where that epoch ended, and resumes there when the epoch
+// ended below Offset (the records it had "passed" were cut by a crash
+// recovery and the offsets reused), so no record is skipped.
+type Position struct {
+	// Offset is the next offset to read: one past the last record handled,
+	// never the last record handled itself.
+	Offset int64
+	// Epoch is the log epoch (log.Record.Epoch) of the last record handled,
+	// or NoEpoch.
+	Epoch int32
+}
+
+// At returns the Position of offset with no epoch.
+func At(offset int64) Position { return Position{Offset: offset, Epoch: NoEpoch} }
+
+// String formats p as "offset 42 (epoch 3)" or "offset 42".
+func (p Position) String() string {
+	if p.Epoch < 0 {
+		return fmt.Sprintf("offset %d", p.Offset)
+	}
+	return fmt.Sprintf("offset %d (epoch %d)", p.Offset, p.Epoch)
+}
+
+// Store keeps a consumer's position (the NEXT offset to read, with the
+// epoch of the last record handled) per topic-partition.
 //
 // Implementations must be safe for concurrent use. A Save that returns nil
 // must be visible to every later Load; whether it also survives a crash is the
 // implementation's to document ([FileStore]: yes; [MemoryStore]: no).
 type Store interface {
-	// Load returns (position, true, nil) when found, (0, false, nil) when never
-	// saved, (0, false, err) on failure (a corrupt file is ErrCorrupt naming the
-	// path).
-	Load(ctx context.Context, topic string, partition int32) (position int64, found bool, err error)
+	// Load returns (position, true, nil) when found, (Position{}, false, nil)
+	// when never saved, (Position{}, false, err) on failure (a corrupt file is
+	// ErrCorrupt naming the path).
+	Load(ctx context.Context, topic string, partition int32) (position Position, found bool, err error)
 
-	// Save records position as the next offset to read from topic-partition,
-	// replacing any earlier position. It returns an error when the position
-	// could not be stored; the caller must then assume nothing was stored.
-	Save(ctx context.Context, topic string, partition int32, position int64) error
+	// Save records position for topic-partition, replacing any earlier
+	// position. It returns an error when the position could not be stored;
+	// the caller must then assume nothing was stored.
+	Save(ctx context.Context, topic string, partition int32, position Position) error
 }
 
 // maxTopicLen is Kafka's limit on the length of a topic name, in bytes.
@@ -61,12 +91,15 @@ func validateKey(topic string, partition int32) error {
 }
 
 // validateSave checks the arguments of Save.
-func validateSave(topic string, partition int32, position int64) error {
+func validateSave(topic string, partition int32, position Position) error {
 	if err := validateKey(topic, partition); err != nil {
 		return err
 	}
-	if position < 0 {
-		return fmt.Errorf("%w: position %d for %s-%d is negative", ErrInvalidPosition, position, topic, partition)
+	if position.Offset < 0 {
+		return fmt.Errorf("%w: position %d for %s-%d is negative", ErrInvalidPosition, position.Offset, topic, partition)
+	}
+	if position.Epoch < NoEpoch {
+		return fmt.Errorf("%w: epoch %d for %s-%d is below %d (NoEpoch)", ErrInvalidPosition, position.Epoch, topic, partition, NoEpoch)
 	}
 	return nil
 }

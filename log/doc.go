@@ -14,8 +14,10 @@
 //	events/
 //	  topic.json
 //	  writer.lock
+//	  0/leader-epoch-checkpoint
 //	  0/00000000000000000000.log
 //	  0/00000000000000004096.log
+//	  1/leader-epoch-checkpoint
 //	  1/00000000000000000000.log
 //
 // Topic names follow Kafka's rule (1 to 249 of [a-zA-Z0-9._-], not "." or
@@ -37,9 +39,10 @@
 //	 0  uint8   format version (1)
 //	 1  uint8   attributes (0)
 //	 2  uint16  reserved (0)
-//	 4  int64   offset
-//	12  int64   timestamp, milliseconds since the Unix epoch
-//	20  int32   key length, -1 for a nil key; then the key bytes
+//	 4  int32   epoch of the partition when the record was appended
+//	 8  int64   offset
+//	16  int64   timestamp, milliseconds since the Unix epoch
+//	24  int32   key length, -1 for a nil key; then the key bytes
 //	    int32   value length, -1 for a nil value; then the value bytes
 //	    uint32  header count; then per header:
 //	              uint32 key length, key bytes,
@@ -79,6 +82,22 @@
 // log was opened WithRepair, which cuts there, deletes the later segments
 // and reports how many records it dropped. Valid records are never dropped
 // silently.
+//
+// # Epochs
+//
+// Every open of a partition for writing, and every Truncate, starts a new
+// epoch at the partition's end, recorded (in Kafka's leader-epoch-checkpoint
+// format: "epoch startOffset" lines) before anything is appended in it, and
+// every record carries the epoch it was appended in (Record.Epoch). An epoch
+// begins at every open, not only after a torn tail was cut: records that were
+// in the page cache but never reached the disk vanish in a machine crash
+// without leaving a torn frame, and a consumer may already have handled
+// them. Their offsets are then reused by records of a later epoch.
+// Partition.ResumeOffset applies KIP-320's check to a saved (position,
+// epoch): when a later epoch began below the position, the consumer resumes
+// there, so the new records at reused offsets are handled, not skipped; a
+// Reader does the same between batches. A position above the end of the
+// current epoch is ErrOffsetOutOfRange, never a silent jump.
 //
 // # Durability
 //

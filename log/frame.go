@@ -20,9 +20,10 @@ const (
 	// never straddle a cache line or page; 8 keeps that true and matches
 	// etcd's WAL padding.
 	frameAlign = 8
-	// bodyFixedBytes is version(1) + attributes(1) + reserved(2) + offset(8)
-	// + timestamp(8) + key length(4) + value length(4) + header count(4).
-	bodyFixedBytes = 32
+	// bodyFixedBytes is version(1) + attributes(1) + reserved(2) + epoch(4)
+	// + offset(8) + timestamp(8) + key length(4) + value length(4) + header
+	// count(4).
+	bodyFixedBytes = 36
 	// maxFrameBytes bounds a frame so lengths fit the uint32 prefix.
 	maxFrameBytes = math.MaxInt32
 )
@@ -57,16 +58,17 @@ func putLen(b []byte, v []byte, isNil bool) []byte {
 	return append(b, v...)
 }
 
-// appendFrame encodes r, which gets offset off, to the end of dst and
-// returns the extended slice. The length prefix is written like every other
-// byte; the mmap path republishes it atomically (see segment_mmap.go).
-func appendFrame(dst []byte, r *Record, off int64) []byte {
+// appendFrame encodes r, which gets offset off in epoch epoch, to the end of
+// dst and returns the extended slice. The length prefix is written like every
+// other byte; the mmap path republishes it atomically (see segment_mmap.go).
+func appendFrame(dst []byte, r *Record, off int64, epoch int32) []byte {
 	start := len(dst)
 	body := bodySize(r)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(body))
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // CRC, filled below
 	b0 := len(dst)
 	dst = append(dst, formatVersion, 0, 0, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(epoch))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(off))
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Timestamp))
 	dst = putLen(dst, r.Key, r.Key == nil)
@@ -97,9 +99,10 @@ func decodeBody(body []byte, r *Record) error {
 	if len(body) < bodyFixedBytes || body[0] != formatVersion {
 		return errBadFrame
 	}
-	r.Offset = int64(binary.LittleEndian.Uint64(body[4:]))
-	r.Timestamp = int64(binary.LittleEndian.Uint64(body[12:]))
-	rest := body[20:]
+	r.Epoch = int32(binary.LittleEndian.Uint32(body[4:]))
+	r.Offset = int64(binary.LittleEndian.Uint64(body[8:]))
+	r.Timestamp = int64(binary.LittleEndian.Uint64(body[16:]))
+	rest := body[24:]
 	var ok bool
 	if r.Key, rest, ok = takeBytes(rest); !ok {
 		return errBadFrame

@@ -74,8 +74,8 @@ func TestRecordLargerThanSegmentIsRefused(t *testing.T) {
 		var te *log.RecordTooLargeError
 		require.True(t, errors.As(err, &te))
 		assert.EqualValues(t, 1024, te.SegmentBytes)
-		assert.EqualValues(t, 2040, te.FrameBytes)
-		assert.Contains(t, err.Error(), "record needs 2040 bytes but a segment holds 1024 bytes")
+		assert.EqualValues(t, 2048, te.FrameBytes)
+		assert.Contains(t, err.Error(), "record needs 2048 bytes but a segment holds 1024 bytes")
 		assert.EqualValues(t, 3, p.NextOffset())
 		assert.Len(t, readAll(t, p), 3)
 	})

@@ -35,6 +35,9 @@ type Partition struct {
 	report   RecoveryReport
 	closed   bool
 
+	epochs    epochs      // the epoch history; the last entry is the current epoch
+	epochSeen os.FileInfo // read-only: the epoch file when last read
+
 	next atomic.Int64 // high watermark, published after its bytes
 
 	notifyMu sync.Mutex
@@ -57,6 +60,10 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 		return nil, err
 	}
 	if cfg.readOnly {
+		if err := p.reloadEpochsLocked(); err != nil {
+			p.close()
+			return nil, err
+		}
 		p.publishLocked()
 		return p, nil
 	}
@@ -75,8 +82,97 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 			return nil, err
 		}
 	}
+	if err := p.beginEpochLocked(); err != nil {
+		p.close()
+		return nil, err
+	}
 	p.publishLocked()
 	return p, nil
+}
+
+// beginEpochLocked starts a new epoch at the current end and records it
+// durably before anything is appended in it. A writer does this at every
+// open, not only when recovery cut a torn tail: records that were in the
+// page cache but never reached the disk vanish in a machine crash without
+// leaving a torn frame behind, and a consumer may have handled them. With a
+// new epoch at every open, any offset reused after such a loss belongs to a
+// later epoch than the one a consumer saved, and the consumer's resume sees
+// it (KIP-320's divergence check).
+func (p *Partition) beginEpochLocked() error {
+	e, err := readEpochs(p.dir)
+	if err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	e = e.begin(p.active().next)
+	if err := e.write(p.dir); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.epochs = e
+	return nil
+}
+
+// reloadEpochsLocked rereads the epoch file of a read-only partition when
+// it changed since the last read, and reports whether it did.
+func (p *Partition) reloadEpochsLocked() error {
+	fi, err := os.Stat(filepath.Join(p.dir, epochFileName))
+	if err != nil {
+		return nil // not written yet: the writer has not opened this partition
+	}
+	// The writer replaces the file by rename, so a new version is a new
+	// inode; an mtime alone can repeat within one clock tick.
+	if p.epochSeen != nil && os.SameFile(fi, p.epochSeen) && fi.ModTime().Equal(p.epochSeen.ModTime()) {
+		return nil
+	}
+	e, err := readEpochs(p.dir)
+	if err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.epochs, p.epochSeen = e, fi
+	return nil
+}
+
+// Epoch returns the partition's current epoch: the epoch of the next record
+// appended. It is 0 for a partition created in this process's open and rises
+// by one at every later open for writing and every Truncate. On a read-only
+// log it is the latest epoch the writer recorded (-1 before it recorded
+// any).
+func (p *Partition) Epoch() int32 {
+	if p.cfg.readOnly {
+		p.refresh()
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.epochs.latest()
+}
+
+// EndOffsetForEpoch returns where epoch ended: the first offset of the next
+// epoch, or NextOffset when epoch is the current one, as Kafka's
+// OffsetForLeaderEpoch answers. ok is false for an epoch older than the
+// recorded history (nothing is known about it).
+func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
+	next := p.NextOffset() // refreshes a read-only partition
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.epochs.endOffset(epoch, next)
+}
+
+// ResumeOffset validates a saved position: offset is the next offset to
+// read, epoch the epoch of the last record handled before it (-1 when
+// unknown). When a later epoch began below offset, the records at offsets
+// from its start to offset were appended after a recovery or truncation
+// reused those offsets: the consumer never saw them, so ResumeOffset returns
+// that start instead (KIP-320). An offset above the end of the current epoch
+// is not stepped back but refused. It returns an
+// *OffsetOutOfRangeError (ErrOffsetOutOfRange) for a result outside
+// [StartOffset, NextOffset]: a position beyond the log end is never a
+// silent jump.
+func (p *Partition) ResumeOffset(offset int64, epoch int32) (int64, error) {
+	offset = p.stepBack(offset, epoch)
+	start, next := p.StartOffset(), p.NextOffset()
+	if offset < start || offset > next {
+		return offset, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
+	}
+	return offset, nil
 }
 
 func (p *Partition) segPath(base int64) string { return filepath.Join(p.dir, segmentName(base)) }
@@ -201,7 +297,7 @@ func (p *Partition) Append(ctx context.Context, recs ...Record) (int64, error) {
 				rr.Timestamp = now
 				r = &rr
 			}
-			buf = appendFrame(buf, r, off)
+			buf = appendFrame(buf, r, off, p.epochs.latest())
 			pos += fs
 			off++
 		}
@@ -292,6 +388,13 @@ func (p *Partition) refresh() {
 // verify yet (a ModeFile pwrite seen half done) ends the walk; the next
 // refresh retries it.
 func (p *Partition) refreshLocked() {
+	if err := p.reloadEpochsLocked(); err == nil && len(p.epochs) > 0 && len(p.segments) > 0 &&
+		p.epochs[len(p.epochs)-1].start < p.active().next {
+		// The writer reopened (or truncated) below what this reader had
+		// seen: the records above were lost and their offsets will be
+		// reused. Forget every segment and walk them again.
+		p.resetLocked()
+	}
 	if p.walkBuf == nil {
 		p.walkBuf = make([]byte, 8<<10) // small: an idle follower reads this much per poll
 	}
@@ -412,6 +515,11 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	s.size, s.next = pos, offset
 	s.dropIndexFrom(offset)
+	e := p.epochs.begin(offset)
+	if err := e.write(p.dir); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.epochs = e
 	p.publishLocked()
 	return nil
 }
@@ -477,6 +585,42 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// stepBack returns offset, or the start of the epoch that followed epoch
+// when that is lower: records from there on were appended after the
+// consumer's epoch ended, at offsets it may have passed.
+func (p *Partition) stepBack(offset int64, epoch int32) int64 {
+	if epoch < 0 {
+		return offset
+	}
+	if p.cfg.readOnly {
+		p.refresh()
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if start, ok := p.epochs.divergence(epoch); ok && start < offset {
+		return start
+	}
+	return offset
+}
+
+// resetLocked drops a read-only partition's segments and walks them again
+// from disk.
+func (p *Partition) resetLocked() {
+	for _, s := range p.segments {
+		s.close()
+	}
+	p.segments = nil
+	if bases, err := listSegments(p.dir); err == nil {
+		if err := p.recoverLocked(bases); err != nil {
+			for _, s := range p.segments {
+				s.close()
+			}
+			p.segments = nil
+		}
+	}
+	p.publishLocked()
 }
 
 func (p *Partition) isClosed() bool {

@@ -8,23 +8,24 @@ import (
 // Reader reads a partition sequentially from a position. A Reader is not
 // safe for concurrent use; open one per goroutine.
 type Reader struct {
-	p   *Partition
-	pos int64
-	end int64 // replay: the high watermark when the replay began; follow: -1
+	p     *Partition
+	pos   int64
+	end   int64 // replay: the high watermark when the replay began; follow: -1
+	epoch int32 // epoch of the last record returned; -1 before the first
 }
 
 // Replay returns a Reader from offset from up to the high watermark as it
 // is now; records appended later are not returned and Next returns io.EOF
 // at that end.
 func (p *Partition) Replay(from int64) *Reader {
-	return &Reader{p: p, pos: from, end: p.NextOffset()}
+	return &Reader{p: p, pos: from, end: p.NextOffset(), epoch: -1}
 }
 
 // Follow returns a Reader from offset from that never ends: at the high
 // watermark Next waits for new records, woken at once by an append in this
 // process and within the poll interval (2 ms by default) by one in another.
 func (p *Partition) Follow(from int64) *Reader {
-	return &Reader{p: p, pos: from, end: -1}
+	return &Reader{p: p, pos: from, end: -1, epoch: -1}
 }
 
 // Position returns the offset of the next record Next will return.
@@ -43,6 +44,11 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		// The writer may have truncated (or lost in a crash, and reopened)
+		// records this reader already returned; their offsets are reused in
+		// a later epoch. Step back to where that epoch began, so the new
+		// records are read.
+		r.pos = r.p.stepBack(r.pos, r.epoch)
 		recs, err := r.p.Read(r.pos, maxBytes)
 		if err != nil {
 			return nil, err
@@ -56,7 +62,8 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
 			}
 		}
 		if len(recs) > 0 {
-			r.pos = recs[len(recs)-1].Offset + 1
+			last := recs[len(recs)-1]
+			r.pos, r.epoch = last.Offset+1, last.Epoch
 			return recs, nil
 		}
 		if r.end >= 0 {

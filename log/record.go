@@ -30,4 +30,8 @@ type Record struct {
 	Partition int32
 	// Offset is set by readers: the record's 0-based index in its partition.
 	Offset int64
+	// Epoch is set by readers: the partition's epoch when the record was
+	// appended (see Partition.Epoch). A checkpoint saves it with the
+	// position so a resume can tell offsets reused after a crash recovery.
+	Epoch int32
 }

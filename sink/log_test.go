@@ -251,7 +251,7 @@ func TestRelayPipelineCopiesEveryRecordOnceAndCheckpoints(t *testing.T) {
 			pos, found, err := store.Load(ctx, "events", 0)
 			require.NoError(t, err)
 			require.True(t, found)
-			require.Equal(t, int64(60), pos)
+			require.Equal(t, int64(60), pos.Offset)
 			seen := map[string]bool{}
 			for id := range int32(2) {
 				for _, r := range readPartition(t, out, id) {

@@ -63,7 +63,7 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 			pos, found, err := store.Load(context.Background(), "events", 0)
 			require.NoError(t, err)
 			require.True(t, found)
-			require.Equal(t, int64(40), pos)
+			require.Equal(t, int64(40), pos.Offset)
 		})
 	}
 }

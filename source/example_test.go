@@ -79,7 +79,7 @@ func ExampleFromStore() {
 		}
 	}
 	var store checkpoint.MemoryStore
-	if err := store.Save(ctx, "events", 0, 3); err != nil { // offsets 0-2 were handled
+	if err := store.Save(ctx, "events", 0, checkpoint.At(3)); err != nil { // offsets 0-2 were handled
 		panic(err)
 	}
 

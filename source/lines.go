@@ -165,6 +165,7 @@ func (s *LinesSource) Read(ctx context.Context) ([]stream.Element[string], error
 					Topic:     s.topic,
 					Partition: 0,
 					Offset:    idx,
+					Epoch:     checkpoint.NoEpoch,
 				})
 			}
 		}
@@ -225,7 +226,7 @@ func (s *LinesSource) Resume(ctx context.Context, store checkpoint.Store) error 
 	}
 	s.skip, s.line = 0, 0
 	if found {
-		s.skip = pos
+		s.skip = pos.Offset
 	}
 	return nil
 }

@@ -180,7 +180,7 @@ func TestLinesResumeSkipsLinesBelowTheStoredPosition(t *testing.T) {
 	require.Len(t, first, 300)
 
 	var store checkpoint.MemoryStore
-	require.NoError(t, store.Save(context.Background(), "OpenSSH_2k.log", 0, 1500))
+	require.NoError(t, store.Save(context.Background(), "OpenSSH_2k.log", 0, checkpoint.At(1500)))
 	require.NoError(t, src.Resume(context.Background(), &store))
 	rest := readUntilEOF[string](t, src)
 	require.Len(t, rest, 500)
@@ -190,7 +190,7 @@ func TestLinesResumeSkipsLinesBelowTheStoredPosition(t *testing.T) {
 	require.NoError(t, src.Resume(context.Background(), &checkpoint.MemoryStore{}))
 	require.Len(t, readUntilEOF[string](t, src), 2000)
 
-	require.NoError(t, store.Save(context.Background(), "OpenSSH_2k.log", 0, 2000))
+	require.NoError(t, store.Save(context.Background(), "OpenSSH_2k.log", 0, checkpoint.At(2000)))
 	require.NoError(t, src.Resume(context.Background(), &store))
 	require.Empty(t, readUntilEOF[string](t, src), "everything was handled")
 }

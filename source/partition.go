@@ -163,6 +163,7 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 			Topic:     r.Topic,
 			Partition: r.Partition,
 			Offset:    r.Offset,
+			Epoch:     r.Epoch,
 		}
 	}
 	return elems, nil
@@ -214,7 +215,7 @@ func (s *PartitionSource) Resume(ctx context.Context, store checkpoint.Store) er
 	}
 	s.closeReader()
 	if found {
-		s.next, s.pos = At(pos), pos
+		s.next, s.pos = saved(pos), pos.Offset
 	} else {
 		s.next, s.pos = s.start, -1
 	}

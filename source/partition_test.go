@@ -200,7 +200,7 @@ func TestFromStoreStartsAtTheSavedPosition(t *testing.T) {
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 60)
 	var store checkpoint.MemoryStore
-	require.NoError(t, store.Save(context.Background(), "events", 0, 40))
+	require.NoError(t, store.Save(context.Background(), "events", 0, checkpoint.At(40)))
 
 	src := source.Partition(lg, "events", 0, source.FromStore(&store), source.Replay())
 	requireOffsets(t, readUntilEOF(t, src), "events", 40, 60)
@@ -213,7 +213,7 @@ func TestFromStoreWithoutPositionStartsAtEarliest(t *testing.T) {
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 30)
 	var store checkpoint.MemoryStore
-	require.NoError(t, store.Save(context.Background(), "other", 0, 25))
+	require.NoError(t, store.Save(context.Background(), "other", 0, checkpoint.At(25)))
 
 	src := source.Partition(lg, "events", 0, source.FromStore(&store), source.Replay())
 	requireOffsets(t, readUntilEOF(t, src), "events", 0, 30)
@@ -226,7 +226,7 @@ func TestFromStoreBeyondTheLogFailsWithErrOffsetOutOfRange(t *testing.T) {
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 5)
 	var store checkpoint.MemoryStore
-	require.NoError(t, store.Save(context.Background(), "events", 0, 9))
+	require.NoError(t, store.Save(context.Background(), "events", 0, checkpoint.At(9)))
 
 	src := source.Partition(lg, "events", 0, source.FromStore(&store), source.Replay())
 	batch, err := src.Read(context.Background())
@@ -286,7 +286,7 @@ func TestResumeRestartsAtTheStoredPositionElseTheConfiguredStart(t *testing.T) {
 	requireOffsets(t, readUntilEOF(t, src), "events", 5, 50)
 
 	var store checkpoint.MemoryStore
-	require.NoError(t, store.Save(context.Background(), "events", 0, 42))
+	require.NoError(t, store.Save(context.Background(), "events", 0, checkpoint.At(42)))
 	require.NoError(t, src.Resume(context.Background(), &store))
 	require.Equal(t, int64(42), src.Position())
 	requireOffsets(t, readUntilEOF(t, src), "events", 42, 50)

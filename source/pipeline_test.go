@@ -55,7 +55,7 @@ func TestPipelineHandlesEachRecordOnceAcrossRuns(t *testing.T) {
 				pos, found, err := store.Load(context.Background(), "events", 0)
 				require.NoError(t, err)
 				require.True(t, found)
-				return pos
+				return pos.Offset
 			}
 
 			appendRange(t, lg, "events", 0, 100)
@@ -96,7 +96,7 @@ func TestLinesPipelineCheckpointsTheNextLine(t *testing.T) {
 	pos, found, err := store.Load(ctx, "HDFS_2k.log", 0)
 	require.NoError(t, err)
 	require.True(t, found)
-	require.Equal(t, int64(2000), pos)
+	require.Equal(t, int64(2000), pos.Offset)
 
 	again := source.Lines(path)
 	require.NoError(t, again.Resume(ctx, &store))

@@ -16,6 +16,7 @@ const (
 	startLatest                    // the high watermark
 	startAt                        // a fixed offset
 	startStore                     // a checkpoint store's position, else the log start offset
+	startSaved                     // a position loaded from a store: offset and epoch
 )
 
 // Start says where a source begins reading when it opens. Build one with
@@ -26,8 +27,14 @@ const (
 // watermark at that moment.
 type Start struct {
 	kind   startKind
-	offset int64            // for startAt
+	offset int64            // for startAt and startSaved
+	epoch  int32            // for startSaved
 	store  checkpoint.Store // for startStore
+}
+
+// saved is the Start of a position loaded from a store.
+func saved(p checkpoint.Position) Start {
+	return Start{kind: startSaved, offset: p.Offset, epoch: p.Epoch}
 }
 
 // Earliest starts at the partition's log start offset, the lowest offset still
@@ -51,9 +58,13 @@ func At(offset int64) Start { return Start{kind: startAt, offset: offset} }
 // partition (the next offset to read), or at [Earliest] when the store has
 // none. A store that fails to load, for example with checkpoint.ErrCorrupt,
 // makes Read (or Resume) return that error, wrapped: a broken checkpoint never
-// silently restarts from the beginning. A saved position outside
-// [log start offset, high watermark] is an error wrapping
-// log.ErrOffsetOutOfRange. A nil store is [ErrNilStore].
+// silently restarts from the beginning. The saved position goes through
+// log.Partition.ResumeOffset: when the epoch saved with it ended below it (a
+// crash recovery or truncation reused offsets the consumer had passed), the
+// source starts where that epoch ended, so the new records are handled, not
+// skipped; a position outside [log start offset, high watermark] is an
+// error wrapping log.ErrOffsetOutOfRange, never a silent jump. A nil store is
+// [ErrNilStore].
 func FromStore(store checkpoint.Store) Start { return Start{kind: startStore, store: store} }
 
 // String describes the start: "earliest", "latest", "offset N" or "store".
@@ -65,6 +76,8 @@ func (s Start) String() string {
 		return fmt.Sprintf("offset %d", s.offset)
 	case startStore:
 		return "store"
+	case startSaved:
+		return "saved " + checkpoint.Position{Offset: s.offset, Epoch: s.epoch}.String()
 	default:
 		return "earliest"
 	}
@@ -89,7 +102,9 @@ func (s Start) resolve(ctx context.Context, p *log.Partition, topic string, part
 		if !found {
 			return p.StartOffset(), nil
 		}
-		return checkOffset(p, topic, partition, pos)
+		return p.ResumeOffset(pos.Offset, pos.Epoch)
+	case startSaved:
+		return p.ResumeOffset(s.offset, s.epoch)
 	default:
 		return p.StartOffset(), nil
 	}

@@ -29,7 +29,7 @@ func (f consumeOptionFunc) applyConsume(c *consumeConfig) { f(c) }
 type consumeConfig struct {
 	minBackoff, maxBackoff time.Duration
 	onSourceError          func(err error, attempt int)
-	onCheckpoint           func(topic string, partition int32, position int64)
+	onCheckpoint           func(topic string, partition int32, position checkpoint.Position)
 	// wait sleeps for d or until ctx is done, returning ctx's error then. Tests
 	// replace it to record the backoff without sleeping.
 	wait func(ctx context.Context, d time.Duration) error
@@ -76,9 +76,9 @@ func OnSourceError(fn func(err error, attempt int)) ConsumeOption {
 
 // OnCheckpoint sets a function [ConsumeForever] calls after each position has
 // been saved to the store: position is the next offset to read from
-// topic-partition. The function runs on ConsumeForever's goroutine, between
+// topic-partition, with the epoch of the record below it. The function runs on ConsumeForever's goroutine, between
 // batches, and must not block. By default nothing is called.
-func OnCheckpoint(fn func(topic string, partition int32, position int64)) ConsumeOption {
+func OnCheckpoint(fn func(topic string, partition int32, position checkpoint.Position)) ConsumeOption {
 	return consumeOptionFunc(func(c *consumeConfig) { c.onCheckpoint = fn })
 }
 

@@ -87,7 +87,7 @@ func TestConsumeForeverResumesFromStoreAfterSourceError(t *testing.T) {
 func TestConsumeForeverStartsAtTheSavedPosition(t *testing.T) {
 	ctx := context.Background()
 	var store streamtest.RecordingStore
-	require.NoError(t, store.Save(ctx, streamtest.Topic, streamtest.Partition, 42))
+	require.NoError(t, store.Save(ctx, streamtest.Topic, streamtest.Partition, checkpoint.At(42)))
 	var handled []int
 
 	err := stream.ConsumeForever(ctx, streamtest.Slice(ints(45)), &store,
@@ -204,7 +204,7 @@ func TestConsumeForeverStopsOnCorruptCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	store, err := checkpoint.NewFileStore(t.TempDir())
 	require.NoError(t, err)
-	require.NoError(t, store.Save(ctx, streamtest.Topic, streamtest.Partition, 5))
+	require.NoError(t, store.Save(ctx, streamtest.Topic, streamtest.Partition, checkpoint.At(5)))
 	path, err := store.Path(streamtest.Topic, streamtest.Partition)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, make([]byte, 16), 0o600))
@@ -280,10 +280,11 @@ func TestConsumeForeverReportsCheckpoints(t *testing.T) {
 	var reported []string
 	err := stream.ConsumeForever(context.Background(), streamtest.Slice(ints(25), streamtest.BatchSize(10)), &store,
 		func(context.Context, int) error { return nil },
-		stream.OnCheckpoint(func(topic string, partition int32, position int64) {
+		stream.OnCheckpoint(func(topic string, partition int32, position checkpoint.Position) {
 			saved, _ := store.Position(topic, partition)
-			assert.Equal(t, position, saved, "reported after the save")
-			reported = append(reported, fmt.Sprintf("%s/%d@%d", topic, partition, position))
+			assert.Equal(t, position.Offset, saved, "reported after the save")
+			assert.Equal(t, checkpoint.NoEpoch, position.Epoch)
+			reported = append(reported, fmt.Sprintf("%s/%d@%d", topic, partition, position.Offset))
 		}))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"streamtest/0@10", "streamtest/0@20", "streamtest/0@25"}, reported)

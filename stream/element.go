@@ -8,15 +8,20 @@ import (
 
 // Element is one value moving through a pipeline with its lineage.
 //
-// The lineage (Topic, Partition, Offset) is set by the source and kept by
-// every stage: a Map or MapTo output element has the lineage of its input.
-// Run checkpoints by lineage, so an element whose Topic is "" is handled like
-// any other but never moves a checkpoint.
+// The lineage (Topic, Partition, Offset, Epoch) is set by the source and
+// kept by every stage: a Map or MapTo output element has the lineage of its
+// input. Run checkpoints by lineage, so an element whose Topic is "" is
+// handled like any other but never moves a checkpoint.
 type Element[T any] struct {
 	Value     T
 	Topic     string // "" = no lineage (never checkpointed)
 	Partition int32
 	Offset    int64
+	// Epoch is the log epoch of the record (log.Record.Epoch), saved with
+	// the position of the batch's last record so a resume can detect offsets
+	// reused after a crash recovery. Sources without epochs set
+	// checkpoint.NoEpoch (-1).
+	Epoch int32
 }
 
 // Source yields batches of elements to a pipeline.

@@ -51,7 +51,7 @@ func ExampleStream_Run() {
 		fmt.Println("failed at offset", re.Offset, "in stage", re.Stage)
 	}
 	pos, _, _ := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
-	fmt.Println("next offset to read:", pos)
+	fmt.Println("next offset to read:", pos.Offset)
 	// Output:
 	// failed at offset 6 in stage tap
 	// next offset to read: 4
@@ -90,8 +90,8 @@ func ExampleConsumeForever() {
 		stream.OnSourceError(func(err error, attempt int) {
 			fmt.Printf("attempt %d: %v\n", attempt, err)
 		}),
-		stream.OnCheckpoint(func(topic string, partition int32, position int64) {
-			fmt.Printf("saved %s/%d at %d\n", topic, partition, position)
+		stream.OnCheckpoint(func(topic string, partition int32, position checkpoint.Position) {
+			fmt.Printf("saved %s/%d at %d\n", topic, partition, position.Offset)
 		}))
 
 	fmt.Println("done:", err)

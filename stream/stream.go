@@ -31,7 +31,7 @@ type pipeline struct {
 
 	// onCheckpoint, when set, is called after a position was saved to every
 	// store.
-	onCheckpoint func(topic string, partition int32, position int64)
+	onCheckpoint func(topic string, partition int32, position checkpoint.Position)
 	// onBatch, when set, is called after a batch passed every stage and its
 	// positions were saved.
 	onBatch func()
@@ -49,11 +49,13 @@ type batch[T any] struct {
 	last bool
 }
 
-// position is the next offset to read in one topic-partition.
+// position is the next offset to read in one topic-partition, and the epoch
+// of the record below it.
 type position struct {
 	topic     string
 	partition int32
 	next      int64
+	epoch     int32
 }
 
 // From returns a Stream reading from src. Nothing is read until [Stream.Run].
@@ -90,11 +92,13 @@ next:
 		}
 		for j := range ps {
 			if ps[j].topic == e.Topic && ps[j].partition == e.Partition {
-				ps[j].next = max(ps[j].next, e.Offset+1)
+				if e.Offset+1 > ps[j].next {
+					ps[j].next, ps[j].epoch = e.Offset+1, e.Epoch
+				}
 				continue next
 			}
 		}
-		ps = append(ps, position{topic: e.Topic, partition: e.Partition, next: e.Offset + 1})
+		ps = append(ps, position{topic: e.Topic, partition: e.Partition, next: e.Offset + 1, epoch: e.Epoch})
 	}
 	return ps
 }
@@ -126,7 +130,7 @@ func mapElems[T, U any](ctx context.Context, stage string, elems []Element[T], f
 		if err != nil {
 			return nil, recordError(stage, e, err)
 		}
-		out[i] = Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset}
+		out[i] = Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch}
 	}
 	return out, nil
 }
@@ -281,13 +285,14 @@ func (p *pipeline) save(ctx context.Context, positions []position) error {
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, pos := range positions {
+		cp := checkpoint.Position{Offset: pos.next, Epoch: pos.epoch}
 		for _, store := range p.stores {
-			if err := store.Save(ctx, pos.topic, pos.partition, pos.next); err != nil {
+			if err := store.Save(ctx, pos.topic, pos.partition, cp); err != nil {
 				return fmt.Errorf("stream: checkpoint %s/%d at position %d: %w", pos.topic, pos.partition, pos.next, err)
 			}
 		}
 		if p.onCheckpoint != nil {
-			p.onCheckpoint(pos.topic, pos.partition, pos.next)
+			p.onCheckpoint(pos.topic, pos.partition, cp)
 		}
 	}
 	return nil

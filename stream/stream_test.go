@@ -18,7 +18,7 @@ import (
 func saves(positions ...int64) []streamtest.Save {
 	out := make([]streamtest.Save, len(positions))
 	for i, p := range positions {
-		out[i] = streamtest.Save{Topic: streamtest.Topic, Partition: streamtest.Partition, Position: p}
+		out[i] = streamtest.Save{Topic: streamtest.Topic, Partition: streamtest.Partition, Position: p, Epoch: checkpoint.NoEpoch}
 	}
 	return out
 }
@@ -232,7 +232,7 @@ func TestEveryStoreReceivesEveryPosition(t *testing.T) {
 	pos, found, err := mem.Load(context.Background(), streamtest.Topic, streamtest.Partition)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(15), pos)
+	assert.Equal(t, int64(15), pos.Offset)
 }
 
 // TestCancelReturnsNilAndSavesCompletedBatchesOnly ensures a cancelled context

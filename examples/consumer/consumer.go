@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
 )
@@ -84,9 +85,9 @@ func (c *consumer) sourceError(err error, attempt int) {
 }
 
 // checkpointed records a saved position.
-func (c *consumer) checkpointed(_ string, _ int32, position int64) {
+func (c *consumer) checkpointed(_ string, _ int32, position checkpoint.Position) {
 	c.mu.Lock()
-	c.position = position
+	c.position = position.Offset
 	c.hasPosition = true
 	c.mu.Unlock()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
 )
@@ -107,7 +108,7 @@ func TestStatsBeforeTheTopicExists(t *testing.T) {
 	st = c.stats()
 	require.NotNil(t, st.Lag)
 	assert.EqualValues(t, 3, *st.Lag, "nothing saved: lag counts from the log start")
-	c.checkpointed("events", 0, 2)
+	c.checkpointed("events", 0, checkpoint.At(2))
 	st = c.stats()
 	require.NotNil(t, st.Position)
 	assert.EqualValues(t, 2, *st.Position)

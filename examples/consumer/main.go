@@ -181,8 +181,9 @@ func run(cfg config) error {
 
 	c := &consumer{cfg: cfg, lg: lg}
 	if found {
-		c.resumedFrom = &resumed
-		c.position = resumed
+		off := resumed.Offset
+		c.resumedFrom = &off
+		c.position = off
 		c.hasPosition = true
 	}
 	if cfg.out != "" {
@@ -201,7 +202,7 @@ func run(cfg config) error {
 
 	from := "no checkpoint, starting at the log start"
 	if found {
-		from = fmt.Sprintf("resuming at position %d", resumed)
+		from = fmt.Sprintf("resuming at the saved %s", resumed)
 	}
 	fmt.Fprintf(os.Stderr, "%s: reading %s/%d from %s (%s); stats on http://%s/stats\n",
 		cfg.name, cfg.topic, cfg.partition, cfg.dir, from, ln.Addr())

@@ -26,5 +26,5 @@ func ExampleSlice() {
 	fmt.Println(store.Saves())
 	// Output:
 	// [A B C] <nil>
-	// [{streamtest 0 2} {streamtest 0 3}]
+	// [{streamtest 0 2 -1} {streamtest 0 3 -1}]
 }

@@ -70,7 +70,7 @@ func (s *SliceSource[T]) Read(ctx context.Context) ([]stream.Element[T], error) 
 	end := min(s.next+int64(s.cfg.batchSize), int64(len(s.values)))
 	batch := make([]stream.Element[T], 0, end-s.next)
 	for off := s.next; off < end; off++ {
-		batch = append(batch, stream.Element[T]{Value: s.values[off], Topic: Topic, Partition: Partition, Offset: off})
+		batch = append(batch, stream.Element[T]{Value: s.values[off], Topic: Topic, Partition: Partition, Offset: off, Epoch: checkpoint.NoEpoch})
 	}
 	s.next = end
 	return batch, nil
@@ -98,9 +98,9 @@ func (s *SliceSource[T]) Resume(ctx context.Context, store checkpoint.Store) err
 		return fmt.Errorf("streamtest: resume %s/%d: %w", Topic, Partition, err)
 	}
 	if !found {
-		pos = 0
+		pos = checkpoint.At(0)
 	}
-	s.next = pos
+	s.next = pos.Offset
 	s.closed = false
 	return nil
 }

@@ -11,7 +11,8 @@ import (
 type Save struct {
 	Topic     string
 	Partition int32
-	Position  int64
+	Position  int64 // the offset saved: the next offset to read
+	Epoch     int32 // the epoch saved with it (checkpoint.NoEpoch for Slice)
 }
 
 // RecordingStore is a [checkpoint.Store] backed by a [checkpoint.MemoryStore]
@@ -33,13 +34,13 @@ var _ checkpoint.Store = (*RecordingStore)(nil)
 
 // Load returns the error set by FailLoad, if any, and otherwise the position
 // last saved, as a MemoryStore does.
-func (s *RecordingStore) Load(ctx context.Context, topic string, partition int32) (int64, bool, error) {
+func (s *RecordingStore) Load(ctx context.Context, topic string, partition int32) (checkpoint.Position, bool, error) {
 	s.mu.Lock()
 	s.loads++
 	err := s.loadErr
 	s.mu.Unlock()
 	if err != nil {
-		return 0, false, err
+		return checkpoint.Position{}, false, err
 	}
 	return s.mem.Load(ctx, topic, partition)
 }
@@ -47,7 +48,7 @@ func (s *RecordingStore) Load(ctx context.Context, topic string, partition int32
 // Save stores and records position, or returns the FailSaveAt error for the
 // chosen call and then stores and records nothing. Saves are recorded in call
 // order.
-func (s *RecordingStore) Save(ctx context.Context, topic string, partition int32, position int64) error {
+func (s *RecordingStore) Save(ctx context.Context, topic string, partition int32, position checkpoint.Position) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saveCalls++
@@ -57,7 +58,7 @@ func (s *RecordingStore) Save(ctx context.Context, topic string, partition int32
 	if err := s.mem.Save(ctx, topic, partition, position); err != nil {
 		return err
 	}
-	s.saves = append(s.saves, Save{Topic: topic, Partition: partition, Position: position})
+	s.saves = append(s.saves, Save{Topic: topic, Partition: partition, Position: position.Offset, Epoch: position.Epoch})
 	return nil
 }
 
@@ -93,12 +94,12 @@ func (s *RecordingStore) Loads() int {
 	return s.loads
 }
 
-// Position returns the position last saved for topic-partition, and whether
-// there is one.
+// Position returns the offset last saved for topic-partition (the next
+// offset to read), and whether there is one.
 func (s *RecordingStore) Position(topic string, partition int32) (int64, bool) {
 	pos, found, err := s.mem.Load(context.Background(), topic, partition)
 	if err != nil {
 		return 0, false
 	}
-	return pos, found
+	return pos.Offset, found
 }

@@ -21,7 +21,7 @@ func elems(from, to int64) []stream.Element[string] {
 	var out []stream.Element[string]
 	for off := from; off < to; off++ {
 		out = append(out, stream.Element[string]{
-			Value: string(rune('a' + off)), Topic: streamtest.Topic, Partition: streamtest.Partition, Offset: off,
+			Value: string(rune('a' + off)), Topic: streamtest.Topic, Partition: streamtest.Partition, Offset: off, Epoch: checkpoint.NoEpoch,
 		})
 	}
 	return out
@@ -95,7 +95,7 @@ func TestSliceResumeContinuesFromTheStore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, elems(0, 4), got, "nothing saved: start at 0")
 
-	require.NoError(t, store.Save(ctx, streamtest.Topic, streamtest.Partition, 3))
+	require.NoError(t, store.Save(ctx, streamtest.Topic, streamtest.Partition, checkpoint.At(3)))
 	require.NoError(t, src.Resume(ctx, &store))
 	got, err = src.Read(ctx)
 	require.NoError(t, err)
@@ -172,16 +172,16 @@ func TestRecordingStoreRecordsSavesInOrder(t *testing.T) {
 	var s streamtest.RecordingStore
 	s.FailSaveAt(2, errInjected)
 
-	require.NoError(t, s.Save(ctx, "a", 0, 1))
-	require.ErrorIs(t, s.Save(ctx, "a", 0, 2), errInjected)
-	require.NoError(t, s.Save(ctx, "b", 1, 5))
-	require.ErrorIs(t, s.Save(ctx, "a", 0, -1), checkpoint.ErrInvalidPosition)
-	assert.Equal(t, []streamtest.Save{{Topic: "a", Partition: 0, Position: 1}, {Topic: "b", Partition: 1, Position: 5}}, s.Saves())
+	require.NoError(t, s.Save(ctx, "a", 0, checkpoint.At(1)))
+	require.ErrorIs(t, s.Save(ctx, "a", 0, checkpoint.At(2)), errInjected)
+	require.NoError(t, s.Save(ctx, "b", 1, checkpoint.At(5)))
+	require.ErrorIs(t, s.Save(ctx, "a", 0, checkpoint.At(-1)), checkpoint.ErrInvalidPosition)
+	assert.Equal(t, []streamtest.Save{{Topic: "a", Partition: 0, Position: 1, Epoch: -1}, {Topic: "b", Partition: 1, Position: 5, Epoch: -1}}, s.Saves())
 
 	pos, found, err := s.Load(ctx, "a", 0)
 	require.NoError(t, err)
 	assert.True(t, found)
-	assert.Equal(t, int64(1), pos)
+	assert.Equal(t, int64(1), pos.Offset)
 
 	s.FailLoad(errInjected)
 	_, _, err = s.Load(ctx, "a", 0)
@@ -191,9 +191,9 @@ func TestRecordingStoreRecordsSavesInOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, s.Loads())
 
-	pos, found = s.Position("b", 1)
+	off, found := s.Position("b", 1)
 	assert.True(t, found)
-	assert.Equal(t, int64(5), pos)
+	assert.Equal(t, int64(5), off)
 }
 
 // TestRecordingStoreConcurrentUse ensures the store is race-free under -race.
@@ -205,7 +205,7 @@ func TestRecordingStoreConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 100 {
-				assert.NoError(t, s.Save(context.Background(), "t", int32(g), int64(i)))
+				assert.NoError(t, s.Save(context.Background(), "t", int32(g), checkpoint.At(int64(i))))
 				_, _, err := s.Load(context.Background(), "t", int32(g))
 				assert.NoError(t, err)
 				_ = s.Saves()

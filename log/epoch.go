@@ -1,0 +1,171 @@
+package log
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// epochFileName is a partition's epoch history, in the format of Kafka's
+// leader-epoch-checkpoint file: a version line (0), a count line, then one
+// "epoch startOffset" line per epoch, oldest first.
+//
+//	0
+//	3
+//	0 0
+//	1 95
+//	2 140
+//
+// The file is replaced whole (temporary file, fsync, rename, directory
+// fsync) before the first append of a new epoch, so an epoch recorded in a
+// record is always in the file.
+const epochFileName = "leader-epoch-checkpoint"
+
+// epochEntry says that epoch's records start at offset start.
+type epochEntry struct {
+	epoch int32
+	start int64
+}
+
+// epochs is a partition's epoch history, ordered by epoch and start.
+type epochs []epochEntry
+
+// readEpochs reads the epoch file of a partition folder; a missing file is an
+// empty history. A file that does not parse is *CorruptError-free but wraps
+// ErrCorrupt naming the path.
+func readEpochs(dir string) (epochs, error) {
+	path := filepath.Join(dir, epochFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := parseEpochs(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: epoch file %s: %v", ErrCorrupt, path, err)
+	}
+	return e, nil
+}
+
+func parseEpochs(b []byte) (epochs, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	line := func() (string, bool) {
+		if !sc.Scan() {
+			return "", false
+		}
+		return sc.Text(), true
+	}
+	v, ok := line()
+	if !ok || v != "0" {
+		return nil, fmt.Errorf("version line %q, want 0", v)
+	}
+	c, ok := line()
+	n, err := strconv.Atoi(c)
+	if !ok || err != nil || n < 0 {
+		return nil, fmt.Errorf("count line %q is not a count", c)
+	}
+	out := make(epochs, 0, n)
+	for i := range n {
+		l, ok := line()
+		var e epochEntry
+		if _, err := fmt.Sscanf(l, "%d %d", &e.epoch, &e.start); !ok || err != nil || e.epoch < 0 || e.start < 0 {
+			return nil, fmt.Errorf("entry %d %q is not \"epoch startOffset\"", i, l)
+		}
+		if i > 0 && (e.epoch <= out[i-1].epoch || e.start < out[i-1].start) {
+			return nil, fmt.Errorf("entry %d %q is not after %d %d", i, l, out[i-1].epoch, out[i-1].start)
+		}
+		out = append(out, e)
+	}
+	if extra, ok := line(); ok {
+		return nil, fmt.Errorf("unexpected line %q after %d entries", extra, n)
+	}
+	return out, nil
+}
+
+func (e epochs) encode() []byte {
+	b := fmt.Appendf(nil, "0\n%d\n", len(e))
+	for _, x := range e {
+		b = fmt.Appendf(b, "%d %d\n", x.epoch, x.start)
+	}
+	return b
+}
+
+// write replaces the epoch file of dir with e, durably.
+func (e epochs) write(dir string) error {
+	tmp, err := os.CreateTemp(dir, "."+epochFileName+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err = tmp.Write(e.encode()); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, epochFileName))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("log: write epoch file in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// latest returns the current epoch, -1 for an empty history.
+func (e epochs) latest() int32 {
+	if len(e) == 0 {
+		return -1
+	}
+	return e[len(e)-1].epoch
+}
+
+// begin returns the history with a new epoch (one above every epoch ever
+// recorded) starting at offset start. Entries starting at or above start
+// are dropped first, as Kafka's truncateFromEnd does: their records are gone
+// (truncated) or were never written (an epoch that appended nothing).
+func (e epochs) begin(start int64) epochs {
+	next := e.latest() + 1
+	i := sort.Search(len(e), func(i int) bool { return e[i].start >= start })
+	return append(e[:i:i], epochEntry{epoch: next, start: start})
+}
+
+// endOffset returns where epoch ended: the start offset of the first later
+// epoch, or logEnd when epoch is the latest (or above it, as a checkpoint
+// from a log since recreated would be). ok is false when epoch is older than
+// the whole history, so nothing is known about it.
+func (e epochs) endOffset(epoch int32, logEnd int64) (int64, bool) {
+	// The first entry above epoch starts where epoch (or the epoch below it
+	// that it replaced) ended.
+	i := sort.Search(len(e), func(i int) bool { return e[i].epoch > epoch })
+	if i == 0 {
+		return 0, false
+	}
+	if i == len(e) {
+		return logEnd, true
+	}
+	return e[i].start, true
+}
+
+// divergence returns the start offset of the first epoch after epoch: the
+// point from which records of a later epoch may sit at offsets a reader in
+// epoch saw with other contents. ok is false when epoch is the latest (or
+// unknown): nothing diverged.
+func (e epochs) divergence(epoch int32) (int64, bool) {
+	i := sort.Search(len(e), func(i int) bool { return e[i].epoch > epoch })
+	if i == 0 || i == len(e) {
+		return 0, false
+	}
+	return e[i].start, true
+}
