@@ -35,9 +35,9 @@
 //
 //	{"version":1,"topic":"events","partition":0,"position":41,"epoch":2}
 //
-// Load reads it strictly: exactly one JSON object with these fields and no
-// others (epoch may be absent, and then reads as [NoEpoch]), optionally
-// followed by one newline, version 1, the topic and partition of the file
+// Load reads it strictly: exactly the bytes Save writes (epoch may be
+// absent, and then reads as [NoEpoch]; no spaces, no duplicate or
+// differently cased keys), optionally followed by one newline, version 1, the topic and partition of the file
 // name, a position >= 0 and an epoch >= -1. Anything else (an empty
 // file, NUL bytes left by a crash, truncated JSON, a file of another topic) is
 // an error wrapping [ErrCorrupt] and naming the file:

@@ -276,6 +276,22 @@ func decodePosition(data []byte, topic string, partition int32) (Position, error
 	if rec.Epoch != nil {
 		p.Epoch = *rec.Epoch
 	}
+	// encoding/json forgives duplicate keys and matches keys without regard
+	// to case; a position file must be exactly what Save writes (epoch
+	// optional), so anything else was not written by Save and is corrupt.
+	body := bytes.TrimSuffix(data, []byte("\n"))
+	canonical := bytes.TrimSuffix(encodePosition(topic, partition, p), []byte("\n"))
+	if rec.Epoch == nil {
+		canonical, _ = json.Marshal(struct {
+			Version   int    `json:"version"`
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Position  int64  `json:"position"`
+		}{fileVersion, topic, partition, p.Offset})
+	}
+	if !bytes.Equal(body, canonical) {
+		return Position{}, fmt.Errorf("not in the form Save writes (want %s)", canonical)
+	}
 	return p, nil
 }
 

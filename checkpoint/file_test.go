@@ -366,3 +366,22 @@ func TestFileStoreKeepsTheEpoch(t *testing.T) {
 
 	require.ErrorIs(t, s.Save(ctx, "events", 0, checkpoint.Position{Offset: 1, Epoch: -2}), checkpoint.ErrInvalidPosition)
 }
+
+// TestFileStoreRejectsFilesSaveDidNotWrite ensures duplicate keys and keys in
+// another case, which encoding/json would accept, are corruption.
+func TestFileStoreRejectsFilesSaveDidNotWrite(t *testing.T) {
+	s, err := checkpoint.NewFileStore(t.TempDir())
+	require.NoError(t, err)
+	path, err := s.Path("events", 0)
+	require.NoError(t, err)
+	for _, content := range []string{
+		`{"version":1,"topic":"events","partition":0,"position":5,"position":7}`,
+		`{"Version":1,"topic":"events","partition":0,"position":5}`,
+		`{"version":1, "topic":"events","partition":0,"position":5}`,
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(content+"\n"), 0o600))
+		_, _, err := s.Load(context.Background(), "events", 0)
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt, content)
+		assert.Contains(t, err.Error(), "not in the form Save writes")
+	}
+}

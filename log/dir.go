@@ -182,9 +182,9 @@ func ValidateTopicName(name string) error {
 	case len(name) > maxTopicNameLen:
 		return fmt.Errorf("%w: name is %d characters long, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
 	}
-	for i, c := range []byte(name) {
+	for i, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q has character %q at %d (allowed: a-z A-Z 0-9 . _ -)", ErrInvalidTopic, name, c, i)
+			return fmt.Errorf("%w: %q has character %q at byte %d (allowed: a-z A-Z 0-9 . _ -)", ErrInvalidTopic, name, c, i)
 		}
 	}
 	return nil

@@ -50,7 +50,7 @@ func readEpochs(dir string) (epochs, error) {
 	}
 	e, err := parseEpochs(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: epoch file %s: %v", ErrCorrupt, path, err)
+		return nil, fmt.Errorf("%w: epoch file %s: %v", ErrCorruptMetadata, path, err)
 	}
 	return e, nil
 }
@@ -105,7 +105,10 @@ func (e epochs) write(dir string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err = tmp.Write(e.encode()); err == nil {
+	if err = tmp.Chmod(0o644); err == nil { // readable by readers running as another user
+		_, err = tmp.Write(e.encode())
+	}
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

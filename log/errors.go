@@ -18,6 +18,11 @@ var (
 	// (sealed segments are forced to disk before the next one is created),
 	// or a gap between segments. *CorruptError names where.
 	ErrCorrupt = errors.New("log: corrupt segment")
+	// ErrCorruptMetadata is returned when a topic's metadata file or a
+	// partition's epoch file does not parse, or contradicts the folders
+	// beside it. It wraps ErrCorrupt, so errors.Is(err, ErrCorrupt) holds
+	// too.
+	ErrCorruptMetadata = fmt.Errorf("%w: metadata", ErrCorrupt)
 	// ErrUnknownTopic is returned by Topic when the topic was never created.
 	ErrUnknownTopic = errors.New("log: unknown topic")
 	// ErrTopicExists is returned by CreateTopic when the topic exists with a

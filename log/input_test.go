@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -232,4 +233,49 @@ func TestHelperProcess(t *testing.T) {
 		lg.Close()
 	}
 	os.Exit(code)
+}
+
+// TestTopicMetadataEditsAreCorruption ensures a topic.json that does not
+// parse completely, or whose partition count was edited below the folders
+// on disk, fails the open naming the file, instead of ignoring records.
+func TestTopicMetadataEditsAreCorruption(t *testing.T) {
+	dir := t.TempDir()
+	lg := openLog(t, dir)
+	p := openPartition(t, lg, "events", 3)
+	appendN(t, p, 0, 1)
+	require.NoError(t, lg.Close())
+	meta := dir + "/events/topic.json"
+	for content, want := range map[string]string{
+		`{"version":1,"name":"events","partitions":2}`:         "says 2 partitions but folder",
+		`{"version":1,"name":"events","partitions":3} garbage`: "unexpected bytes",
+		`{"version":1,"name":"other","partitions":3}`:          `name "other"`,
+		``: "EOF",
+	} {
+		require.NoError(t, os.WriteFile(meta, []byte(content), 0o644))
+		ro := openLog(t, dir, log.ReadOnly())
+		_, err := ro.Topic("events")
+		require.ErrorIs(t, err, log.ErrCorrupt, content)
+		assert.Contains(t, err.Error(), want)
+		assert.Contains(t, err.Error(), meta)
+	}
+}
+
+// TestReplayFromAboveTheEndIsOutOfRange ensures a replay asked to start
+// past the high watermark says so instead of ending quietly.
+func TestReplayFromAboveTheEndIsOutOfRange(t *testing.T) {
+	lg := openLog(t, t.TempDir())
+	p := openPartition(t, lg, "events", 1)
+	appendN(t, p, 0, 3)
+	_, err := p.Replay(10).Next(context.Background(), 0)
+	require.ErrorIs(t, err, log.ErrOffsetOutOfRange)
+	_, err = p.Replay(3).Next(context.Background(), 0)
+	require.ErrorIs(t, err, io.EOF)
+}
+
+// TestTopicNameErrorNamesNonASCIICharacter ensures the error shows the
+// character as written, not one of its UTF-8 bytes.
+func TestTopicNameErrorNamesNonASCIICharacter(t *testing.T) {
+	err := log.ValidateTopicName("grün")
+	require.ErrorIs(t, err, log.ErrInvalidTopic)
+	assert.Contains(t, err.Error(), `'ü' at byte 2`)
 }

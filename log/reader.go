@@ -16,7 +16,8 @@ type Reader struct {
 
 // Replay returns a Reader from offset from up to the high watermark as it
 // is now; records appended later are not returned and Next returns io.EOF
-// at that end.
+// at that end. A from above the high watermark makes Next return
+// ErrOffsetOutOfRange.
 func (p *Partition) Replay(from int64) *Reader {
 	return &Reader{p: p, pos: from, end: p.NextOffset(), epoch: -1}
 }
@@ -38,7 +39,12 @@ func (r *Reader) Position() int64 { return r.pos }
 // truncation), I/O and corruption errors naming the segment.
 func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
 	for {
-		if r.end >= 0 && r.pos >= r.end {
+		if r.end >= 0 && r.pos > r.end {
+			// Only a replay asked to start above the high watermark gets here.
+			return nil, &OffsetOutOfRangeError{Topic: r.p.topic, Partition: r.p.id, Offset: r.pos,
+				StartOffset: r.p.StartOffset(), NextOffset: r.end}
+		}
+		if r.end >= 0 && r.pos == r.end {
 			return nil, io.EOF
 		}
 		if err := ctx.Err(); err != nil {

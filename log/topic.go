@@ -46,9 +46,33 @@ func readTopicMeta(name, tdir string) (int, error) {
 	var m topicMeta
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil || m.Version != 1 || m.Name != name ||
-		m.Partitions < 1 || m.Partitions > MaxPartitions {
-		return 0, fmt.Errorf("%w: topic %s: metadata file %s does not parse (%v)", ErrCorrupt, name, path, err)
+	why := ""
+	switch err := dec.Decode(&m); {
+	case err != nil:
+		why = err.Error()
+	case len(bytes.TrimSpace(b[dec.InputOffset():])) != 0:
+		why = "unexpected bytes after the JSON object"
+	case m.Version != 1:
+		why = fmt.Sprintf("version %d, want 1", m.Version)
+	case m.Name != name:
+		why = fmt.Sprintf("name %q, want %q", m.Name, name)
+	case m.Partitions < 1 || m.Partitions > MaxPartitions:
+		why = fmt.Sprintf("%d partitions, want 1 to %d", m.Partitions, MaxPartitions)
+	}
+	if why != "" {
+		return 0, fmt.Errorf("%w: topic %s: metadata file %s: %s", ErrCorruptMetadata, name, path, why)
+	}
+	// A partition folder beyond the count means the count was edited down:
+	// opening would silently ignore that partition's records.
+	entries, err := os.ReadDir(tdir)
+	if err != nil {
+		return 0, fmt.Errorf("log: topic %s: %w", name, err)
+	}
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= m.Partitions {
+			return 0, fmt.Errorf("%w: topic %s: metadata file %s says %d partitions but folder %s exists",
+				ErrCorruptMetadata, name, path, m.Partitions, filepath.Join(tdir, e.Name()))
+		}
 	}
 	return m.Partitions, nil
 }
@@ -60,7 +84,11 @@ func writeTopicMeta(name, tdir string, partitions int) error {
 		return fmt.Errorf("log: topic %s: %w", name, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err = tmp.Write(append(b, '\n')); err == nil {
+	// CreateTemp makes 0600 files; readers may run as another user.
+	if err = tmp.Chmod(0o644); err == nil {
+		_, err = tmp.Write(append(b, '\n'))
+	}
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -85,3 +85,33 @@ func TestConsumeForeverStopsOnACorruptCheckpoint(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.Zero(t, calls)
 }
+
+// TestConsumeForeverReturnsWhenTheLogIsClosed ensures a consumer whose log
+// is closed under it stops with log.ErrClosed instead of retrying forever.
+func TestConsumeForeverReturnsWhenTheLogIsClosed(t *testing.T) {
+	lg, err := log.Open(t.TempDir())
+	require.NoError(t, err)
+	createTopic(t, lg, "events", 1)
+	appendRange(t, lg, "events", 0, 3)
+	var store checkpoint.MemoryStore
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	handled := make(chan struct{}, 3)
+	done := make(chan error, 1)
+	go func() {
+		done <- stream.ConsumeForever(ctx, source.Partition(lg, "events", 0, source.FromStore(&store)), &store,
+			func(context.Context, log.Record) error { handled <- struct{}{}; return nil },
+			stream.WithBackoff(time.Millisecond, time.Millisecond))
+	}()
+	for range 3 {
+		<-handled
+	}
+	require.NoError(t, lg.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, log.ErrClosed)
+		require.ErrorIs(t, err, stream.ErrPermanent)
+	case <-ctx.Done():
+		t.Fatal("ConsumeForever kept retrying a closed log")
+	}
+}

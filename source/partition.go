@@ -251,6 +251,10 @@ func (s *PartitionSource) wrap(err error) error {
 		return io.EOF
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.Is(err, log.ErrClosed), errors.Is(err, log.ErrPartitionOutOfRange),
+		errors.Is(err, log.ErrInvalidTopic), errors.Is(err, log.ErrCorrupt), errors.Is(err, ErrNilLog):
+		// Retrying cannot cure these: ConsumeForever returns them at once.
+		return stream.Permanent(&PartitionError{Topic: s.topic, Partition: s.partition, Err: err})
 	}
 	return &PartitionError{Topic: s.topic, Partition: s.partition, Err: err}
 }

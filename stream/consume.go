@@ -103,7 +103,9 @@ func OnCheckpoint(fn func(topic string, partition int32, position checkpoint.Pos
 //     checkpoint that cannot be read must not turn into a replay from the
 //     beginning, and retrying cannot repair it;
 //   - the [*SourceError] of the first failure when src does not implement
-//     [Resumer], since such a source cannot restart where the store says.
+//     [Resumer], since such a source cannot restart where the store says;
+//   - at once, a source failure marked [Permanent] (a closed log, a
+//     partition that does not exist, corrupt data).
 //
 // Any other failure of Read or Resume is retried: ConsumeForever calls the
 // [OnSourceError] hook, closes the source if Run has not, waits (see
@@ -131,7 +133,7 @@ func ConsumeForever[T any](ctx context.Context, src Source[T], store checkpoint.
 			return nil
 		}
 		var srcErr *SourceError
-		if !errors.As(err, &srcErr) {
+		if !errors.As(err, &srcErr) || errors.Is(err, ErrPermanent) {
 			return err
 		}
 		if ctx.Err() != nil {

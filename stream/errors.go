@@ -10,6 +10,27 @@ import (
 // (a pipeline reads its source once).
 var ErrAlreadyRun = errors.New("stream: Run already called on this pipeline")
 
+// ErrPermanent marks a source failure that retrying cannot cure: the log
+// was closed under the source, the partition does not exist, the data is
+// corrupt. [ConsumeForever] returns such a failure at once instead of
+// backing off and resuming. Sources mark an error with [Permanent].
+var ErrPermanent = errors.New("stream: permanent source failure")
+
+// Permanent returns err marked as permanent: errors.Is(result, ErrPermanent)
+// and errors.Is(result, err) both hold, and the message is err's. nil stays
+// nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
+
 // errNilSource is returned by Run when From was given a nil source.
 var errNilSource = errors.New("stream: From was given a nil source")
 

@@ -172,3 +172,15 @@ func TestTablePrintsARowPerConsumer(t *testing.T) {
 	assert.Equal(t, []string{"partition", "written", "position", "handled", "resumedFrom", "lag", "consumer"}, strings.Fields(lines[0]))
 	assert.Equal(t, []string{"1", "9", "9", "11", "5", "0", "c1"}, strings.Fields(lines[2]))
 }
+
+// TestSplitCountsRecordsOfEarlierPublisherRuns ensures a publisher restarted
+// mid-run (its perPartition counts only its own records) is judged by the
+// partitions' high watermarks, so complete consumers pass.
+func TestSplitCountsRecordsOfEarlierPublisherRuns(t *testing.T) {
+	pub := serve(t, service.PublisherStats{Sent: 5, PerPartition: []int64{2, 3}, NextOffset: []int64{40, 50}, Stopped: true})
+	c0 := serve(t, service.ConsumerStats{Name: "c0", Partition: 0, Position: ptr(40), Lag: ptr(0)})
+	c1 := serve(t, service.ConsumerStats{Name: "c1", Partition: 1, Position: ptr(50), Lag: ptr(0)})
+	var out, errOut bytes.Buffer
+	code := run([]string{"split", "--publisher", pub, "--consumers", c0 + "," + c1, "--wait", "5s"}, &out, &errOut)
+	assert.Equal(t, exitPass, code, out.String()+errOut.String())
+}

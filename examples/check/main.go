@@ -17,8 +17,9 @@
 // First it waits, at most --wait, until the publisher reports stopped, every consumer's lag
 // is 0 and the consumers' positions stayed the same over a few polls. Then, for each
 // consumer, it compares the consumer's position (the next offset it will read, saved in its
-// checkpoint) with the number of records the publisher wrote to that consumer's partition
-// (perPartition):
+// checkpoint) with the number of records written to that consumer's partition: the
+// partition's high watermark as the publisher reports it (nextOffset), which also counts
+// what earlier publisher processes wrote:
 //
 //   - equal: ok, every record of the partition was handled and checkpointed;
 //   - smaller: "replay still owed", records written but not yet checkpointed (the consumer

@@ -144,23 +144,24 @@ func runSplit(args []string, out io.Writer) error {
 	failed := false
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "partition\twritten\tposition\tverdict")
-	covered := make([]bool, len(s.pub.PerPartition))
+	written := writtenPerPartition(s.pub)
+	covered := make([]bool, len(written))
 	for _, c := range s.consumers {
 		p := int(c.Partition)
-		if p < 0 || p >= len(s.pub.PerPartition) {
+		if p < 0 || p >= len(written) {
 			failed = true
 			fmt.Fprintf(tw, "%d\t-\t%s\tFAIL: %s reads a partition the topic does not have\n", p, orNull(c.Position), c.Name)
 			continue
 		}
 		covered[p] = true
-		ok, why := splitVerdict(s.pub.PerPartition[p], c.Position)
+		ok, why := splitVerdict(written[p], c.Position)
 		failed = failed || !ok
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", p, s.pub.PerPartition[p], orNull(c.Position), why)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", p, written[p], orNull(c.Position), why)
 	}
 	for p, c := range covered {
 		if !c {
 			failed = true
-			fmt.Fprintf(tw, "%d\t%d\t-\tFAIL: no consumer reads this partition\n", p, s.pub.PerPartition[p])
+			fmt.Fprintf(tw, "%d\t%d\t-\tFAIL: no consumer reads this partition\n", p, written[p])
 		}
 	}
 	tw.Flush()
@@ -214,13 +215,25 @@ func runTable(args []string, out io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "partition\twritten\tposition\thandled\tresumedFrom\tlag\tconsumer")
+	all := writtenPerPartition(s.pub)
 	for _, c := range s.consumers {
 		written := "-"
-		if p := int(c.Partition); p >= 0 && p < len(s.pub.PerPartition) {
-			written = strconv.FormatInt(s.pub.PerPartition[p], 10)
+		if p := int(c.Partition); p >= 0 && p < len(all) {
+			written = strconv.FormatInt(all[p], 10)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", c.Partition, written, orNull(c.Position),
 			c.Handled, orNull(c.ResumedFrom), orNull(c.Lag), c.Name)
 	}
 	return tw.Flush()
+}
+
+// writtenPerPartition returns the records written to each partition: the
+// partitions' high watermarks (nextOffset), which count what earlier
+// publisher processes wrote too, or, from a publisher that does not report
+// them, what this process wrote (perPartition).
+func writtenPerPartition(pub service.PublisherStats) []int64 {
+	if len(pub.NextOffset) == len(pub.PerPartition) && len(pub.NextOffset) > 0 {
+		return pub.NextOffset
+	}
+	return pub.PerPartition
 }

@@ -149,6 +149,15 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.key = re
 	}
+	if cfg.input != "" {
+		// Checked before anything is created: a typo must not leave a new,
+		// empty topic behind.
+		f, err := os.Open(cfg.input)
+		if err != nil {
+			return config{}, fmt.Errorf("--input: %w", err)
+		}
+		f.Close()
+	}
 	return cfg, nil
 }
 

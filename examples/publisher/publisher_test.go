@@ -120,3 +120,11 @@ func mustPartition(t *testing.T, topic *log.Topic, p int32) *log.Partition {
 	require.NoError(t, err)
 	return part
 }
+
+// TestParseFlagsRejectsMissingInputFile ensures a missing --input file is a
+// startup error, before any topic is created.
+func TestParseFlagsRejectsMissingInputFile(t *testing.T) {
+	_, err := parseFlags([]string{"--dir", t.TempDir(), "--input", "/nonexistent/file.log"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--input: open /nonexistent/file.log")
+}
