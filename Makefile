@@ -1,9 +1,10 @@
+SHELL := /bin/bash
 # strom: make demo, make test (see README.md).
 #
 #   make demo                                   the end-to-end demo on synthetic events
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector
-#   make bench [BENCHTIME=1s]                   the log's append benchmarks
+#   make bench [BENCHTIME=1s]                   the log's benchmarks as one table with ratios (raw output: bench.out)
 #   make lint                                   gofmt + go vet
 #   make build                                  compile everything; the services into bin/
 
@@ -22,7 +23,7 @@ test:
 	$(GO) vet ./... && $(GO) test -race ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) ./log/
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -timeout 60m ./log/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi
