@@ -50,13 +50,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		def = "strom-data"
 	}
 	dir := fs.String("dir", def, "log directory (env STROM_DIR)")
-	from := fs.Int64("from", -1, "read: first offset (default: the log start offset)")
-	follow := fs.Bool("follow", false, "read: wait for new records instead of stopping at the high watermark")
-	key := fs.String("key", "", "append: record key (empty: no key, round-robin)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	var from *int64
+	var follow *bool
+	var key *string
+	switch args[0] {
+	case "read":
+		from = fs.Int64("from", -1, "first offset (default: the log start offset)")
+		follow = fs.Bool("follow", false, "wait for new records instead of stopping at the high watermark")
+	case "append":
+		key = fs.String("key", "", "record key (empty: no key, round-robin)")
 	}
-	rest := fs.Args()
+	// Flags may come before, between or after the positional arguments.
+	var rest []string
+	for more := args[1:]; ; {
+		if err := fs.Parse(more); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		more = fs.Args()[1:]
+	}
 	var err error
 	switch args[0] {
 	case "create":

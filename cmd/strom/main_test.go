@@ -57,3 +57,15 @@ func TestBadInputIsAClearError(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "unknown command")
 }
+
+// TestFlagsMayFollowArguments ensures "strom create events 3 -dir D" works
+// like "strom create -dir D events 3".
+func TestFlagsMayFollowArguments(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := strom(t, "create", "events", "2", "-dir", dir)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "2 partitions")
+	code, _, errs = strom(t, "create", "-follow", "-dir", dir, "x", "1")
+	assert.Equal(t, 2, code, "create has no -follow")
+	assert.Contains(t, errs, "flag provided but not defined: -follow")
+}
