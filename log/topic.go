@@ -22,39 +22,53 @@ type Topic struct {
 	partitions  []*Partition
 	lock        *os.File // the writer lock; nil when read-only
 	partitioner Partitioner
+	retention   topicRetention // retention.go
 }
 
-// topicMetaFile holds the topic's name and partition count, written once
-// at creation (temporary file, fsync, rename, directory fsync).
+// topicMetaFile holds the topic's name and partition count, written at
+// creation, and its retention policy, rewritten when CreateTopic changes it
+// (temporary file, fsync, rename, directory fsync).
 const topicMetaFile = "topic.json"
 
 type topicMeta struct {
 	Version    int    `json:"version"`
 	Name       string `json:"name"`
 	Partitions int    `json:"partitions"`
+	// RetentionBytes and RetentionMs are the retention policy (Kafka's
+	// retention.bytes and retention.ms); absent or negative means
+	// unlimited. Only a topic with a bound writes them, so a topic without
+	// one stays readable by versions that predate retention.
+	RetentionBytes *int64 `json:"retentionBytes,omitempty"`
+	RetentionMs    *int64 `json:"retentionMs,omitempty"`
 }
 
 func readTopicMeta(name, tdir string) (int, error) {
+	m, err := loadTopicMeta(name, tdir)
+	return m.Partitions, err
+}
+
+func loadTopicMeta(name, tdir string) (topicMeta, error) {
 	path := filepath.Join(tdir, topicMetaFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
+		return topicMeta{}, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("log: topic %s: %w", name, err)
+		return topicMeta{}, fmt.Errorf("log: topic %s: %w", name, err)
 	}
 	var m topicMeta
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil || m.Version != 1 || m.Name != name ||
 		m.Partitions < 1 || m.Partitions > MaxPartitions {
-		return 0, fmt.Errorf("%w: topic %s: metadata file %s does not parse (%v)", ErrCorrupt, name, path, err)
+		return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s does not parse (%v)", ErrCorrupt, name, path, err)
 	}
-	return m.Partitions, nil
+	return m, nil
 }
 
-func writeTopicMeta(name, tdir string, partitions int) error {
-	b, _ := json.Marshal(topicMeta{Version: 1, Name: name, Partitions: partitions})
+func writeTopicMeta(tdir string, m topicMeta) error {
+	name := m.Name
+	b, _ := json.Marshal(m)
 	tmp, err := os.CreateTemp(tdir, "."+topicMetaFile+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("log: topic %s: %w", name, err)
