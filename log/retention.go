@@ -151,7 +151,7 @@ func (t *Topic) setRetention(opts *topicOptions) error {
 
 // RetentionReport says what one retention check deleted from a topic.
 type RetentionReport struct {
-	Topic string
+	Topic string // the topic checked
 	// Partitions has one entry per partition that deleted at least one
 	// segment, by partition number.
 	Partitions []PartitionRetention
@@ -180,7 +180,7 @@ func (r RetentionReport) DeletedBytes() int64 {
 // PartitionRetention says what a retention check deleted from one
 // partition.
 type PartitionRetention struct {
-	Partition int32
+	Partition int32 // the partition number
 	// Segments are the paths of the deleted segment files, oldest first.
 	Segments []string
 	// Records is the number of records the deleted segments held.
@@ -323,7 +323,9 @@ func frameTimestamp(frame []byte) int64 {
 // and false when s holds no record. Segments walked at open or appended in
 // this process know it already; for any other it walks the segment once
 // (a copy of s, so its own size, index and end are untouched) and keeps the
-// answer: a sealed segment does not change.
+// answer: a sealed segment does not change. After a Truncate into s the
+// answer may be newer than the newest record left, which keeps the segment
+// longer, never shorter, until the next open walks it again.
 func (s *segment) newestTimestamp() (int64, bool, error) {
 	if s.hasTimestamp || s.next == s.base {
 		return s.maxTimestamp, s.hasTimestamp, nil
@@ -354,15 +356,18 @@ func (p *Partition) noticeDeleted() {
 }
 
 // refreshForRead is refresh for a read at offset: when offset falls in the
-// first segment (or below it) it also looks at once for deleted leading
-// segments, so the read reports the writer's new log start offset.
+// first segment (or below it) and that is not the last segment known, the
+// one the writer appends to and so cannot have deleted unless it rolled past
+// it, it also looks at once for deleted leading segments, so the read
+// reports the writer's new log start offset. A follower at the tail pays no
+// extra syscall per read; deletionCheckInterval bounds what it misses.
 func (p *Partition) refreshForRead(offset int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return
 	}
-	p.noticeDeletedLocked(len(p.segments) > 0 && (len(p.segments) == 1 || offset < p.segments[1].base))
+	p.noticeDeletedLocked(len(p.segments) > 1 && offset < p.segments[1].base)
 	p.refreshLocked()
 }
 
