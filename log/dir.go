@@ -23,6 +23,8 @@ type Log struct {
 	mu     sync.Mutex
 	topics map[string]*Topic
 	closed bool
+
+	ret logRetention // retention.go: the background retention check
 }
 
 // Open opens the log directory dir, creating it (0o755) unless ReadOnly is
@@ -42,7 +44,9 @@ func Open(dir string, opts ...Option) (*Log, error) {
 			return nil, fmt.Errorf("log: open %s: %w", dir, err)
 		}
 	}
-	return &Log{dir: dir, cfg: cfg, topics: make(map[string]*Topic)}, nil
+	l := &Log{dir: dir, cfg: cfg, topics: make(map[string]*Topic)}
+	l.startRetention()
+	return l, nil
 }
 
 // Dir returns the directory the log was opened on.
@@ -54,9 +58,12 @@ func (l *Log) ReadOnly() bool { return l.cfg.readOnly }
 // CreateTopic creates a topic of the given number of partitions (1 to
 // MaxPartitions) and opens it, or opens it when it already exists with the
 // same count. The partition count is fixed at creation and stored in the
-// topic's directory. Errors: ErrInvalidTopic, ErrInvalidPartitions,
-// ErrTopicExists (another count), ErrLocked, ErrReadOnly, ErrCorrupt.
-func (l *Log) CreateTopic(name string, partitions int) (*Topic, error) {
+// topic's directory, with the retention policy opts set (RetentionBytes,
+// Retention; unlimited by default). For an existing topic, the options given
+// replace the stored ones and those not given are kept. Errors:
+// ErrInvalidTopic, ErrInvalidPartitions, ErrTopicExists (another count),
+// ErrLocked, ErrReadOnly, ErrCorrupt.
+func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*Topic, error) {
 	if err := ValidateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -71,9 +78,18 @@ func (l *Log) CreateTopic(name string, partitions int) (*Topic, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}
+	var topts topicOptions
+	for _, o := range opts {
+		if o != nil {
+			o.applyTopic(&topts)
+		}
+	}
 	if t, ok := l.topics[name]; ok {
 		if t.Partitions() != partitions {
 			return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, t.Partitions(), partitions)
+		}
+		if err := t.setRetention(&topts); err != nil {
+			return nil, err
 		}
 		return t, nil
 	}
@@ -85,24 +101,32 @@ func (l *Log) CreateTopic(name string, partitions int) (*Topic, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := readTopicMeta(name, tdir)
+	m, err := loadTopicMeta(name, tdir)
 	switch {
 	case errors.Is(err, ErrUnknownTopic):
-		if err := writeTopicMeta(name, tdir, partitions); err != nil {
+		m = topicMeta{Version: 1, Name: name, Partitions: partitions}
+		topts.applyTo(&m)
+		if err := writeTopicMeta(tdir, m); err != nil {
 			lock.Close()
 			return nil, err
 		}
 	case err != nil:
 		lock.Close()
 		return nil, err
-	case n != partitions:
+	case m.Partitions != partitions:
 		lock.Close()
-		return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, n, partitions)
+		return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, m.Partitions, partitions)
+	case topts.applyTo(&m):
+		if err := writeTopicMeta(tdir, m); err != nil {
+			lock.Close()
+			return nil, err
+		}
 	}
 	t, err := openTopic(l, name, tdir, partitions, lock)
 	if err != nil {
 		return nil, err
 	}
+	t.retention.store(m)
 	l.topics[name] = t
 	return t, nil
 }
@@ -135,25 +159,29 @@ func (l *Log) Topic(name string) (*Topic, error) {
 			return nil, err
 		}
 	}
-	n, err := readTopicMeta(name, tdir)
+	m, err := loadTopicMeta(name, tdir)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
 		}
 		return nil, err
 	}
-	t, err := openTopic(l, name, tdir, n, lock)
+	t, err := openTopic(l, name, tdir, m.Partitions, lock)
 	if err != nil {
 		return nil, err
 	}
+	t.retention.store(m)
 	l.topics[name] = t
 	return t, nil
 }
 
 // Close closes every topic opened through the log, releasing their writer
-// locks and descriptors. Appends in flight finish first. Close is
+// locks and descriptors. It first stops the background retention check
+// (waiting for a check in progress to finish its topic). Appends in flight
+// finish first; reads in flight finish with their bytes. Close is
 // idempotent.
 func (l *Log) Close() error {
+	l.stopRetention()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

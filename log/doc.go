@@ -5,7 +5,8 @@
 // # Layout
 //
 // A log directory holds one folder per topic. A topic folder holds
-// topic.json (name and partition count, fixed at creation), writer.lock
+// topic.json (name and partition count, fixed at creation, and the optional
+// retention policy, see "Retention"), writer.lock
 // (held with flock by the one process that writes the topic; it contains
 // that process's pid) and one folder per partition, named by its number.
 // A partition folder holds its segments, each named by the offset of its
@@ -114,7 +115,69 @@
 // Follow never ends. In-process appends wake followers at once; a process
 // that opened the log with ReadOnly looks for another process's appends
 // every WithPollInterval (2 ms). Reading below the log start offset or
-// above the high watermark is ErrOffsetOutOfRange.
+// above the high watermark is ErrOffsetOutOfRange. Reads pread the segment
+// without holding the partition lock (see "Retention" for how a segment
+// outlives its deletion while a read is in it); a read that overlapped a
+// Truncate reads again.
+//
+// # Retention
+//
+// A topic may bound how much each partition keeps, by size and by age, as
+// Kafka's retention.bytes and retention.ms do. CreateTopic takes the bounds
+// as options and stores them in topic.json beside the partition count:
+//
+//	lg.CreateTopic("events", 3, log.RetentionBytes(1<<30), log.Retention(7*24*time.Hour))
+//	{"version":1,"name":"events","partitions":3,"retentionBytes":1073741824,"retentionMs":604800000}
+//
+// Both fields are optional; absent or -1 means unlimited, the default, and a
+// topic without bounds keeps the topic.json of the first format. Calling
+// CreateTopic again on an existing topic with either option replaces that
+// bound (the file is rewritten: temporary file, fsync, rename, directory
+// fsync); options not given keep their stored value.
+//
+// Retention deletes whole segments, oldest first, and never the active one
+// (the one appends go to). A check looks at the oldest segment and deletes it
+// when either bound wants it gone, then looks at the next, and stops at the
+// first segment that stays:
+//
+//   - by age: the segment's newest record timestamp is more than the bound
+//     before the time of the check. The newest timestamp, not the file's
+//     modification time, because record timestamps are what the user sees
+//     and set (a backfill appends old timestamps today), they survive a copy
+//     of the directory, and they are free to keep: recovery decodes every
+//     frame anyway and appends know the timestamp they write. A single
+//     recent record keeps its whole segment.
+//   - by size: what would remain after deleting it still holds at least the
+//     bound, so a partition keeps between the bound and the bound plus one
+//     segment (Kafka's rule). A bound of 0 keeps only the active segment.
+//
+// Each deletion takes the segment out of the partition's list under the
+// partition lock, unlinks the file, and fsyncs the directory before the next
+// one, so a crash can leave an older segment only together with every newer
+// one: the remaining segments are always contiguous. The log start offset
+// rises to the base offset of the oldest segment left. Because the active
+// segment is never deleted and its file name is its base offset, emptying a
+// partition never moves its next offset backwards, also across a restart.
+//
+// A writable Log checks every topic it has open every
+// WithRetentionCheckInterval (5 minutes by default, Kafka's
+// log.retention.check.interval.ms; 0 disables it) in one background
+// goroutine that Close stops; WithRetentionObserver receives what each check
+// deleted and its errors. Topic.EnforceRetention applies the policy at once,
+// as of a given time, and reports what it deleted. A log opened ReadOnly
+// never deletes.
+//
+// Readers and deletion: a segment's descriptor is reference counted. A read
+// takes a reference under the partition lock and preads without it (so
+// appends are not blocked by reads), and the last of the partition and the
+// reads in flight to let go closes the descriptor. A read in a segment that
+// retention unlinks therefore finishes with the segment's bytes; the next
+// read below the new log start offset gets an *OffsetOutOfRangeError whose
+// StartOffset is the new start. A reader in another process (a log opened
+// ReadOnly) notices that leading segments are gone (their files have no link
+// left) when a read falls in its first segment, on every StartOffset, and at
+// least every second otherwise, and then reports the writer's log start
+// offset and closes the deleted files, which frees their disk space.
 //
 // # Partitioning
 //

@@ -66,6 +66,10 @@ const (
 	// cross-process follower within the 10 ms the design promises while
 	// costing one pread per interval per idle reader.
 	DefaultPollInterval = 2 * time.Millisecond
+	// DefaultRetentionCheckInterval is how often a writable Log applies the
+	// retention policy of the topics it has open: 5 minutes, Kafka's
+	// log.retention.check.interval.ms.
+	DefaultRetentionCheckInterval = 5 * time.Minute
 	// MaxPartitions bounds a topic's partition count.
 	MaxPartitions = 10000
 	// minSegmentBytes keeps a segment able to hold at least one small record.
@@ -87,6 +91,9 @@ type config struct {
 	repair        bool
 	pollInterval  time.Duration
 	partitioner   Partitioner
+
+	retentionCheckInterval time.Duration                // 0: no background check
+	retentionObserver      func(RetentionReport, error) // nil: none
 }
 
 func defaultConfig() config {
@@ -95,6 +102,8 @@ func defaultConfig() config {
 		segmentBytes:  DefaultSegmentBytes,
 		indexInterval: DefaultIndexIntervalBytes,
 		pollInterval:  DefaultPollInterval,
+
+		retentionCheckInterval: DefaultRetentionCheckInterval,
 	}
 }
 
@@ -113,6 +122,9 @@ func (c *config) validate() error {
 	}
 	if c.pollInterval <= 0 {
 		return fmt.Errorf("log: poll interval %v must be positive", c.pollInterval)
+	}
+	if c.retentionCheckInterval < 0 {
+		return fmt.Errorf("log: retention check interval %v must not be negative (0 disables the check)", c.retentionCheckInterval)
 	}
 	return nil
 }
@@ -153,4 +165,24 @@ func WithPollInterval(d time.Duration) Option {
 // Topic.Append.
 func WithPartitioner(p Partitioner) Option {
 	return optionFunc(func(c *config) { c.partitioner = p })
+}
+
+// WithRetentionCheckInterval sets how often a writable Log applies the
+// retention policy (RetentionBytes, Retention) of every topic it has open,
+// in a background goroutine that Close stops, overriding
+// DefaultRetentionCheckInterval (5 minutes, Kafka's
+// log.retention.check.interval.ms). 0 disables the background check;
+// Topic.EnforceRetention still applies the policy on demand. A negative
+// interval fails Open. A log opened ReadOnly never deletes anything.
+func WithRetentionCheckInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.retentionCheckInterval = d })
+}
+
+// WithRetentionObserver sets fn to receive the report of every background
+// retention check of a topic that deleted a segment or failed (errors of the
+// background check have nowhere else to go). fn runs on the check's
+// goroutine, one topic after another, and must not block; it must not call
+// Close. By default there is none.
+func WithRetentionObserver(fn func(RetentionReport, error)) Option {
+	return optionFunc(func(c *config) { c.retentionObserver = fn })
 }

@@ -42,6 +42,8 @@ type Partition struct {
 
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed and replaced by every append
+
+	ret retentionState // retention.go: enforcement, truncation count, deletion checks
 }
 
 func openPartition(cfg *config, topic string, id int32, dir string) (*Partition, error) {
@@ -55,7 +57,11 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 	if err != nil && !(cfg.readOnly && errors.Is(err, fs.ErrNotExist)) {
 		return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
 	}
-	if err := p.recoverLocked(bases); err != nil {
+	err = p.recoverLocked(bases)
+	if err != nil && cfg.readOnly && errors.Is(err, fs.ErrNotExist) {
+		err = p.recoverAfterDeletionLocked() // the writer's retention deleted a listed segment
+	}
+	if err != nil {
 		p.close()
 		return nil, err
 	}
@@ -330,6 +336,7 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 		bodyLen, _ := frameHeader(frames)
 		fs := int64(padded(frameHeaderBytes + int(bodyLen)))
 		s.maybeIndex(s.next, s.size, p.cfg.indexInterval)
+		s.noteTimestamp(frameTimestamp(frames))
 		s.size += fs
 		s.next++
 		frames = frames[fs:]
@@ -355,8 +362,12 @@ func (p *Partition) Sync() error {
 }
 
 // StartOffset returns the log start offset: the lowest offset still
-// stored.
+// stored. It rises when retention deletes segments; on a log opened
+// read-only it first looks whether the writing process deleted any.
 func (p *Partition) StartOffset() int64 {
+	if p.cfg.readOnly {
+		p.noticeDeleted()
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if len(p.segments) == 0 {
@@ -398,6 +409,7 @@ func (p *Partition) refreshLocked() {
 	if p.walkBuf == nil {
 		p.walkBuf = make([]byte, 8<<10) // small: an idle follower reads this much per poll
 	}
+	p.noticeDeletedLocked(false)
 	before := p.next.Load()
 	for {
 		var next int64
@@ -435,32 +447,52 @@ func (p *Partition) Read(offset int64, maxBytes int) ([]Record, error) {
 		maxBytes = 1 << 20
 	}
 	if p.cfg.readOnly {
-		p.refresh()
+		p.refreshForRead(offset)
 	}
+	for {
+		s, e, end, gen, err := p.acquireForRead(offset)
+		if s == nil || err != nil {
+			return nil, err
+		}
+		beforeSegmentRead(p, s.base, offset)
+		recs, err := s.read(e, offset, maxBytes, end, p.topic, p.id)
+		s.release()
+		if p.ret.cuts.Load() == gen {
+			return recs, err
+		}
+		// Truncate cut the log while this read ran without the lock; what
+		// it read may be gone or rewritten. Read again.
+	}
+}
+
+// acquireForRead finds the segment holding offset under the read lock, takes
+// a reference on it and returns it with the index entry to start from, the
+// end of its verified frames and the truncation generation. It returns a nil
+// segment at the high watermark, and an *OffsetOutOfRangeError outside
+// [StartOffset, NextOffset].
+func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, uint64, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
-		return nil, ErrClosed
+		return nil, indexEntry{}, 0, 0, ErrClosed
 	}
 	start, next := int64(0), int64(0)
 	if len(p.segments) > 0 {
 		start, next = p.segments[0].base, p.active().next
 	}
 	if offset < start || offset > next {
-		return nil, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
-	}
-	if offset == next {
-		return nil, nil
+		return nil, indexEntry{}, 0, 0, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
 	}
 	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
-	for ; i < len(p.segments); i++ {
+	for ; offset < next && i < len(p.segments); i++ {
 		s := p.segments[i]
 		if offset >= s.next {
 			continue // an empty segment (base == next)
 		}
-		return s.read(offset, maxBytes, s.size, p.topic, p.id)
+		s.acquire()
+		return s, s.lookup(offset), s.size, p.ret.cuts.Load(), nil
 	}
-	return nil, nil
+	return nil, indexEntry{}, 0, 0, nil
 }
 
 // Truncate removes every record at offset and above; the next append
@@ -483,6 +515,7 @@ func (p *Partition) Truncate(offset int64) error {
 	if offset == next {
 		return nil
 	}
+	p.ret.cuts.Add(1) // reads in flight without the lock retry (see Read)
 	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
 	for len(p.segments)-1 > i {
 		s := p.active()

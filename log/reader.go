@@ -80,3 +80,8 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
 		}
 	}
 }
+
+// SetPosition moves the reader to offset: the next Next reads from there. A
+// replay keeps the end it started with. Nothing is checked until Next reads:
+// an offset outside the partition's range is an *OffsetOutOfRangeError then.
+func (r *Reader) SetPosition(offset int64) { r.pos = offset }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // segmentSuffix ends every segment file name; the stem is the segment's base
@@ -61,16 +62,30 @@ type indexEntry struct {
 // descriptor (pread), whichever write path the segment uses: a pread never
 // faults when another process truncates or deletes the file, while a load
 // from a mapping would raise SIGBUS.
+//
+// The descriptor is reference counted: the partition holds one reference
+// while the segment is in its list, and every Partition.Read takes one (under
+// the partition lock) for as long as it preads, without holding the lock.
+// Retention can therefore unlink a segment while a read is in it: the read
+// finishes with the right bytes, and the last of the two to let go closes the
+// descriptor.
 type segment struct {
 	base int64
 	path string
 	f    *os.File
 	w    segmentWriter // nil when the segment is sealed or read-only
+	refs atomic.Int32  // 1 for the partition's list, +1 per read in flight
 
 	size      int64 // bytes of intact frames from position 0
 	next      int64 // offset after the last intact frame
 	index     []indexEntry
 	indexedAt int64 // position of the last index entry, -1 when none
+
+	// maxTimestamp is the newest record timestamp (milliseconds) seen by
+	// walk or written by an append; hasTimestamp says whether there was one.
+	// Retention by age reads it (see retention.go).
+	maxTimestamp int64
+	hasTimestamp bool
 }
 
 func openSegment(dir string, base int64, flag int) (*segment, error) {
@@ -79,19 +94,37 @@ func openSegment(dir string, base int64, flag int) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &segment{base: base, path: path, f: f, next: base, indexedAt: -1}, nil
+	s := &segment{base: base, path: path, f: f, next: base, indexedAt: -1}
+	s.refs.Store(1)
+	return s, nil
 }
 
+// close drops the partition's reference: it seals the write path, if any,
+// and closes the descriptor unless a read still holds it (then that read's
+// release closes it). The partition calls it once, when the segment leaves
+// its list (close, truncation, retention).
 func (s *segment) close() error {
 	var err error
 	if s.w != nil {
 		err = s.w.seal(s.size)
 		s.w = nil
 	}
-	if cerr := s.f.Close(); err == nil {
+	if cerr := s.release(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// acquire takes a reference for a read. The caller holds the partition
+// lock, so the segment is still in the list and its count is above zero.
+func (s *segment) acquire() { s.refs.Add(1) }
+
+// release drops a reference; the last one closes the descriptor.
+func (s *segment) release() error {
+	if s.refs.Add(-1) == 0 {
+		return s.f.Close()
+	}
+	return nil
 }
 
 // maybeIndex adds an index entry for the frame of offset off at pos when the
@@ -202,6 +235,7 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 				return stopBad, buf, nil
 			}
 			s.maybeIndex(s.next, s.size, interval)
+			s.noteTimestamp(rec.Timestamp)
 			s.size += need
 			s.next++
 			chunk = chunk[need:]
@@ -223,10 +257,11 @@ func allZero(b []byte) bool {
 
 // read returns records from offset off onwards, at most maxBytes of frames
 // but always at least one when one exists, and never reading at or beyond
-// byte position end. The records' slices alias one buffer allocated for
-// this call.
-func (s *segment) read(off int64, maxBytes int, end int64, topic string, partition int32) ([]Record, error) {
-	e := s.lookup(off)
+// byte position end. e is s.lookup(off), taken by the caller under the
+// partition lock (the index grows with appends); read itself touches only
+// the descriptor, so it runs without the lock. The records' slices alias one
+// buffer allocated for this call.
+func (s *segment) read(e indexEntry, off int64, maxBytes int, end int64, topic string, partition int32) ([]Record, error) {
 	pos := e.pos
 	// The index entry may lie up to one interval below off; read enough to
 	// skip it and still fill maxBytes.

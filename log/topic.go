@@ -22,26 +22,39 @@ type Topic struct {
 	partitions  []*Partition
 	lock        *os.File // the writer lock; nil when read-only
 	partitioner Partitioner
+	retention   topicRetention // retention.go
 }
 
-// topicMetaFile holds the topic's name and partition count, written once
-// at creation (temporary file, fsync, rename, directory fsync).
+// topicMetaFile holds the topic's name and partition count, written at
+// creation, and its retention policy, rewritten when CreateTopic changes it
+// (temporary file, fsync, rename, directory fsync).
 const topicMetaFile = "topic.json"
 
 type topicMeta struct {
 	Version    int    `json:"version"`
 	Name       string `json:"name"`
 	Partitions int    `json:"partitions"`
+	// RetentionBytes and RetentionMs are the retention policy (Kafka's
+	// retention.bytes and retention.ms); absent or negative means
+	// unlimited. Only a topic with a bound writes them, so a topic without
+	// one stays readable by versions that predate retention.
+	RetentionBytes *int64 `json:"retentionBytes,omitempty"`
+	RetentionMs    *int64 `json:"retentionMs,omitempty"`
 }
 
 func readTopicMeta(name, tdir string) (int, error) {
+	m, err := loadTopicMeta(name, tdir)
+	return m.Partitions, err
+}
+
+func loadTopicMeta(name, tdir string) (topicMeta, error) {
 	path := filepath.Join(tdir, topicMetaFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
+		return topicMeta{}, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("log: topic %s: %w", name, err)
+		return topicMeta{}, fmt.Errorf("log: topic %s: %w", name, err)
 	}
 	var m topicMeta
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -60,25 +73,26 @@ func readTopicMeta(name, tdir string) (int, error) {
 		why = fmt.Sprintf("%d partitions, want 1 to %d", m.Partitions, MaxPartitions)
 	}
 	if why != "" {
-		return 0, fmt.Errorf("%w: topic %s: metadata file %s: %s", ErrCorruptMetadata, name, path, why)
+		return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s: %s", ErrCorruptMetadata, name, path, why)
 	}
 	// A partition folder beyond the count means the count was edited down:
 	// opening would silently ignore that partition's records.
 	entries, err := os.ReadDir(tdir)
 	if err != nil {
-		return 0, fmt.Errorf("log: topic %s: %w", name, err)
+		return topicMeta{}, fmt.Errorf("log: topic %s: %w", name, err)
 	}
 	for _, e := range entries {
 		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() && n >= m.Partitions {
-			return 0, fmt.Errorf("%w: topic %s: metadata file %s says %d partitions but folder %s exists",
+			return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s says %d partitions but folder %s exists",
 				ErrCorruptMetadata, name, path, m.Partitions, filepath.Join(tdir, e.Name()))
 		}
 	}
-	return m.Partitions, nil
+	return m, nil
 }
 
-func writeTopicMeta(name, tdir string, partitions int) error {
-	b, _ := json.Marshal(topicMeta{Version: 1, Name: name, Partitions: partitions})
+func writeTopicMeta(tdir string, m topicMeta) error {
+	name := m.Name
+	b, _ := json.Marshal(m)
 	tmp, err := os.CreateTemp(tdir, "."+topicMetaFile+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("log: topic %s: %w", name, err)

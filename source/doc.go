@@ -23,17 +23,37 @@
 //
 // A [Start] picks the first offset when the source opens: [Earliest] (the log
 // start offset), [Latest] (the high watermark: only new records), [At] (a given
-// offset, which must lie between the two) or [FromStore] (the position a
+// offset, normally between the two) or [FromStore] (the position a
 // checkpoint store saved, else Earliest). A store that fails to load, such as
 // a corrupt position file (checkpoint.ErrCorrupt), is an error from Read: a
 // broken checkpoint never silently restarts from the beginning, and a saved
-// position outside the partition's range is log.ErrOffsetOutOfRange rather
-// than a silent jump.
+// position above the high watermark is log.ErrOffsetOutOfRange rather than a
+// silent jump (one below the log start offset follows the reset policy, see
+// below).
 //
 // [PartitionSource.Resume] moves the next Read to the store's position (or the
 // configured Start when the store has none); stream.ConsumeForever calls it at
 // start and after every failure. [PartitionSource.Close] drops the reader; the
 // next Read opens again where the source was.
+//
+// # When retention passes the position
+//
+// Retention (see the log package) deletes a partition's oldest segments, so
+// the position a source is to read can fall below the log start offset: a
+// checkpoint saved before the consumer went away, an [At] offset, or a
+// follower that fell behind while it ran. Kafka's auto.offset.reset decides
+// what happens, and so does [OnOutOfRange] here: [ResetEarliest] (the
+// default) continues at the log start offset, [ResetLatest] at the high
+// watermark, and [ResetError] makes Read fail with a [*PartitionError]
+// wrapping the *log.OffsetOutOfRangeError, whose StartOffset tells where the
+// log now starts. A reset is never silent: [PartitionSource.Resets] counts
+// them and the [OnReset] hook receives each one, with the position lost, the
+// position taken and how many offsets were skipped.
+//
+// The policy applies only below the log start offset. A position above the
+// high watermark means the log lost records the consumer had passed (a
+// truncation, a checkpoint of another log); no policy jumps from there: Read
+// fails with an error wrapping log.ErrOffsetOutOfRange.
 //
 // # Replay and follow
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
@@ -25,10 +26,13 @@ type PartitionOption interface {
 type partitionConfig struct {
 	replay   bool // Replay: end with io.EOF at the high watermark seen at open
 	maxBytes int  // MaxBytes: batch size bound in bytes
+
+	reset   ResetPolicy // OnOutOfRange: below the log start offset (reset.go)
+	onReset func(Reset) // OnReset: told of every reset; nil for none
 }
 
 func defaultPartitionConfig() partitionConfig {
-	return partitionConfig{replay: false, maxBytes: DefaultMaxBytes}
+	return partitionConfig{replay: false, maxBytes: DefaultMaxBytes, reset: ResetEarliest}
 }
 
 // partitionOptionFunc adapts a closure to PartitionOption.
@@ -79,6 +83,8 @@ type PartitionSource struct {
 	reader  *log.Reader // nil while closed
 	pos     int64       // next offset Read will return; -1 while unknown
 	pending error       // an error that arrived with a batch, returned by the next Read
+
+	resets atomic.Int64 // positions moved by the reset policy (reset.go)
 }
 
 // The interfaces a PartitionSource implements.
@@ -146,6 +152,11 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 		}
 	}
 	recs, err := s.reader.Next(ctx, s.cfg.maxBytes)
+	for to, ok := s.resetOnOutOfRange(err); ok; to, ok = s.resetOnOutOfRange(err) {
+		s.reader.SetPosition(to) // retention passed the position: apply the policy
+		s.pos = to
+		recs, err = s.reader.Next(ctx, s.cfg.maxBytes)
+	}
 	if len(recs) > 0 {
 		s.pos = s.reader.Position()
 	}
@@ -183,6 +194,9 @@ func (s *PartitionSource) open(ctx context.Context) error {
 		return s.wrap(err)
 	}
 	from, err := s.next.resolve(ctx, p, s.topic, s.partition)
+	if to, ok := s.resetOnOutOfRange(err); ok {
+		from, err = to, nil // the start is below the log start offset: apply the policy
+	}
 	if err != nil {
 		return s.wrap(err)
 	}
@@ -202,7 +216,8 @@ func (s *PartitionSource) open(ctx context.Context) error {
 // every source failure.
 //
 // The saved position is checked against the partition's range when the next
-// Read opens it. A failing store returns its error wrapped in a
+// Read opens it (below the log start offset: the [OnOutOfRange] policy;
+// above the high watermark: an error). A failing store returns its error wrapped in a
 // [*PartitionError] and leaves the source as it was; a nil store is
 // [ErrNilStore].
 func (s *PartitionSource) Resume(ctx context.Context, store checkpoint.Store) error {

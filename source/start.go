@@ -47,11 +47,13 @@ var Earliest = Start{kind: startEarliest}
 // that starts at Latest ends at once with io.EOF.
 var Latest = Start{kind: startLatest}
 
-// At starts at the given offset. The offset must lie in
+// At starts at the given offset. The offset should lie in
 // [log start offset, high watermark] when the source opens (the high
 // watermark itself is allowed: reading begins with the next record
-// appended); otherwise Read returns an error wrapping
-// log.ErrOffsetOutOfRange.
+// appended). An offset below the log start offset (retention deleted it) is
+// handled by the [OnOutOfRange] policy, by default a reported move to the
+// log start offset; an offset above the high watermark, or a negative one,
+// makes Read return an error wrapping log.ErrOffsetOutOfRange.
 func At(offset int64) Start { return Start{kind: startAt, offset: offset} }
 
 // FromStore starts at the position saved in store for the source's topic and
@@ -59,11 +61,14 @@ func At(offset int64) Start { return Start{kind: startAt, offset: offset} }
 // none. A store that fails to load, for example with checkpoint.ErrCorrupt,
 // makes Read (or Resume) return that error, wrapped: a broken checkpoint never
 // silently restarts from the beginning. The saved position goes through
-// log.Partition.ResumeOffset: when the epoch saved with it ended below it (a
-// crash recovery or truncation reused offsets the consumer had passed), the
-// source starts where that epoch ended, so the new records are handled, not
-// skipped; a position outside [log start offset, high watermark] is an
-// error wrapping log.ErrOffsetOutOfRange, never a silent jump. A nil store is
+// log.Partition.ResumeOffset: when a later epoch began below it (a crash
+// recovery or truncation reused offsets the consumer had passed), the source
+// starts where that epoch began, so the new records are handled, not
+// skipped. A position below the log start offset (retention deleted it while
+// the consumer was away) is handled by the [OnOutOfRange] policy, by default
+// a reported move to the log start offset; a position above the high
+// watermark is always an error wrapping log.ErrOffsetOutOfRange, never a
+// jump. A nil store is
 // [ErrNilStore].
 func FromStore(store checkpoint.Store) Start { return Start{kind: startStore, store: store} }
 

@@ -1,0 +1,535 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Retention: deleting a partition's oldest segments by size and by age
+// (package doc, "Retention"). This file holds the topic options, the
+// enforcement, the background check of a writable Log, and how a reader in
+// another process notices that leading segments were deleted.
+
+// TopicOption configures a topic in CreateTopic: RetentionBytes and
+// Retention.
+type TopicOption interface{ applyTopic(*topicOptions) }
+
+type topicOptionFunc func(*topicOptions)
+
+func (f topicOptionFunc) applyTopic(o *topicOptions) { f(o) }
+
+// topicOptions are the options given to one CreateTopic call; nil means "not
+// given", so a CreateTopic of an existing topic keeps what is stored.
+type topicOptions struct {
+	retentionBytes *int64
+	retentionMs    *int64
+}
+
+// RetentionBytes bounds the size of each partition of the topic, in bytes,
+// as Kafka's retention.bytes does: a retention check deletes the oldest
+// segment for as long as what remains still holds at least n bytes, so a
+// partition keeps between n bytes and n plus one segment (the active segment
+// is never deleted, whatever its size). 0 keeps only the active segment. A
+// negative n (-1 by convention) means unlimited, the default.
+//
+// Given to CreateTopic of an existing topic, it replaces the stored value.
+func RetentionBytes(n int64) TopicOption {
+	return topicOptionFunc(func(o *topicOptions) {
+		n := max(n, -1)
+		o.retentionBytes = &n
+	})
+}
+
+// Retention bounds the age of the topic's records, as Kafka's retention.ms
+// does: a retention check deletes the oldest segment while the newest
+// timestamp of the records it holds is more than d before the time of the
+// check. d is kept in whole milliseconds (rounded down). A negative d (-1 by
+// convention) means unlimited, the default.
+//
+// Given to CreateTopic of an existing topic, it replaces the stored value.
+func Retention(d time.Duration) TopicOption {
+	return topicOptionFunc(func(o *topicOptions) {
+		ms := int64(-1)
+		if d >= 0 {
+			ms = d.Milliseconds()
+		}
+		o.retentionMs = &ms
+	})
+}
+
+// applyTo stores the given options in m and reports whether m changed.
+// Unlimited is stored as an absent field, so a topic without retention keeps
+// the topic.json of the first format.
+func (o *topicOptions) applyTo(m *topicMeta) bool {
+	changed := false
+	set := func(dst **int64, v *int64) {
+		if v == nil {
+			return
+		}
+		var nv *int64
+		if *v >= 0 {
+			nv = v
+		}
+		if (*dst == nil) != (nv == nil) || (*dst != nil && **dst != *nv) {
+			*dst, changed = nv, true
+		}
+	}
+	set(&m.RetentionBytes, o.retentionBytes)
+	set(&m.RetentionMs, o.retentionMs)
+	return changed
+}
+
+// RetentionPolicy is a topic's retention configuration, as stored in its
+// topic.json.
+type RetentionPolicy struct {
+	// Bytes is the per-partition size bound in bytes (RetentionBytes); -1
+	// means unlimited.
+	Bytes int64
+	// Age is the age bound, in whole milliseconds (Retention); -1 means
+	// unlimited.
+	Age time.Duration
+}
+
+// unlimited reports whether the policy never deletes anything.
+func (r RetentionPolicy) unlimited() bool { return r.Bytes < 0 && r.Age < 0 }
+
+// topicRetention is a topic's current policy, replaced by CreateTopic while
+// the background check reads it.
+type topicRetention struct {
+	bytes atomic.Int64
+	ms    atomic.Int64
+}
+
+func (r *topicRetention) store(m topicMeta) {
+	b, ms := int64(-1), int64(-1)
+	if m.RetentionBytes != nil && *m.RetentionBytes >= 0 {
+		b = *m.RetentionBytes
+	}
+	if m.RetentionMs != nil && *m.RetentionMs >= 0 {
+		ms = *m.RetentionMs
+	}
+	r.bytes.Store(b)
+	r.ms.Store(ms)
+}
+
+// Retention returns the topic's retention policy. On a log opened read-only
+// it is the policy stored when the topic was opened.
+func (t *Topic) Retention() RetentionPolicy {
+	age := time.Duration(-1)
+	if ms := t.retention.ms.Load(); ms >= 0 {
+		age = time.Duration(ms) * time.Millisecond
+	}
+	return RetentionPolicy{Bytes: t.retention.bytes.Load(), Age: age}
+}
+
+// setRetention applies CreateTopic's options to an open topic, rewriting its
+// topic.json when they change it. The caller holds the Log's lock.
+func (t *Topic) setRetention(opts *topicOptions) error {
+	m, err := loadTopicMeta(t.name, t.dir)
+	if err != nil {
+		return err
+	}
+	if !opts.applyTo(&m) {
+		return nil
+	}
+	if err := writeTopicMeta(t.dir, m); err != nil {
+		return err
+	}
+	t.retention.store(m)
+	return nil
+}
+
+// RetentionReport says what one retention check deleted from a topic.
+type RetentionReport struct {
+	Topic string // the topic checked
+	// Partitions has one entry per partition that deleted at least one
+	// segment, by partition number.
+	Partitions []PartitionRetention
+}
+
+// DeletedSegments returns the number of segments deleted, all partitions
+// together.
+func (r RetentionReport) DeletedSegments() int {
+	n := 0
+	for _, p := range r.Partitions {
+		n += len(p.Segments)
+	}
+	return n
+}
+
+// DeletedBytes returns the bytes of the deleted segments, all partitions
+// together.
+func (r RetentionReport) DeletedBytes() int64 {
+	n := int64(0)
+	for _, p := range r.Partitions {
+		n += p.Bytes
+	}
+	return n
+}
+
+// PartitionRetention says what a retention check deleted from one
+// partition.
+type PartitionRetention struct {
+	Partition int32 // the partition number
+	// Segments are the paths of the deleted segment files, oldest first.
+	Segments []string
+	// Records is the number of records the deleted segments held.
+	Records int64
+	// Bytes is the size of the deleted segments' frames.
+	Bytes int64
+	// StartOffset is the log start offset after the check.
+	StartOffset int64
+}
+
+// EnforceRetention applies the topic's retention policy (RetentionBytes,
+// Retention) once, as of now, to every partition, and reports what it
+// deleted. Each partition loses whole segments, oldest first, never its
+// active one: the oldest segment goes while it is older than the age bound
+// or what would remain still holds the byte bound, and the check stops at the
+// first segment that stays. Every deletion unlinks the file and fsyncs the
+// partition's directory before the next one, so a crash never leaves a gap.
+// A read in flight in a deleted segment finishes with its bytes; later reads
+// below the new log start offset get an *OffsetOutOfRangeError carrying it.
+//
+// A writable Log also runs it on every topic it has open every
+// WithRetentionCheckInterval (5 minutes by default). A partition that fails
+// (an I/O error) does not stop the others: the report holds what was
+// deleted and the error joins the failures. Errors: ErrReadOnly, ErrClosed.
+func (t *Topic) EnforceRetention(now time.Time) (RetentionReport, error) {
+	rep := RetentionReport{Topic: t.name}
+	if t.log.cfg.readOnly {
+		return rep, fmt.Errorf("%w: enforce retention of topic %s", ErrReadOnly, t.name)
+	}
+	pol := t.Retention()
+	var errs []error
+	for _, p := range t.partitions {
+		pr, err := p.enforceRetention(now, pol)
+		if len(pr.Segments) > 0 {
+			rep.Partitions = append(rep.Partitions, pr)
+		}
+		errs = append(errs, err)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// retentionState is the per-partition state of retention and of reads that
+// run without the partition lock.
+type retentionState struct {
+	// mu lets one retention check at a time run on the partition; the
+	// partition lock is held only around each unlink.
+	mu sync.Mutex
+	// cuts counts truncations. A read compares it before and after its
+	// pread, which runs without the partition lock, and reads again when a
+	// truncation came in between (Partition.Read).
+	cuts atomic.Uint64
+	// checkedAt is when a read-only partition last looked for deleted
+	// leading segments (guarded by the partition lock).
+	checkedAt time.Time
+}
+
+func (p *Partition) enforceRetention(now time.Time, pol RetentionPolicy) (PartitionRetention, error) {
+	rep := PartitionRetention{Partition: p.id}
+	p.ret.mu.Lock()
+	defer p.ret.mu.Unlock()
+	for !pol.unlimited() {
+		s, err := p.unlinkOldest(now, pol)
+		if err != nil || s == nil {
+			rep.StartOffset = p.StartOffset()
+			return rep, err
+		}
+		rep.Segments = append(rep.Segments, s.path)
+		rep.Records += s.next - s.base
+		rep.Bytes += s.size
+		cerr := s.close() // the last read in it closes the descriptor
+		if err := syncDir(p.dir); err != nil {
+			rep.StartOffset = p.StartOffset()
+			return rep, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		if cerr != nil {
+			rep.StartOffset = p.StartOffset()
+			return rep, fmt.Errorf("log: retention of topic %s partition %d: close %s: %w", p.topic, p.id, s.path, cerr)
+		}
+	}
+	rep.StartOffset = p.StartOffset()
+	return rep, nil
+}
+
+// unlinkOldest deletes the oldest segment if the policy wants it gone and it
+// is not the active one: under the partition lock it unlinks the file and
+// takes the segment out of the list, so no new read can reach it. It returns
+// the segment (still holding the partition's reference, for the caller to
+// drop) or nil when nothing is to be deleted.
+func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+	}
+	if len(p.segments) < 2 {
+		return nil, nil // the active segment is never deleted
+	}
+	s := p.segments[0]
+	expired := false
+	if pol.Age >= 0 {
+		newest, ok, err := s.newestTimestamp()
+		if err != nil {
+			return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		// A segment without records holds nothing to keep.
+		expired = !ok || now.UnixMilli()-newest > pol.Age.Milliseconds()
+	}
+	if !expired && pol.Bytes >= 0 {
+		total := int64(0)
+		for _, t := range p.segments {
+			total += t.size
+		}
+		expired = total-s.size >= pol.Bytes
+	}
+	if !expired {
+		return nil, nil
+	}
+	if err := os.Remove(s.path); err != nil {
+		return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.segments = slices.Delete(p.segments, 0, 1)
+	return s, nil
+}
+
+// noteTimestamp records ts, in milliseconds, as a record timestamp of s.
+func (s *segment) noteTimestamp(ts int64) {
+	if !s.hasTimestamp || ts > s.maxTimestamp {
+		s.maxTimestamp, s.hasTimestamp = ts, true
+	}
+}
+
+// frameTimestamp returns the timestamp of an encoded frame (the body layout
+// in log/doc.go; decodeBody reads the same bytes). Appends use it to keep a
+// segment's newest timestamp without decoding whole records.
+func frameTimestamp(frame []byte) int64 {
+	return int64(binary.LittleEndian.Uint64(frame[frameHeaderBytes+16:])) // body byte 16: see doc.go
+}
+
+// newestTimestamp returns the newest record timestamp of s, in milliseconds,
+// and false when s holds no record. Segments walked at open or appended in
+// this process know it already; for any other it walks the segment once
+// (a copy of s, so its own size, index and end are untouched) and keeps the
+// answer: a sealed segment does not change. After a Truncate into s the
+// answer may be newer than the newest record left, which keeps the segment
+// longer, never shorter, until the next open walks it again.
+func (s *segment) newestTimestamp() (int64, bool, error) {
+	if s.hasTimestamp || s.next == s.base {
+		return s.maxTimestamp, s.hasTimestamp, nil
+	}
+	t := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1}
+	if _, _, err := t.walk(nil, math.MaxInt); err != nil {
+		return 0, false, err
+	}
+	s.maxTimestamp, s.hasTimestamp = t.maxTimestamp, t.hasTimestamp
+	return s.maxTimestamp, s.hasTimestamp, nil
+}
+
+// deletionCheckInterval is how often a read-only partition looks whether the
+// writing process deleted its leading segments (one fstat per known leading
+// segment), besides every read that falls in its first segment and every
+// StartOffset. A follower at the tail never reads the first segment; without
+// this look it would keep the deleted files' descriptors, and their disk
+// space, open for as long as it runs.
+const deletionCheckInterval = time.Second
+
+// noticeDeleted is noticeDeletedLocked(true) under the partition lock.
+func (p *Partition) noticeDeleted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.noticeDeletedLocked(true)
+	}
+}
+
+// refreshForRead is refresh for a read at offset: when offset falls in the
+// first segment (or below it) and that is not the last segment known, the
+// one the writer appends to and so cannot have deleted unless it rolled past
+// it, it also looks at once for deleted leading segments, so the read
+// reports the writer's new log start offset. A follower at the tail pays no
+// extra syscall per read; deletionCheckInterval bounds what it misses.
+func (p *Partition) refreshForRead(offset int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.noticeDeletedLocked(len(p.segments) > 1 && offset < p.segments[1].base)
+	p.refreshLocked()
+}
+
+// noticeDeletedLocked drops, on a read-only partition, the leading segments
+// whose files the writing process deleted (retention), closing their
+// descriptors once no read holds them. Without force it looks at most every
+// deletionCheckInterval. When every segment it knew is gone (the writer
+// rolled past them and retention deleted them between two looks) it
+// continues at the writer's oldest remaining segment.
+func (p *Partition) noticeDeletedLocked(force bool) {
+	if !p.cfg.readOnly || len(p.segments) == 0 {
+		return
+	}
+	now := time.Now()
+	if !force && now.Sub(p.ret.checkedAt) < deletionCheckInterval {
+		return
+	}
+	p.ret.checkedAt = now
+	n := 0
+	for n < len(p.segments) && p.segments[n].unlinked() {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	if n == len(p.segments) {
+		if s := p.oldestAfter(p.active().next); s != nil {
+			p.segments = append(p.segments, s)
+		} else {
+			n-- // nothing newer to go to yet: keep the last one
+		}
+	}
+	for _, s := range p.segments[:n] {
+		s.close()
+	}
+	p.segments = slices.Delete(p.segments, 0, n)
+	p.publishLocked()
+}
+
+// oldestAfter opens the oldest segment of the partition whose base offset is
+// at least from, or returns nil.
+func (p *Partition) oldestAfter(from int64) *segment {
+	bases, _ := listSegments(p.dir)
+	i := sort.Search(len(bases), func(i int) bool { return bases[i] >= from })
+	for ; i < len(bases); i++ {
+		if s, err := openSegment(p.dir, bases[i], os.O_RDONLY); err == nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// unlinked reports whether the segment's file has no name left: another
+// process deleted it. Errors read as "still there".
+func (s *segment) unlinked() bool {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 0
+}
+
+// recoverAfterDeletionLocked opens a read-only partition again after a
+// segment it listed vanished before it could open it: the writer's
+// retention deleted it in between. It lists and opens again, a few times.
+func (p *Partition) recoverAfterDeletionLocked() error {
+	var err error
+	for range 4 {
+		for _, s := range p.segments {
+			s.close()
+		}
+		p.segments, p.report = nil, RecoveryReport{}
+		var bases []int64
+		bases, err = listSegments(p.dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		if err = p.recoverLocked(bases); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+// logRetention runs the retention check of a writable Log in the
+// background.
+type logRetention struct {
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the goroutine has returned
+	once sync.Once
+}
+
+// startRetention starts the background check, unless the log is read-only
+// or the interval is 0.
+func (l *Log) startRetention() {
+	if l.cfg.readOnly || l.cfg.retentionCheckInterval <= 0 {
+		return
+	}
+	l.ret.stop, l.ret.done = make(chan struct{}), make(chan struct{})
+	go l.retentionLoop(l.cfg.retentionCheckInterval)
+}
+
+// stopRetention stops the background check and waits until it has
+// returned: a check in progress finishes the topic it is in.
+func (l *Log) stopRetention() {
+	if l.ret.stop == nil {
+		return
+	}
+	l.ret.once.Do(func() { close(l.ret.stop) })
+	<-l.ret.done
+}
+
+func (l *Log) retentionLoop(every time.Duration) {
+	defer close(l.ret.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.ret.stop:
+			return
+		case <-tick.C:
+			l.enforceRetention(time.Now())
+		}
+	}
+}
+
+// enforceRetention runs Topic.EnforceRetention on every topic open in l, in
+// name order, and hands what each did to the observer.
+func (l *Log) enforceRetention(now time.Time) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	topics := make([]*Topic, 0, len(l.topics))
+	for _, t := range l.topics {
+		topics = append(topics, t)
+	}
+	l.mu.Unlock()
+	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
+	for _, t := range topics {
+		select {
+		case <-l.ret.stop:
+			return
+		default:
+		}
+		rep, err := t.EnforceRetention(now)
+		if obs := l.cfg.retentionObserver; obs != nil && (err != nil || len(rep.Partitions) > 0) {
+			obs(rep, err)
+		}
+	}
+}
+
+// beforeSegmentReadHook, set only by tests (export_test.go), runs in
+// Partition.Read after the segment has been acquired and the partition lock
+// released, just before the pread: a test pauses a read there while
+// retention deletes the segment.
+var beforeSegmentReadHook atomic.Pointer[func(p *Partition, base, offset int64)]
+
+func beforeSegmentRead(p *Partition, base, offset int64) {
+	if h := beforeSegmentReadHook.Load(); h != nil {
+		(*h)(p, base, offset)
+	}
+}

@@ -1,0 +1,113 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// ResetPolicy says what a [PartitionSource] does when the position it is
+// to read from is below the partition's log start offset: retention deleted
+// those records (see the log package doc, "Retention") while the consumer
+// was behind or away. It is Kafka's auto.offset.reset; set it with
+// [OnOutOfRange]. The zero value is [ResetEarliest].
+//
+// A position above the high watermark is never reset, whatever the policy:
+// it means the log lost records the consumer had already passed (a
+// truncation, or a checkpoint of another log), and jumping would skip or
+// repeat records silently, so Read fails with an error wrapping
+// log.ErrOffsetOutOfRange. A negative position is never reset either.
+type ResetPolicy uint8
+
+const (
+	// ResetEarliest continues at the log start offset: the oldest records
+	// still stored. Nothing still stored is skipped. The default.
+	ResetEarliest ResetPolicy = iota
+	// ResetLatest continues at the high watermark: only records appended
+	// from then on are read, the stored backlog is skipped too.
+	ResetLatest
+	// ResetError resets nothing: Read fails with a [*PartitionError]
+	// wrapping the *log.OffsetOutOfRangeError (whose StartOffset says where
+	// the log now starts), and keeps failing until the source is moved, for
+	// example by a checkpoint saved elsewhere and [PartitionSource.Resume].
+	// Kafka calls it auto.offset.reset=none.
+	ResetError
+)
+
+// String returns "earliest", "latest" or "error".
+func (p ResetPolicy) String() string {
+	switch p {
+	case ResetEarliest:
+		return "earliest"
+	case ResetLatest:
+		return "latest"
+	case ResetError:
+		return "error"
+	}
+	return fmt.Sprintf("ResetPolicy(%d)", uint8(p))
+}
+
+// OnOutOfRange sets what the source does when its position is below the
+// partition's log start offset (see [ResetPolicy]), overriding the default,
+// [ResetEarliest]. It applies wherever the position comes from: the start
+// ([At], [FromStore]), a store read by Resume, or the reader itself falling
+// behind retention while it runs. Every reset is counted
+// ([PartitionSource.Resets]) and handed to the [OnReset] hook.
+func OnOutOfRange(p ResetPolicy) PartitionOption {
+	return partitionOptionFunc(func(c *partitionConfig) { c.reset = p })
+}
+
+// OnReset sets fn to be called, on the goroutine calling Read, each time the
+// source moves its position because of its [ResetPolicy]. fn must not block;
+// by default there is none, and resets are only counted.
+func OnReset(fn func(Reset)) PartitionOption {
+	return partitionOptionFunc(func(c *partitionConfig) { c.onReset = fn })
+}
+
+// Reset describes one move of a source's position by its [ResetPolicy].
+type Reset struct {
+	Topic       string      // topic the source reads
+	Partition   int32       // partition the source reads
+	Policy      ResetPolicy // ResetEarliest or ResetLatest
+	From        int64       // the position that was no longer stored
+	To          int64       // the position reading continues at
+	StartOffset int64       // the partition's log start offset at the time
+	NextOffset  int64       // the partition's high watermark at the time
+}
+
+// Skipped returns how many offsets the reset passed over without reading
+// them: those retention deleted, and with ResetLatest also the stored
+// backlog.
+func (r Reset) Skipped() int64 { return r.To - r.From }
+
+// Resets returns how many times the source moved its position because of
+// its [ResetPolicy] since it was built. It is safe to call from any
+// goroutine.
+func (s *PartitionSource) Resets() int64 { return s.resets.Load() }
+
+// resetOnOutOfRange decides, for an error from resolving the start or from
+// the reader, whether the policy moves the position: only for a
+// non-negative position below the log start offset, and not with
+// ResetError. It counts and reports the move and returns the new position.
+func (s *PartitionSource) resetOnOutOfRange(err error) (int64, bool) {
+	var oor *log.OffsetOutOfRangeError
+	if err == nil || !errors.As(err, &oor) || oor.Offset < 0 || oor.Offset >= oor.StartOffset {
+		return 0, false
+	}
+	r := Reset{Topic: s.topic, Partition: s.partition, Policy: s.cfg.reset, From: oor.Offset,
+		StartOffset: oor.StartOffset, NextOffset: oor.NextOffset}
+	switch s.cfg.reset {
+	case ResetEarliest:
+		r.To = oor.StartOffset
+	case ResetLatest:
+		r.To = oor.NextOffset
+	default:
+		return 0, false
+	}
+	s.resets.Add(1)
+	if s.cfg.onReset != nil {
+		s.cfg.onReset(r)
+	}
+	return r.To, true
+}
