@@ -66,6 +66,7 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 			return nil, err
 		}
 	} else {
+		p.removeOrphanMarkersLocked()
 		if err := p.cutTailLocked(); err != nil {
 			p.close()
 			return nil, err
@@ -131,8 +132,8 @@ func (p *Partition) createSegmentLocked(base int64) error {
 	return nil
 }
 
-// rollLocked seals the active segment (forced to disk, write path released)
-// and starts a new one at the next offset.
+// rollLocked seals the active segment (forced to disk, write path released,
+// seal marker written) and starts a new one at the next offset.
 func (p *Partition) rollLocked() error {
 	old := p.active()
 	if err := old.w.sync(); err != nil {
@@ -142,6 +143,9 @@ func (p *Partition) rollLocked() error {
 		return fmt.Errorf("log: topic %s partition %d: seal %s: %w", p.topic, p.id, old.path, err)
 	}
 	old.w = nil
+	if err := p.writeSealMarkerLocked(old); err != nil {
+		return err
+	}
 	return p.createSegmentLocked(old.next)
 }
 
@@ -418,6 +422,9 @@ func (p *Partition) Truncate(offset int64) error {
 
 // positionOf returns the byte position of the frame of offset off.
 func (s *segment) positionOf(off int64, topic string, partition int32) (int64, error) {
+	if err := s.loadIndex(topic, partition); err != nil {
+		return 0, err
+	}
 	if off == s.base {
 		return 0, nil
 	}

@@ -65,9 +65,19 @@ func (p *Partition) recoverLocked(bases []int64) error {
 			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 		}
 		p.segments = append(p.segments, s)
+		if i > 0 && base != p.segments[i-1].next && p.segments[i-1].lazy != nil {
+			// trusted by its seal marker, which disagrees: the frames decide
+			if err := p.rewalkLocked(i - 1); err != nil {
+				return err
+			}
+		}
 		if i > 0 && base != p.segments[i-1].next {
 			prev := p.segments[i-1]
 			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
+		}
+		last := i == len(bases)-1
+		if !last && !p.cfg.repair && p.trustSealed(s) {
+			continue // sealed, with a marker that matches the file: no walk
 		}
 		var why stopReason
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
@@ -76,7 +86,6 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		if why.intact() {
 			continue
 		}
-		last := i == len(bases)-1
 		if p.cfg.readOnly && last {
 			return nil // the writer may be mid-append; refreshLocked retries
 		}

@@ -70,7 +70,8 @@ type segment struct {
 	size      int64 // bytes of intact frames from position 0
 	next      int64 // offset after the last intact frame
 	index     []indexEntry
-	indexedAt int64 // position of the last index entry, -1 when none
+	indexedAt int64      // position of the last index entry, -1 when none
+	lazy      *lazyIndex // set when a seal marker was trusted: index built on first read
 }
 
 func openSegment(dir string, base int64, flag int) (*segment, error) {
@@ -226,6 +227,9 @@ func allZero(b []byte) bool {
 // byte position end. The records' slices alias one buffer allocated for
 // this call.
 func (s *segment) read(off int64, maxBytes int, end int64, topic string, partition int32) ([]Record, error) {
+	if err := s.loadIndex(topic, partition); err != nil {
+		return nil, err
+	}
 	e := s.lookup(off)
 	pos := e.pos
 	// The index entry may lie up to one interval below off; read enough to
