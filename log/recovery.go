@@ -59,6 +59,8 @@ func (p *Partition) recoverLocked(bases []int64) error {
 	if p.cfg.readOnly {
 		flag = os.O_RDONLY
 	}
+	pw := p.startPrewalk(bases)
+	defer pw.finish()
 	for i, base := range bases {
 		s, err := openSegment(p.dir, base, flag)
 		if err != nil {
@@ -76,8 +78,8 @@ func (p *Partition) recoverLocked(bases []int64) error {
 			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
 		}
 		last := i == len(bases)-1
-		if !last && !p.cfg.repair && p.trustSealed(s) {
-			continue // sealed, with a marker that matches the file: no walk
+		if pw.take(i, s) {
+			continue // trusted from its seal marker, or walked intact in parallel
 		}
 		var why stopReason
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {

@@ -81,8 +81,8 @@ func decodeSealMarker(b []byte) (sealMarker, bool) {
 //
 // Only a segment below the last may be trusted: the last one is the active
 // segment, possibly mid-append, and is always walked.
-func (p *Partition) trustSealed(s *segment) bool {
-	b, err := os.ReadFile(filepath.Join(p.dir, sealedName(s.base)))
+func (s *segment) trustSealed(dir string, interval int) bool {
+	b, err := os.ReadFile(filepath.Join(dir, sealedName(s.base)))
 	if err != nil {
 		return false
 	}
@@ -109,7 +109,7 @@ func (p *Partition) trustSealed(s *segment) bool {
 		}
 	}
 	s.size, s.next = m.size, m.next
-	s.lazy = &lazyIndex{interval: p.cfg.indexInterval}
+	s.lazy = &lazyIndex{interval: interval}
 	return true
 }
 

@@ -157,7 +157,6 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 	if len(buf) == 0 {
 		buf = make([]byte, walkBufferBytes)
 	}
-	var rec Record
 	for {
 		n, err := s.f.ReadAt(buf, s.size)
 		if err != nil && err != io.EOF {
@@ -199,7 +198,7 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 			if crcOf(body) != crc {
 				return stopCRC, buf, nil
 			}
-			if decodeBody(body, &rec) != nil || rec.Offset != s.next {
+			if !checkBody(body, s.next) {
 				return stopBad, buf, nil
 			}
 			s.maybeIndex(s.next, s.size, interval)
