@@ -82,6 +82,9 @@ func (p *Partition) prewalkOne(j *prewalkJob, base int64, last bool) {
 	buf := walkBufs.Get().([]byte)
 	why, buf, err := s.walk(buf, p.cfg.indexInterval)
 	walkBufs.Put(buf)
+	if !last {
+		s.trimIndex()
+	}
 	j.seg, j.ok = *s, err == nil && why.intact()
 }
 
