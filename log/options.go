@@ -61,11 +61,14 @@ const (
 	// entries: 4 KiB, Kafka's index.interval.bytes. A 10 GiB partition keeps
 	// 2.6 M entries of 16 bytes (40 MiB).
 	DefaultIndexIntervalBytes = 4 << 10
-	// DefaultPollInterval is how often a reader of a log opened read-only
-	// looks for records appended by another process: 2 ms, which keeps a
-	// cross-process follower within the 10 ms the design promises while
-	// costing one pread per interval per idle reader.
-	DefaultPollInterval = 2 * time.Millisecond
+	// DefaultPollInterval is how often a follower of a log opened read-only
+	// looks for records appended by another process even when nothing woke
+	// it: 100 ms. Where inotify works (local file systems on Linux) another
+	// process's append wakes the follower at once (BenchmarkFollowLatency);
+	// the poll is the fallback for file systems where it does not (network
+	// and FUSE file systems), and costs one pread per interval per idle
+	// follower.
+	DefaultPollInterval = 100 * time.Millisecond
 	// MaxPartitions bounds a topic's partition count.
 	MaxPartitions = 10000
 	// minSegmentBytes keeps a segment able to hold at least one small record.
@@ -134,8 +137,11 @@ func WithIndexIntervalBytes(n int) Option {
 
 // ReadOnly opens the log for reading only: no lock is taken, a missing
 // directory is not created (its topics are simply unknown until a writer
-// creates them), records appended by the writing process are picked up
-// every poll interval, and every write returns ErrReadOnly.
+// creates them), followers are woken by the writing process's appends
+// (inotify) and look every poll interval regardless, and every write
+// returns ErrReadOnly. To wake followers of a ModeMmap writer the process
+// needs write permission on each partition's follow.waiters file; without
+// it they wake within the poll interval.
 func ReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
 
 // WithRepair lets Open truncate at a corrupt frame of a sealed segment
@@ -144,7 +150,8 @@ func ReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }
 func WithRepair() Option { return optionFunc(func(c *config) { c.repair = true }) }
 
 // WithPollInterval sets how often a read-only follower looks for records
-// appended by another process, overriding DefaultPollInterval (2 ms).
+// appended by another process when nothing woke it, overriding
+// DefaultPollInterval (100 ms). Lower it on file systems without inotify.
 func WithPollInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.pollInterval = d })
 }
