@@ -151,9 +151,10 @@ func (w *waitersFile) close() error {
 type crossProcess struct {
 	mu        sync.Mutex
 	waiters   *waitersFile
-	wd        int32 // inotify watch on the partition directory; 0 when none
-	fwd       int32 // inotify watch on the waiters file; 0 when none
-	followers int   // goroutines inside wait
+	wd        int32     // inotify watch on the partition directory; 0 when none
+	fwd       int32     // inotify watch on the waiters file; 0 when none
+	followers int       // goroutines inside wait
+	idleSince time.Time // when followers last dropped to 0
 	closed    bool
 	// After a failure to watch or to map, when to try again: the poll
 	// interval later, at most retryMax (an event that may fix it, the
@@ -164,6 +165,11 @@ type crossProcess struct {
 // retryMax bounds the wait before a follower retries a failed watch or
 // map (an open or inotify_add_watch per try).
 const retryMax = time.Second
+
+// unwatchAfter is how long a partition keeps its watches with no follower
+// waiting: a follower busy with the records it was just handed comes back
+// within it, and re-watching each time would cost two syscalls per wake-up.
+const unwatchAfter = time.Second
 
 // openWaitersLocked maps the waiters file of a read-write ModeMmap
 // partition. Failure only costs followers in other processes their poll
@@ -195,6 +201,9 @@ func (p *Partition) enterWait() func() {
 	return func() {
 		x.mu.Lock()
 		x.followers--
+		if x.followers == 0 {
+			x.idleSince = time.Now()
+		}
 		x.mu.Unlock()
 	}
 }
@@ -257,8 +266,9 @@ const (
 // or the waiters file's). With followers waiting it looks for new records
 // and wakes them whether or not there were some: a signal cleared the
 // waiters flag, so each of them must raise it again before its next look
-// (and watch again, when a watch is gone). Without followers it drops the
-// watches, so a partition nobody follows costs no wake-ups.
+// (and watch again, when a watch is gone). When no follower has waited for
+// unwatchAfter it drops the watches, so a partition nobody follows costs
+// no wake-ups.
 func (p *Partition) dirChanged(wd int32, ev dirEvent) {
 	x := &p.xproc
 	x.mu.Lock()
@@ -283,7 +293,7 @@ func (p *Partition) dirChanged(wd int32, ev dirEvent) {
 		x.mapAt = time.Time{}
 	}
 	following := x.followers > 0
-	if !following {
+	if !following && time.Since(x.idleSince) > unwatchAfter {
 		x.unwatchLocked(p)
 	}
 	x.mu.Unlock()

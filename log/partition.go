@@ -472,14 +472,17 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 	}
 	for {
 		ch := p.waitChan() // taken before the check, so no wake-up is lost
-		if tick != nil {
-			p.armFollow() // watch and raise the flag before the check, likewise
-		}
 		if p.NextOffset() > offset {
 			return nil
 		}
 		if p.isClosed() {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+		}
+		if tick != nil {
+			p.armFollow() // watch, raise the flag, look again: likewise (follow.go)
+			if p.NextOffset() > offset {
+				return nil
+			}
 		}
 		if tick == nil {
 			select {
