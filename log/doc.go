@@ -10,14 +10,19 @@
 // (held with flock by the one process that writes the topic; it contains
 // that process's pid) and one folder per partition, named by its number.
 // A partition folder holds its segments, each named by the offset of its
-// first record zero-padded to 20 digits plus ".log":
+// first record zero-padded to 20 digits plus ".log"; next to each sealed
+// segment its seal marker, the same name with ".sealed" (see "Seal
+// markers"); and, once a ModeMmap writer has opened it, follow.waiters (see
+// "Readers"):
 //
 //	events/
 //	  topic.json
 //	  writer.lock
 //	  0/leader-epoch-checkpoint
 //	  0/00000000000000000000.log
+//	  0/00000000000000000000.sealed
 //	  0/00000000000000004096.log
+//	  0/follow.waiters
 //	  1/leader-epoch-checkpoint
 //	  1/00000000000000000000.log
 //
@@ -69,20 +74,67 @@
 //
 // # Recovery
 //
-// Opening a topic walks the frames of each partition's segments, rebuilding
-// the sparse in-memory index (one entry every WithIndexIntervalBytes, 4 KiB
-// by default; there is no index file), and stops at the first frame that
-// is not intact: a length of zero, a length that runs past the end of the
-// file, a CRC mismatch, or a body that does not decode or holds the wrong
-// offset. In the last segment that is a torn tail, left by a crash during
-// an append: it is truncated (and the truncation forced to disk), and the
-// next append reuses the offset; Partition.Recovery reports the cut. In an
-// earlier segment it is corruption, because sealed segments were forced to
-// disk before the next one was created: opening fails with a *CorruptError
-// naming topic, partition, segment, byte position and offset, unless the
-// log was opened WithRepair, which cuts there, deletes the later segments
-// and reports how many records it dropped. Valid records are never dropped
-// silently.
+// Opening a topic recovers its partitions in parallel, and the segments of
+// each partition in parallel too (up to GOMAXPROCS walks at once in the
+// process). A segment with a successor (a sealed one) whose seal marker
+// matches the file is trusted without reading its frames: its size and
+// next offset come from the marker, and its sparse in-memory index (one
+// entry every WithIndexIntervalBytes, 4 KiB by default; there is no index
+// file) is built on its first read, by walking it once. Every other
+// segment, the last one always, is walked at open: its frames are read in
+// 1 MiB chunks, each CRC checked, and the index built on the way. A walk
+// stops at the first frame that is not intact: a length of zero, a length
+// that runs past the end of the file, a CRC mismatch, or a body that does
+// not decode or holds the wrong offset. In the last segment that is a torn
+// tail, left by a crash during an append: it is truncated (and the
+// truncation forced to disk), and the next append reuses the offset;
+// Partition.Recovery reports the cut. In an earlier segment it is
+// corruption, because sealed segments were forced to disk before the next
+// one was created: opening fails with a *CorruptError naming topic,
+// partition, segment, byte position and offset, unless the log was opened
+// WithRepair, which cuts there, deletes the later segments and reports how
+// many records it dropped. Valid records are never dropped silently.
+//
+// Trusting a marker moves the check of a sealed segment's frames from Open
+// to its first read: a sealed segment damaged since it was sealed (a
+// flipped byte on disk) opens, and its first read, the walk that builds its
+// index, fails with the same *CorruptError, on every read of that segment
+// until the log is reopened WithRepair, which walks every segment whatever
+// the markers say. Opening 1 GiB of 64 B records took 0.002 s with markers
+// (0.006 times a bare sequential CRC32C read of the same files) and 0.91 to
+// 1.06 times that read without; of 1 KiB records, 0.001 to 0.03 s with
+// markers (the last, 64 MiB segment is walked either way) and 0.68 to 1.05
+// times the read without (BenchmarkRecovery, 2026-11-30, 2-core machine
+// shared with other work; the parallel walk gains most when a core is
+// free).
+//
+// # Seal markers
+//
+// When a segment is sealed at roll, after its bytes and final size are
+// forced to disk, a 56-byte marker is written to a temporary file,
+// fsynced, renamed to <base>.sealed and the directory fsynced, all before
+// the next segment is created. Little-endian, like frames:
+//
+//	 0  uint32  magic "SEAL" (0x4c414553)
+//	 4  uint16  marker version (1)
+//	 6  uint16  reserved (0)
+//	 8  int64   base offset (the segment's name)
+//	16  int64   next offset: one past the segment's last record
+//	24  int64   size in bytes of the segment's frames (the file's size)
+//	32  int64   byte position of the last frame (-1 for an empty segment)
+//	40  [8]byte the last frame's length prefix and CRC, as in the file
+//	48  uint32  CRC32C of bytes 0 to 47
+//	52  uint32  padding (0)
+//
+// Open trusts a marker only for a segment below the last one, and only
+// when its CRC, version and base match, the file's size is the recorded
+// size, and the recorded header is found at the recorded position, ending
+// exactly at that size; anything else (a missing, torn or stale marker, a
+// file that grew or shrank) is walked instead. A marker that disagrees with
+// the next segment's base gets its segment walked too. Markers whose
+// segment is gone (Truncate, repair, retention) are removed at open and at
+// each roll. A failure to write a marker does not fail the roll; the
+// segment is walked at the next open.
 //
 // # Epochs
 //
@@ -112,10 +164,29 @@
 //
 // Partition.Read reads by offset with a byte budget. Replay reads up to the
 // high watermark as it was when the replay began and then returns io.EOF;
-// Follow never ends. In-process appends wake followers at once; a process
-// that opened the log with ReadOnly looks for another process's appends
-// every WithPollInterval (2 ms). Reading below the log start offset or
-// above the high watermark is ErrOffsetOutOfRange. Reads pread the segment
+// Follow never ends. Reading below the log start offset or above the high
+// watermark is ErrOffsetOutOfRange.
+//
+// In-process appends wake followers at once. A follower in a process that
+// opened the log ReadOnly sleeps on inotify, through one inotify instance
+// per process: a watch on the partition directory wakes it for a ModeFile
+// append (its pwrite raises IN_MODIFY) and a new segment (IN_CREATE). A
+// ModeMmap append raises nothing (stores into a shared mapping are
+// invisible to inotify), so followers and writer share follow.waiters, a
+// 64-byte file both map: byte 0 is a uint32 flag a follower sets to 1
+// (after watching the file for IN_ACCESS, before its last look for new
+// records), and the writer, after each append, clears it when set and
+// reads one byte of the file, which wakes every watcher; the other bytes
+// are reserved. Sequentially consistent atomics on both sides make a lost
+// wake-up impossible, and an appender pays one atomic load per Append while
+// nobody waits. A follower also looks every WithPollInterval (100 ms)
+// whatever happens, the only wake-up where inotify is missing or blind
+// (network file systems) or the process may not write follow.waiters.
+// Measured from an Append in one process to Next returning it in another:
+// p50 0.13 to 0.16 ms, p99 1.0 to 1.8 ms (BenchmarkFollowLatency,
+// 2026-11-30, 2-core machine under load).
+//
+// Reads pread the segment
 // without holding the partition lock (see "Retention" for how a segment
 // outlives its deletion while a read is in it); a read that overlapped a
 // Truncate reads again.

@@ -16,7 +16,9 @@ var (
 	// ErrCorrupt is returned by Open (through Topic and CreateTopic) when a
 	// frame that should be intact is not: a bad frame in a sealed segment
 	// (sealed segments are forced to disk before the next one is created),
-	// or a gap between segments. *CorruptError names where.
+	// or a gap between segments. A sealed segment trusted from its seal
+	// marker is checked on its first read instead, which returns it.
+	// *CorruptError names where.
 	ErrCorrupt = errors.New("log: corrupt segment")
 	// ErrCorruptMetadata is returned when a topic's metadata file or a
 	// partition's epoch file does not parse, or contradicts the folders

@@ -43,7 +43,8 @@ type Partition struct {
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed and replaced by every append
 
-	ret retentionState // retention.go: enforcement, truncation count, deletion checks
+	ret   retentionState // retention.go: enforcement, truncation count, deletion checks
+	xproc crossProcess   // follow across processes (follow.go)
 }
 
 func openPartition(cfg *config, topic string, id int32, dir string) (*Partition, error) {
@@ -79,6 +80,7 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 			return nil, err
 		}
 	} else {
+		p.removeOrphanMarkersLocked()
 		if err := p.cutTailLocked(); err != nil {
 			p.close()
 			return nil, err
@@ -92,6 +94,7 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 		p.close()
 		return nil, err
 	}
+	p.openWaitersLocked()
 	p.publishLocked()
 	return p, nil
 }
@@ -192,6 +195,7 @@ func (p *Partition) publishLocked() {
 		n = p.active().next
 	}
 	p.next.Store(n)
+	p.signalFollowersLocked()
 	p.notifyMu.Lock()
 	close(p.notify)
 	p.notify = make(chan struct{})
@@ -233,8 +237,8 @@ func (p *Partition) createSegmentLocked(base int64) error {
 	return nil
 }
 
-// rollLocked seals the active segment (forced to disk, write path released)
-// and starts a new one at the next offset.
+// rollLocked seals the active segment (forced to disk, write path released,
+// seal marker written) and starts a new one at the next offset.
 func (p *Partition) rollLocked() error {
 	old := p.active()
 	if err := old.w.sync(); err != nil {
@@ -244,6 +248,9 @@ func (p *Partition) rollLocked() error {
 		return fmt.Errorf("log: topic %s partition %d: seal %s: %w", p.topic, p.id, old.path, err)
 	}
 	old.w = nil
+	if err := p.writeSealMarkerLocked(old); err != nil {
+		return err
+	}
 	return p.createSegmentLocked(old.next)
 }
 
@@ -406,8 +413,11 @@ func (p *Partition) refreshLocked() {
 		// reused. Forget every segment and walk them again.
 		p.resetLocked()
 	}
-	if p.walkBuf == nil {
-		p.walkBuf = make([]byte, 8<<10) // small: an idle follower reads this much per poll
+	if len(p.walkBuf) == 0 || len(p.walkBuf) == walkBufferBytes {
+		// Small, and not recovery's 1 MiB: a follower reads this much per
+		// look, and in a pre-sized ModeMmap segment that many bytes are
+		// there to read (1 MiB measured 90 µs per look, 8 KiB 4 µs).
+		p.walkBuf = make([]byte, 8<<10)
 	}
 	p.noticeDeletedLocked(false)
 	before := p.next.Load()
@@ -489,6 +499,11 @@ func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, u
 		if offset >= s.next {
 			continue // an empty segment (base == next)
 		}
+		// A segment trusted by its seal marker builds its index on its first
+		// read (a walk, under this read lock; loadIndex serialises builders).
+		if err := s.loadIndex(p.topic, p.id); err != nil {
+			return nil, indexEntry{}, 0, 0, err
+		}
 		s.acquire()
 		return s, s.lookup(offset), s.size, p.ret.cuts.Load(), nil
 	}
@@ -559,6 +574,9 @@ func (p *Partition) Truncate(offset int64) error {
 
 // positionOf returns the byte position of the frame of offset off.
 func (s *segment) positionOf(off int64, topic string, partition int32) (int64, error) {
+	if err := s.loadIndex(topic, partition); err != nil {
+		return 0, err
+	}
 	if off == s.base {
 		return 0, nil
 	}
@@ -587,13 +605,15 @@ func (p *Partition) waitChan() <-chan struct{} {
 }
 
 // wait blocks until NextOffset is above offset or ctx ends. In-process
-// appends wake it at once; on a read-only log it looks for another process's
-// appends every poll interval.
+// appends wake it at once; on a read-only log another process's appends
+// wake it through inotify (see follow.go), and it also looks every poll
+// interval.
 func (p *Partition) wait(ctx context.Context, offset int64) error {
 	var tick *time.Ticker
 	if p.cfg.readOnly {
 		tick = time.NewTicker(p.cfg.pollInterval)
 		defer tick.Stop()
+		defer p.enterWait()()
 	}
 	for {
 		ch := p.waitChan() // taken before the check, so no wake-up is lost
@@ -602,6 +622,12 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 		}
 		if p.isClosed() {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+		}
+		if tick != nil {
+			p.armFollow() // watch, raise the flag, look again: likewise (follow.go)
+			if p.NextOffset() > offset {
+				return nil
+			}
 		}
 		if tick == nil {
 			select {
@@ -673,6 +699,7 @@ func (p *Partition) close() error {
 	for _, s := range p.segments {
 		errs = append(errs, s.close())
 	}
+	errs = append(errs, p.closeFollowLocked())
 	p.publishLocked()
 	return errors.Join(errs...)
 }

@@ -24,7 +24,9 @@ func (p *Partition) Replay(from int64) *Reader {
 
 // Follow returns a Reader from offset from that never ends: at the high
 // watermark Next waits for new records, woken at once by an append in this
-// process and within the poll interval (2 ms by default) by one in another.
+// process, by inotify for one in another (see the package doc, "Readers"),
+// and in any case within the poll interval (WithPollInterval, 100 ms by
+// default).
 func (p *Partition) Follow(from int64) *Reader {
 	return &Reader{p: p, pos: from, end: -1, epoch: -1}
 }

@@ -59,15 +59,27 @@ func (p *Partition) recoverLocked(bases []int64) error {
 	if p.cfg.readOnly {
 		flag = os.O_RDONLY
 	}
+	pw := p.startPrewalk(bases)
+	defer pw.finish()
 	for i, base := range bases {
 		s, err := openSegment(p.dir, base, flag)
 		if err != nil {
 			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 		}
 		p.segments = append(p.segments, s)
+		if i > 0 && base != p.segments[i-1].next && p.segments[i-1].lazy != nil {
+			// trusted by its seal marker, which disagrees: the frames decide
+			if err := p.rewalkLocked(i - 1); err != nil {
+				return err
+			}
+		}
 		if i > 0 && base != p.segments[i-1].next {
 			prev := p.segments[i-1]
 			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
+		}
+		last := i == len(bases)-1
+		if pw.take(i, s) {
+			continue // trusted from its seal marker, or walked intact in parallel
 		}
 		var why stopReason
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
@@ -76,7 +88,6 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		if why.intact() {
 			continue
 		}
-		last := i == len(bases)-1
 		if p.cfg.readOnly && last {
 			return nil // the writer may be mid-append; refreshLocked retries
 		}

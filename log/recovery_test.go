@@ -250,6 +250,7 @@ func TestOpenFailsOnCorruptionInSealedSegment(t *testing.T) {
 		p := openPartition(t, lg, "events", 1)
 		appendN(t, p, 0, 100)
 		require.NoError(t, lg.Close())
+		removeSealMarkers(t, dir) // so Open walks them (see sealed_test.go for the trusted path)
 		first := segments(t, dir, "events", 0)[0]
 		starts := frameStarts(t, first)
 		flipByte(t, first, starts[3]+8+20)

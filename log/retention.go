@@ -1,7 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -316,7 +315,7 @@ func (s *segment) noteTimestamp(ts int64) {
 // in log/doc.go; decodeBody reads the same bytes). Appends use it to keep a
 // segment's newest timestamp without decoding whole records.
 func frameTimestamp(frame []byte) int64 {
-	return int64(binary.LittleEndian.Uint64(frame[frameHeaderBytes+16:])) // body byte 16: see doc.go
+	return bodyTimestamp(frame[frameHeaderBytes:])
 }
 
 // newestTimestamp returns the newest record timestamp of s, in milliseconds,

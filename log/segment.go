@@ -79,7 +79,8 @@ type segment struct {
 	size      int64 // bytes of intact frames from position 0
 	next      int64 // offset after the last intact frame
 	index     []indexEntry
-	indexedAt int64 // position of the last index entry, -1 when none
+	indexedAt int64      // position of the last index entry, -1 when none
+	lazy      *lazyIndex // set when a seal marker was trusted: index built on first read
 
 	// maxTimestamp is the newest record timestamp (milliseconds) seen by
 	// walk or written by an append; hasTimestamp says whether there was one.
@@ -189,7 +190,6 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 	if len(buf) == 0 {
 		buf = make([]byte, walkBufferBytes)
 	}
-	var rec Record
 	for {
 		n, err := s.f.ReadAt(buf, s.size)
 		if err != nil && err != io.EOF {
@@ -231,11 +231,11 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 			if crcOf(body) != crc {
 				return stopCRC, buf, nil
 			}
-			if decodeBody(body, &rec) != nil || rec.Offset != s.next {
+			if !checkBody(body, s.next) {
 				return stopBad, buf, nil
 			}
 			s.maybeIndex(s.next, s.size, interval)
-			s.noteTimestamp(rec.Timestamp)
+			s.noteTimestamp(bodyTimestamp(body))
 			s.size += need
 			s.next++
 			chunk = chunk[need:]

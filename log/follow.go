@@ -1,0 +1,334 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cross-process follow. A follower in a process that opened the log
+// ReadOnly sleeps until the partition changes, as inotify reports it
+// (notify_linux.go): a ModeFile append is a pwrite, which raises IN_MODIFY
+// on its segment in the partition directory, and a roll creates a file
+// (IN_CREATE). A ModeMmap append stores into a shared mapping, which raises
+// nothing, so its writer signals instead, through the partition's waiters
+// file (follow.waiters, 64 bytes):
+//
+//	byte 0  uint32  waiting flag: 1 while some follower may be asleep
+//	        (the rest is reserved, zero)
+//
+// A follower watches the partition directory and the waiters file
+// (IN_ACCESS), then raises the flag (an atomic store into its own shared
+// mapping of the file), and only then looks for new records for the last
+// time before it sleeps. The writer, after publishing an append (the
+// frames' length prefixes stored), loads the flag and, only when it is
+// raised, clears it and reads one byte of the file with pread, which
+// raises IN_ACCESS for every watcher of the file. Both sides use
+// sequentially consistent atomics on the same shared word, so either the
+// follower's last look sees the append or the writer sees the flag: no
+// wake-up is lost. Every follower woken by a signal raises the flag again
+// before its next look, since the signal cleared it.
+//
+// The signal is a read, not a write: a pwrite would update the file's
+// mtime, which on ext4 starts a journal handle and can wait behind another
+// process's fsync, while a pread is a copy from the page cache (the file is
+// opened O_NOATIME where the owner allows, and relatime spares the atime
+// otherwise). An appender pays one atomic load per Append while nobody
+// waits (BenchmarkSegmentAppend unchanged within noise), and one pread per
+// follower wake-up while someone does.
+//
+// Both sides also keep the slower path: a follower looks every
+// WithPollInterval (100 ms by default) whatever happens, which is how it
+// learns of appends where inotify is missing or says nothing (network file
+// systems, a waiters file it may not write, a writer of an older version).
+const (
+	waitersFileName  = "follow.waiters"
+	waitersFileBytes = 64
+)
+
+// waitersFile is a partition's waiters file, mapped shared.
+type waitersFile struct {
+	f   *os.File
+	mm  []byte
+	one [1]byte // what signal reads
+}
+
+// openWaitersFile maps dir's waiters file. With create (the writer) it
+// first makes the file when it is missing or short: at full size under a
+// temporary name, renamed into place and the directory fsynced, so a reader
+// never maps a short file (and one that mapped a file being replaced maps
+// the new one: dirWaitersCreated). A reader needs write permission on the
+// file to raise the flag.
+func openWaitersFile(dir string, create bool) (*waitersFile, error) {
+	path := filepath.Join(dir, waitersFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOATIME, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.OpenFile(path, os.O_RDWR, 0) // O_NOATIME is the owner's
+	}
+	short := false
+	if err == nil {
+		fi, serr := f.Stat()
+		switch {
+		case serr != nil:
+			err = serr
+		case fi.Size() < waitersFileBytes:
+			short = true
+			err = fmt.Errorf("log: %s is %d bytes, want %d", path, fi.Size(), waitersFileBytes)
+		}
+		if err != nil {
+			f.Close()
+		}
+	}
+	if create && (short || errors.Is(err, fs.ErrNotExist)) {
+		f, err = createWaitersFile(dir, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	mm, err := unix.Mmap(int(f.Fd()), 0, waitersFileBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("log: mmap %s: %w", path, err)
+	}
+	return &waitersFile{f: f, mm: mm}, nil
+}
+
+func createWaitersFile(dir, path string) (*os.File, error) {
+	tmp := filepath.Join(dir, "."+waitersFileName+".tmp")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_NOATIME, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err = f.Truncate(waitersFileBytes); err == nil {
+		if err = os.Rename(tmp, path); err == nil {
+			err = syncDir(dir)
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return f, nil
+}
+
+func (w *waitersFile) flag() *uint32 { return (*uint32)(unsafe.Pointer(&w.mm[0])) }
+
+// raise tells the writer that a follower may be about to sleep.
+func (w *waitersFile) raise() { atomic.StoreUint32(w.flag(), 1) }
+
+// signal wakes the followers of every process when the flag is raised.
+// It must be called after the appended frames' length prefixes are stored.
+// A failed read leaves the followers to their poll interval.
+func (w *waitersFile) signal() {
+	if atomic.LoadUint32(w.flag()) == 0 || atomic.SwapUint32(w.flag(), 0) == 0 {
+		return
+	}
+	w.f.ReadAt(w.one[:], 0) // the read is the signal: IN_ACCESS
+}
+
+func (w *waitersFile) close() error {
+	err := unix.Munmap(w.mm)
+	w.mm = nil
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// crossProcess is a partition's side of cross-process follow. On a
+// read-write partition only waiters is used: mapped at open in ModeMmap,
+// signalled and closed under the partition's mu. On a read-only one every
+// field is guarded by mu.
+type crossProcess struct {
+	mu        sync.Mutex
+	waiters   *waitersFile
+	wd        int32     // inotify watch on the partition directory; 0 when none
+	fwd       int32     // inotify watch on the waiters file; 0 when none
+	followers int       // goroutines inside wait
+	idleSince time.Time // when followers last dropped to 0
+	closed    bool
+	// After a failure to watch or to map, when to try again: the poll
+	// interval later, at most retryMax (an event that may fix it, the
+	// waiters file appearing, clears mapAt).
+	watchAt, mapAt time.Time
+}
+
+// retryMax bounds the wait before a follower retries a failed watch or
+// map (an open or inotify_add_watch per try).
+const retryMax = time.Second
+
+// unwatchAfter is how long a partition keeps its watches with no follower
+// waiting: a follower busy with the records it was just handed comes back
+// within it, and re-watching each time would cost two syscalls per wake-up.
+const unwatchAfter = time.Second
+
+// openWaitersLocked maps the waiters file of a read-write ModeMmap
+// partition. Failure only costs followers in other processes their poll
+// interval, so it is not an error.
+func (p *Partition) openWaitersLocked() {
+	if p.cfg.readOnly || p.cfg.mode != ModeMmap {
+		return
+	}
+	if w, err := openWaitersFile(p.dir, true); err == nil {
+		p.xproc.waiters = w
+	}
+}
+
+// signalFollowersLocked wakes followers in other processes when one waits
+// (see waitersFile). ModeFile needs nothing: its pwrite is the signal.
+func (p *Partition) signalFollowersLocked() {
+	if !p.cfg.readOnly && p.xproc.waiters != nil {
+		p.xproc.waiters.signal()
+	}
+}
+
+// enterWait counts a follower of a read-only partition in; the returned
+// function counts it out.
+func (p *Partition) enterWait() func() {
+	x := &p.xproc
+	x.mu.Lock()
+	x.followers++
+	x.mu.Unlock()
+	return func() {
+		x.mu.Lock()
+		x.followers--
+		if x.followers == 0 {
+			x.idleSince = time.Now()
+		}
+		x.mu.Unlock()
+	}
+}
+
+// armFollow prepares a follower of a read-only partition to sleep: it
+// watches the partition directory (one watch, shared by the partition's
+// followers), maps and watches the waiters file, and then raises the
+// waiters flag. The caller looks for new records only after it returns. A
+// failed watch or map is retried later (see crossProcess); meanwhile the
+// poll is the follower's only wake-up for what it would have caught.
+func (p *Partition) armFollow() {
+	x := &p.xproc
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return
+	}
+	if x.wd == 0 || x.fwd == 0 {
+		now := time.Now()
+		retry := now.Add(min(p.cfg.pollInterval, retryMax))
+		if x.wd == 0 && !now.Before(x.watchAt) {
+			if wd, err := watchPath(p.dir, dirWatchMask, p); err == nil {
+				x.wd = wd
+			} else {
+				x.watchAt = retry
+			}
+		}
+		if x.waiters == nil && !now.Before(x.mapAt) {
+			// Missing until a ModeMmap writer has opened the partition; a
+			// ModeFile writer needs none (its pwrite is the signal).
+			if w, err := openWaitersFile(p.dir, false); err == nil {
+				x.waiters = w
+			} else {
+				x.mapAt = retry
+			}
+		}
+		if x.waiters != nil && x.fwd == 0 && !now.Before(x.mapAt) {
+			if wd, err := watchPath(x.waiters.f.Name(), fileWatchMask, p); err == nil {
+				x.fwd = wd
+			} else {
+				x.mapAt = retry
+			}
+		}
+	}
+	if x.fwd != 0 {
+		x.waiters.raise()
+	}
+}
+
+// dirEvent is what the directory watcher tells a partition.
+type dirEvent int
+
+const (
+	dirModified       dirEvent = iota // a file in the directory was written or created
+	dirWaitersCreated                 // the waiters file appeared (renamed into place)
+	dirWatchGone                      // the watch ended: the directory was deleted or unmounted
+)
+
+// dirChanged is called by the watcher for watch wd of p (the directory's
+// or the waiters file's). With followers waiting it looks for new records
+// and wakes them whether or not there were some: a signal cleared the
+// waiters flag, so each of them must raise it again before its next look
+// (and watch again, when a watch is gone). When no follower has waited for
+// unwatchAfter it drops the watches, so a partition nobody follows costs
+// no wake-ups.
+func (p *Partition) dirChanged(wd int32, ev dirEvent) {
+	x := &p.xproc
+	x.mu.Lock()
+	if ev == dirWatchGone {
+		if x.wd == wd {
+			x.wd, x.watchAt = 0, time.Time{}
+		}
+		if x.fwd == wd {
+			x.fwd, x.mapAt = 0, time.Time{}
+		}
+	}
+	if ev == dirWaitersCreated {
+		// A new file: the one mapped, if any, no longer reaches the writer.
+		if x.fwd != 0 {
+			unwatchPath(x.fwd, p)
+			x.fwd = 0
+		}
+		if x.waiters != nil {
+			x.waiters.close()
+			x.waiters = nil
+		}
+		x.mapAt = time.Time{}
+	}
+	following := x.followers > 0
+	if !following && time.Since(x.idleSince) > unwatchAfter {
+		x.unwatchLocked(p)
+	}
+	x.mu.Unlock()
+	if following {
+		p.refresh()
+		p.notifyMu.Lock()
+		close(p.notify)
+		p.notify = make(chan struct{})
+		p.notifyMu.Unlock()
+	}
+}
+
+// unwatchLocked drops p's watches.
+func (x *crossProcess) unwatchLocked(p *Partition) {
+	if x.wd != 0 {
+		unwatchPath(x.wd, p)
+		x.wd = 0
+	}
+	if x.fwd != 0 {
+		unwatchPath(x.fwd, p)
+		x.fwd = 0
+	}
+}
+
+// closeFollowLocked releases the watches and the waiters file.
+func (p *Partition) closeFollowLocked() error {
+	x := &p.xproc
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closed = true
+	x.unwatchLocked(p)
+	var err error
+	if x.waiters != nil {
+		err = x.waiters.close()
+		x.waiters = nil
+	}
+	return err
+}

@@ -1,0 +1,75 @@
+package log
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestWaitersFlagProtocol ensures the ModeMmap handshake works as
+// follow.go describes: a sleeping follower of a read-only log holds both
+// watches and has raised the flag the writer sees, the writer's append
+// clears it (the signal), and a partition nobody follows keeps the flag
+// down, so its appends cost no signal.
+func TestWaitersFlagProtocol(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := Open(dir, WithMode(ModeMmap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	tp, err := lg.CreateTopic("events", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := tp.Partition(0)
+	ro, err := Open(dir, ReadOnly(), WithPollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rtp, err := ro.Topic("events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := rtp.Partition(0)
+	flag := func() uint32 { return atomic.LoadUint32(w.xproc.waiters.flag()) }
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Follow(0).Next(ctx, 1<<20)
+		got <- err
+	}()
+	for flag() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the follower never raised the flag")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.xproc.mu.Lock()
+	wd, fwd, followers := r.xproc.wd, r.xproc.fwd, r.xproc.followers
+	r.xproc.mu.Unlock()
+	if wd == 0 || fwd == 0 || followers != 1 {
+		t.Fatalf("sleeping follower: dir watch %d, file watch %d, followers %d", wd, fwd, followers)
+	}
+	if _, err := w.Append(ctx, Record{Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if f := flag(); f != 0 {
+		t.Fatalf("flag %d after the signal, want 0", f)
+	}
+	for range 100 {
+		if _, err := w.Append(ctx, Record{Value: []byte("y")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := flag(); f != 0 {
+		t.Fatalf("flag %d with nobody following, want 0", f)
+	}
+}

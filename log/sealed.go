@@ -1,0 +1,312 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// A seal marker is a small sidecar file, <base>.sealed next to <base>.log,
+// written when a segment is sealed at roll. It lets Open trust a sealed
+// segment without walking its frames: recovery then costs a stat, one
+// small read and one 8-byte pread per sealed segment instead of reading
+// every byte, and the segment's index is built on its first read (see
+// lazyIndex). The layout is in log/doc.go ("Seal markers").
+const (
+	sealedSuffix = ".sealed"
+	// sealMagic is "SEAL" as little-endian bytes.
+	sealMagic   = 0x4c414553
+	sealVersion = 1
+	// sealBytes is the marker's size: 52 bytes of fields and their CRC32C,
+	// padded to 56.
+	sealBytes = 56
+)
+
+// sealMarker is what a marker records about its segment.
+type sealMarker struct {
+	base, next, size int64
+	lastPos          int64  // byte position of the last frame, -1 when the segment is empty
+	lastHeader       uint64 // the last frame's 8 header bytes (length, CRC) as one little-endian word
+}
+
+func sealedName(base int64) string { return fmt.Sprintf("%020d%s", base, sealedSuffix) }
+
+func (m *sealMarker) encode() []byte {
+	b := make([]byte, 0, sealBytes)
+	b = binary.LittleEndian.AppendUint32(b, sealMagic)
+	b = binary.LittleEndian.AppendUint16(b, sealVersion)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.base))
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.next))
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.size))
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.lastPos))
+	b = binary.LittleEndian.AppendUint64(b, m.lastHeader)
+	b = binary.LittleEndian.AppendUint32(b, crcOf(b))
+	return append(b, 0, 0, 0, 0)
+}
+
+// decodeSealMarker parses b, or returns false when it is not a marker of
+// this version with a matching CRC.
+func decodeSealMarker(b []byte) (sealMarker, bool) {
+	if len(b) != sealBytes || binary.LittleEndian.Uint32(b) != sealMagic ||
+		binary.LittleEndian.Uint16(b[4:]) != sealVersion ||
+		binary.LittleEndian.Uint32(b[48:]) != crcOf(b[:48]) {
+		return sealMarker{}, false
+	}
+	return sealMarker{
+		base:       int64(binary.LittleEndian.Uint64(b[8:])),
+		next:       int64(binary.LittleEndian.Uint64(b[16:])),
+		size:       int64(binary.LittleEndian.Uint64(b[24:])),
+		lastPos:    int64(binary.LittleEndian.Uint64(b[32:])),
+		lastHeader: binary.LittleEndian.Uint64(b[40:]),
+	}, true
+}
+
+// trustSealed sets s.size and s.next from s's seal marker without walking
+// its frames, and reports whether it did. It refuses (and recovery walks
+// the segment as before) when the marker is missing, torn (CRC), of another
+// version or base, or does not match the file: its size must equal the
+// file's, and the 8 header bytes at the recorded last-frame position must
+// be the recorded ones and end exactly at that size. The segment's index is
+// then built on its first read (loadIndex).
+//
+// Only a segment below the last may be trusted: the last one is the active
+// segment, possibly mid-append, and is always walked.
+func (s *segment) trustSealed(dir string, interval int) bool {
+	b, err := os.ReadFile(filepath.Join(dir, sealedName(s.base)))
+	if err != nil {
+		return false
+	}
+	m, ok := decodeSealMarker(b)
+	if !ok || m.base != s.base || m.next < m.base || m.size < 0 || (m.next == m.base) != (m.size == 0) {
+		return false
+	}
+	fi, err := s.f.Stat()
+	if err != nil || fi.Size() != m.size {
+		return false
+	}
+	if m.size > 0 {
+		var h [frameHeaderBytes]byte
+		if m.lastPos < 0 || m.lastPos%frameAlign != 0 {
+			return false
+		}
+		if _, err := s.f.ReadAt(h[:], m.lastPos); err != nil {
+			return false
+		}
+		bodyLen, _ := frameHeader(h[:])
+		if binary.LittleEndian.Uint64(h[:]) != m.lastHeader || bodyLen == 0 ||
+			m.lastPos+int64(padded(frameHeaderBytes+int(bodyLen))) != m.size {
+			return false
+		}
+	}
+	s.size, s.next = m.size, m.next
+	s.lazy = &lazyIndex{interval: interval}
+	return true
+}
+
+// writeSealMarkerLocked records that s, just sealed (synced, write path
+// released), ends at s.size bytes and offset s.next. The steps, in order:
+// the segment's final size is forced to disk (fdatasync: ModeMmap shrank
+// the file after its last msync), the marker goes to a temporary file that
+// is fsynced and renamed over <base>.sealed, and the directory is fsynced;
+// only then may the caller create the next segment. So a marker on disk
+// always describes a segment whose bytes are on disk, and a segment with a
+// successor has its marker unless writing the marker failed.
+//
+// A marker only saves time at Open, so failing to write one does not fail
+// the roll: the partial marker is removed and Open walks the segment. If
+// even the removal fails the error is returned, because an older marker of
+// the same name (a segment of that base deleted by Truncate) could
+// otherwise be trusted. Orphan markers whose segment is gone are removed on
+// the way, and the sealed segment's index is trimmed to its length.
+func (p *Partition) writeSealMarkerLocked(s *segment) error {
+	s.trimIndex()
+	final := filepath.Join(p.dir, sealedName(s.base))
+	err := p.writeSealMarkerFile(s, final)
+	if err != nil {
+		if rerr := os.Remove(final); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return fmt.Errorf("log: topic %s partition %d: seal marker of %s: %w (and removing it: %v)", p.topic, p.id, s.path, err, rerr)
+		}
+	}
+	p.removeOrphanMarkersLocked()
+	return nil
+}
+
+func (p *Partition) writeSealMarkerFile(s *segment, final string) error {
+	if err := s.f.Sync(); err != nil {
+		return err
+	}
+	m := sealMarker{base: s.base, next: s.next, size: s.size, lastPos: -1}
+	if s.size > 0 {
+		pos, hdr, err := s.lastFrame()
+		if err != nil {
+			return err
+		}
+		m.lastPos, m.lastHeader = pos, hdr
+	}
+	tmp, err := os.CreateTemp(p.dir, "."+sealedName(s.base)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if _, err = tmp.Write(m.encode()); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return err
+	}
+	return syncDir(p.dir)
+}
+
+// lastFrame returns the byte position and the 8 header bytes of the last
+// frame of s, which holds at least one: it reads from the last index entry
+// to the end in one pread and steps over the length prefixes.
+func (s *segment) lastFrame() (int64, uint64, error) {
+	e := s.lookup(s.next - 1)
+	buf := make([]byte, s.size-e.pos)
+	if _, err := s.f.ReadAt(buf, e.pos); err != nil && err != io.EOF {
+		return 0, 0, err
+	}
+	at := 0
+	for {
+		bodyLen, _ := frameHeader(buf[at:])
+		n := padded(frameHeaderBytes + int(bodyLen))
+		if bodyLen == 0 || at+n > len(buf) {
+			return 0, 0, fmt.Errorf("log: segment %s: no frame ends at byte %d", s.path, s.size)
+		}
+		if at+n == len(buf) {
+			return e.pos + int64(at), binary.LittleEndian.Uint64(buf[at:]), nil
+		}
+		at += n
+	}
+}
+
+// removeOrphanMarkersLocked removes seal markers (and their leftover
+// temporary files) whose segment is no longer in the partition: segments
+// deleted by Truncate, repair or retention. Best effort; a leftover marker
+// is never trusted for another file of the same name (writeSealMarkerLocked
+// replaces it before that file gets a successor).
+func (p *Partition) removeOrphanMarkersLocked() {
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return
+	}
+	live := make(map[int64]bool, len(p.segments))
+	for _, s := range p.segments {
+		live[s.base] = true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") && strings.Contains(name, sealedSuffix+".tmp-") {
+			os.Remove(filepath.Join(p.dir, name))
+			continue
+		}
+		stem, ok := strings.CutSuffix(name, sealedSuffix)
+		if !ok || len(stem) != 20 {
+			continue
+		}
+		if base, err := strconv.ParseInt(stem, 10, 64); err == nil && !live[base] {
+			os.Remove(filepath.Join(p.dir, name))
+		}
+	}
+}
+
+// lazyIndex defers building the sparse index of a segment trusted by its
+// seal marker to the segment's first read, which walks it once (verifying
+// every frame's CRC on the way). Reads run concurrently under the
+// partition's read lock, so the build is guarded by mu and published by
+// done.
+type lazyIndex struct {
+	interval int // bytes between index entries, from the partition's config
+
+	mu   sync.Mutex
+	done atomic.Bool
+	err  error // a *CorruptError when the walk disagreed with the marker
+}
+
+// loadIndex builds s's index if it was deferred and not built yet, and
+// returns the corruption that build found, if any (every later call returns
+// it again). A segment whose index was built at open or by appends returns
+// nil at once.
+func (s *segment) loadIndex(topic string, partition int32) error {
+	l := s.lazy
+	if l == nil || l.done.Load() {
+		if l != nil {
+			return l.err
+		}
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done.Load() {
+		return l.err
+	}
+	// Walk a copy: readers hold the partition's read lock and look at
+	// s.size and s.next meanwhile.
+	w := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1,
+		index: newIndex(s.size, l.interval)}
+	why, _, err := w.walk(nil, l.interval)
+	if err != nil {
+		return err // an I/O error: not remembered, the next read retries
+	}
+	if why != stopEOF || w.size != s.size || w.next != s.next {
+		reason := why.String()
+		if why.intact() {
+			reason = fmt.Sprintf("frames end at byte %d offset %d but the seal marker says byte %d offset %d",
+				w.size, w.next, s.size, s.next)
+		}
+		l.err = &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
+			Position: w.size, Offset: w.next, Reason: reason}
+	} else {
+		s.index, s.indexedAt = w.index, w.indexedAt
+	}
+	l.done.Store(true)
+	return l.err
+}
+
+// rewalkLocked walks segment i, trusted by its seal marker, after all: the
+// marker disagreed with the next segment's base. A bad frame there is
+// corruption (handled like any bad frame below the active segment).
+func (p *Partition) rewalkLocked(i int) error {
+	s := p.segments[i]
+	s.size, s.next, s.lazy, s.index, s.indexedAt = 0, s.base, nil, nil, -1
+	why, buf, err := s.walk(p.walkBuf, p.cfg.indexInterval)
+	p.walkBuf = buf
+	if err != nil {
+		return err
+	}
+	if !why.intact() {
+		return p.corruptLocked(i, s.size, why.String())
+	}
+	return nil
+}
+
+// trimIndex drops the spare capacity appends left in s.index (up to a
+// quarter of it: Go grows large slices by 1.25x), once s takes no more
+// entries. A 64 MiB segment of 64 B records holds 16,132 entries (252 KiB).
+func (s *segment) trimIndex() {
+	if cap(s.index) > len(s.index) {
+		s.index = slices.Clone(s.index)
+	}
+}
+
+// newIndex returns an empty index with room for every entry of a segment
+// of size bytes: entries lie at least interval bytes apart.
+func newIndex(size int64, interval int) []indexEntry {
+	return make([]indexEntry, 0, size/int64(interval)+1)
+}
