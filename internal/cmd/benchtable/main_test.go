@@ -18,7 +18,7 @@ BenchmarkSegmentAppend/mode=mmap/value=64B/batch=64-2   	 1000	 250.0 ns/op	 256
 BenchmarkBaselineFramedPwrite/value=64B-2               	 1000	 100.0 ns/op	   10000000 records/s
 BenchmarkSyncedAppend/appenders=64-2   100   1 ns/op   150000 records/s
 BenchmarkBaselineSyncPerRecord-2   100   1 ns/op   2500 records/s
-BenchmarkIndexMemory-2   1   1 ns/op   41943040 index-bytes
+BenchmarkIndexMemory-2   1   1 ns/op   40.0 index-MiB
 PASS
 `
 	m, err := parse(strings.NewReader(in), nil)
