@@ -87,6 +87,9 @@ type config struct {
 	repair        bool
 	pollInterval  time.Duration
 	partitioner   Partitioner
+	ack           Ack           // WithAck; 0 means DefaultAck
+	flushRecords  int           // WithFlushPolicy; 0: no record bound
+	flushInterval time.Duration // WithFlushPolicy; 0: no time bound, no flusher
 }
 
 func defaultConfig() config {
@@ -114,7 +117,7 @@ func (c *config) validate() error {
 	if c.pollInterval <= 0 {
 		return fmt.Errorf("log: poll interval %v must be positive", c.pollInterval)
 	}
-	return nil
+	return c.validateWriter()
 }
 
 // WithMode selects the write path, overriding DefaultMode. The mode of a

@@ -1,0 +1,108 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errInjected = errors.New("injected I/O error")
+
+// failingWriter wraps a segment's write path and fails writes or syncs on
+// demand.
+type failingWriter struct {
+	segmentWriter
+	failWrite, failSync bool
+}
+
+func (f *failingWriter) write(frames []byte, pos int64) error {
+	if f.failWrite {
+		return errInjected
+	}
+	return f.segmentWriter.write(frames, pos)
+}
+
+func (f *failingWriter) sync() error {
+	if f.failSync {
+		return errInjected
+	}
+	return f.segmentWriter.sync()
+}
+
+// injectFailures wraps the active segment's write path of partition 0 of a
+// new topic in dir.
+func injectFailures(t *testing.T, dir string) (*Log, *Partition, *failingWriter) {
+	t.Helper()
+	lg, err := Open(dir)
+	require.NoError(t, err)
+	tp, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	_, err = p.Append(context.Background(), Record{Value: []byte("before")})
+	require.NoError(t, err)
+	fw := &failingWriter{segmentWriter: p.active().w}
+	p.active().w = fw
+	return lg, p, fw
+}
+
+// TestFailedSyncFailsThePartitionUntilReopened ensures a failed sync is
+// returned to every AckSynced appender it would have covered and to every
+// later append, Sync and Close (a failed fsync cannot be retried safely),
+// and that reopening recovers.
+func TestFailedSyncFailsThePartitionUntilReopened(t *testing.T) {
+	dir := t.TempDir()
+	lg, p, fw := injectFailures(t, dir)
+	fw.failSync = true
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, err := p.AppendAck(context.Background(), AckSynced, Record{Value: []byte("x")})
+			assert.ErrorIs(t, err, errInjected)
+		})
+	}
+	wg.Wait()
+	_, err := p.Append(context.Background(), Record{Value: []byte("later")})
+	require.ErrorIs(t, err, errInjected)
+	assert.Contains(t, err.Error(), "an earlier write or sync failed, reopen to recover")
+	require.ErrorIs(t, p.Sync(), errInjected)
+	require.ErrorIs(t, p.Truncate(0), errInjected)
+	require.ErrorIs(t, lg.Close(), errInjected)
+
+	lg, err = Open(dir)
+	require.NoError(t, err)
+	defer lg.Close()
+	tp, err := lg.Topic("events")
+	require.NoError(t, err)
+	p, _ = tp.Partition(0)
+	assert.EqualValues(t, 9, p.NextOffset(), "the frames were written; only their sync failed")
+	_, err = p.AppendAck(context.Background(), AckSynced, Record{Value: []byte("again")})
+	require.NoError(t, err)
+}
+
+// TestFailedWriteDropsWhatFollowsIt ensures a failed group write fails the
+// appenders in it, drops frames accepted after it (their offsets follow the
+// lost ones), and leaves the log as it was before it.
+func TestFailedWriteDropsWhatFollowsIt(t *testing.T) {
+	dir := t.TempDir()
+	lg, p, fw := injectFailures(t, dir)
+	fw.failWrite = true
+	_, err := p.AppendAck(context.Background(), AckWritten, Record{Value: []byte("lost")})
+	require.ErrorIs(t, err, errInjected)
+	_, err = p.AppendAck(context.Background(), AckNone, Record{Value: []byte("refused")})
+	require.ErrorIs(t, err, errInjected)
+	assert.EqualValues(t, 1, p.NextOffset())
+	require.ErrorIs(t, lg.Close(), errInjected)
+
+	lg, err = Open(dir)
+	require.NoError(t, err)
+	defer lg.Close()
+	tp, err := lg.Topic("events")
+	require.NoError(t, err)
+	p, _ = tp.Partition(0)
+	assert.EqualValues(t, 1, p.NextOffset())
+}
