@@ -47,8 +47,11 @@ func listSegments(dir string) ([]int64, error) {
 //
 //   - intact (clean end of file, or the zero tail of a pre-sized segment):
 //     keep it;
-//   - a bad frame in the last segment: a torn tail, the remains of an append
-//     cut short by a crash. Cut it (ftruncate, fsync) and append from there;
+//   - the end of the last segment: recoverTailLocked (tail.go) tells a torn
+//     tail (a bad frame with nothing intact behind it, at or above the
+//     recovery point: the remains of an append cut short by a crash; cut it
+//     and append from there) from corruption (intact frames behind the bad
+//     one, or an end below the recovery point);
 //   - a bad frame in an earlier segment, or a gap between segments: the
 //     segment was sealed, so forced to disk before its successor was
 //     created; a bad frame there is corruption. Fail with *CorruptError
@@ -58,6 +61,9 @@ func (p *Partition) recoverLocked(bases []int64) error {
 	flag := os.O_RDWR
 	if p.cfg.readOnly {
 		flag = os.O_RDONLY
+	}
+	if len(bases) == 0 && !p.cfg.readOnly {
+		return p.recoverTailLocked(nil, stopEOF)
 	}
 	for i, base := range bases {
 		s, err := openSegment(p.dir, base, flag)
@@ -73,17 +79,17 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
 			return err
 		}
+		last := i == len(bases)-1
+		if last && !p.cfg.readOnly {
+			return p.recoverTailLocked(s, why) // end, torn tail or corruption (tail.go)
+		}
 		if why.intact() {
 			continue
 		}
-		last := i == len(bases)-1
-		if p.cfg.readOnly && last {
-			return nil // the writer may be mid-append; refreshLocked retries
+		if last {
+			return nil // read-only: the writer may be mid-append; refreshLocked retries
 		}
-		if !last {
-			return p.corruptLocked(i, s.size, why.String())
-		}
-		p.report = RecoveryReport{Segment: s.path, Reason: why.String()}
+		return p.corruptLocked(i, s.size, why.String())
 	}
 	return nil
 }
@@ -127,6 +133,9 @@ func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 	}
 	p.segments = p.segments[:i+1]
 	if err := syncDir(p.dir); err != nil {
+		return err
+	}
+	if err := p.repairPointLocked(point{Segment: s.base, Position: s.size, Offset: s.next}); err != nil {
 		return err
 	}
 	p.report.Segment, p.report.Reason, p.report.DroppedRecords = s.path, reason, lost
