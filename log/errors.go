@@ -16,7 +16,10 @@ var (
 	// ErrCorrupt is returned by Open (through Topic and CreateTopic) when a
 	// frame that should be intact is not: a bad frame in a sealed segment
 	// (sealed segments are forced to disk before the next one is created),
-	// or a gap between segments. *CorruptError names where.
+	// a gap between segments, a bad frame followed by intact ones, or an
+	// end of log below the partition's recovery point (records known to be
+	// on disk are missing). *CorruptError names where. A recovery point file
+	// that does not parse is ErrCorrupt naming the file.
 	ErrCorrupt = errors.New("log: corrupt segment")
 	// ErrUnknownTopic is returned by Topic when the topic was never created.
 	ErrUnknownTopic = errors.New("log: unknown topic")

@@ -141,9 +141,11 @@ func WithIndexIntervalBytes(n int) Option {
 // every poll interval, and every write returns ErrReadOnly.
 func ReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
 
-// WithRepair lets Open truncate at a corrupt frame of a sealed segment
-// instead of failing with ErrCorrupt; the records it drops are reported by
-// Partition.Recovery. Without it, valid records are never dropped.
+// WithRepair lets Open truncate at a corrupt frame (see ErrCorrupt) instead
+// of failing with ErrCorrupt: it cuts there, deletes later segments, lowers
+// the recovery point (rewriting one that does not parse) and reports the
+// records it dropped in Partition.Recovery. Without it, valid records are
+// never dropped.
 func WithRepair() Option { return optionFunc(func(c *config) { c.repair = true }) }
 
 // WithPollInterval sets how often a read-only follower looks for records

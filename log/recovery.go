@@ -17,9 +17,10 @@ type RecoveryReport struct {
 	// TruncatedBytes is how many bytes were cut from Segment, a torn frame
 	// included (a zero-filled pre-sized tail is not counted).
 	TruncatedBytes int64
-	// DroppedRecords counts intact-looking records dropped by WithRepair
-	// beyond the first bad frame (frames after it in later segments). A torn
-	// last frame is not a record and is not counted.
+	// DroppedRecords counts the records WithRepair dropped: from the first
+	// bad frame to the last intact one behind it (in the same segment or in
+	// later ones), or to the recovery point when that is further. A torn
+	// tail, which was never a record, is not counted.
 	DroppedRecords int64
 	// DeletedSegments lists segment files removed by WithRepair.
 	DeletedSegments []string

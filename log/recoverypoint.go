@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,10 @@ type recoveryPoints struct {
 	want    point     // the newest point known durable; saved lags it
 	savedAt time.Time // when saved was written
 	err     error     // the first failed save, returned by Close
+	// lowered counts lowerPoint calls. A point taken before a Truncate must
+	// not be saved after it, so notePoint takes the count read with the
+	// point and drops the point when it has moved.
+	lowered atomic.Uint64
 }
 
 // loadRecoveryPoint reads the recovery point of the partition folder dir.
@@ -112,8 +117,10 @@ func saveRecoveryPoint(dir string, pt point) error {
 // saves it when the last save is recoveryPointEvery old, or at once when
 // force is set. A save already running elsewhere makes a non-forced call
 // return at once; its point is saved next time. It must be called only
-// after the sync that covers pt has completed.
-func (p *Partition) notePoint(pt point, force bool) error {
+// after the sync that covers pt has completed, with the value of
+// rp.lowered read when pt was (under the writer's mutex): a point from
+// before a Truncate is dropped.
+func (p *Partition) notePoint(pt point, lowered uint64, force bool) error {
 	rp := &p.rp
 	if force {
 		rp.mu.Lock()
@@ -121,7 +128,7 @@ func (p *Partition) notePoint(pt point, force bool) error {
 		return nil
 	}
 	defer rp.mu.Unlock()
-	if pt.Offset > rp.want.Offset {
+	if lowered == rp.lowered.Load() && pt.Offset > rp.want.Offset {
 		rp.want = pt
 	}
 	if rp.want == rp.saved || !force && time.Since(rp.savedAt) < recoveryPointEvery {
@@ -145,6 +152,7 @@ func (p *Partition) lowerPoint(pt point) error {
 	rp := &p.rp
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	rp.lowered.Add(1)
 	if rp.want.Offset > pt.Offset {
 		rp.want = pt
 	}

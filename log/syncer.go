@@ -67,7 +67,7 @@ func (p *Partition) syncLocked() {
 	w.round = r
 	p.gatherLocked()
 	err := p.awaitWrittenLocked(w.assigned, true)
-	at := w.writtenAt
+	at, lowered := w.writtenAt, p.rp.lowered.Load()
 	if err == nil {
 		w.mu.Unlock()
 		start := time.Now()
@@ -87,7 +87,7 @@ func (p *Partition) syncLocked() {
 	close(r.done)
 	if err == nil {
 		w.mu.Unlock()
-		p.notePoint(at, false) // a failed save is kept for Close; the records are synced
+		p.notePoint(at, lowered, false) // a failed save is kept for Close; the records are synced
 		w.mu.Lock()
 	}
 }
@@ -190,12 +190,12 @@ func (p *Partition) closeWriter() error {
 		<-r.done
 		w.mu.Lock()
 	}
-	err, at := w.err, w.syncedAt
+	err, at, lowered := w.err, w.syncedAt, p.rp.lowered.Load()
 	w.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := p.notePoint(at, true); err != nil {
+	if err := p.notePoint(at, lowered, true); err != nil {
 		return err
 	}
 	return p.rp.err

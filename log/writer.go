@@ -284,9 +284,9 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 		go p.drainPending() // only AckNone frames are left, and no one waits to write them
 	}
 	if rolled {
-		at := w.syncedAt
+		at, lowered := w.syncedAt, p.rp.lowered.Load()
 		w.mu.Unlock()
-		p.notePoint(at, false) // a failed save is kept for Close
+		p.notePoint(at, lowered, false) // a failed save is kept for Close
 		w.mu.Lock()
 	}
 }

@@ -106,3 +106,30 @@ func TestFailedWriteDropsWhatFollowsIt(t *testing.T) {
 	p, _ = tp.Partition(0)
 	assert.EqualValues(t, 1, p.NextOffset())
 }
+
+// TestPointTakenBeforeTruncateIsNotSaved ensures a recovery point a sync
+// round took before a Truncate, saved after it, cannot raise the point
+// above the truncated end (the next open would take the cut records for
+// lost ones and fail).
+func TestPointTakenBeforeTruncateIsNotSaved(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := Open(dir)
+	require.NoError(t, err)
+	defer lg.Close()
+	tp, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	p, _ := tp.Partition(0)
+	for range 10 {
+		_, err := p.AppendAck(context.Background(), AckSynced, Record{Value: []byte("x")})
+		require.NoError(t, err)
+	}
+	p.w.mu.Lock()
+	at, lowered := p.w.syncedAt, p.rp.lowered.Load()
+	p.w.mu.Unlock()
+	require.EqualValues(t, 10, at.Offset)
+	require.NoError(t, p.Truncate(5))
+	require.NoError(t, p.notePoint(at, lowered, true))
+	pt, err := loadRecoveryPoint(p.dir)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, pt.Offset)
+}
