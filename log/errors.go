@@ -46,6 +46,10 @@ var (
 	ErrReadOnly = errors.New("log: opened read-only")
 	// ErrClosed is returned by operations on a closed Log, Topic or Partition.
 	ErrClosed = errors.New("log: closed")
+	// ErrTruncated is returned by an append whose records a concurrent
+	// Partition.Truncate removed before the append's ack (written or
+	// synced) came.
+	ErrTruncated = errors.New("log: records truncated before their ack")
 )
 
 // OffsetOutOfRangeError reports a read or truncation outside

@@ -306,9 +306,11 @@ func (p *Partition) Read(offset int64, maxBytes int) ([]Record, error) {
 }
 
 // Truncate removes every record at offset and above; the next append
-// reuses offset. Records accepted by earlier AckNone appends are written
-// first. The recovery point is lowered to offset first, segments above it
-// are deleted (directory fsynced) and the cut is forced to disk. Errors:
+// reuses offset. Records accepted by earlier appends are written first;
+// appends of removed records still waiting for their sync fail with
+// ErrTruncated. The recovery point is lowered to offset first, segments
+// above it are deleted (directory fsynced) and the cut is forced to disk.
+// Errors:
 // ErrReadOnly, ErrClosed, ErrOffsetOutOfRange for an offset outside
 // [StartOffset, NextOffset], the partition's write or sync failure.
 func (p *Partition) Truncate(offset int64) error {

@@ -6,6 +6,13 @@ import (
 	"time"
 )
 
+// maxGatherDelay bounds how long a sync round waits for appenders to join
+// it (gatherLocked): 0.5 ms. Gathering 64 appenders took about 30 µs (3
+// yields) on the 2-core CI machine; the bound matters only while records
+// keep arriving (AckWritten appenders writing meanwhile), and keeps the
+// latency it adds below one sync of that disk (0.2 to 0.6 ms).
+const maxGatherDelay = 500 * time.Microsecond
+
 // syncRound is one group sync. Its leader gathers appenders, writes what is
 // pending, syncs and closes done; every appender whose frames were written
 // before the sync began is covered. Waiters block on done without holding
@@ -29,6 +36,11 @@ func (p *Partition) awaitSynced(end int64) error {
 		}
 		if w.err != nil {
 			err := w.err
+			w.mu.Unlock()
+			return err
+		}
+		if end > w.assigned {
+			err := p.truncatedLocked(end)
 			w.mu.Unlock()
 			return err
 		}
@@ -96,7 +108,8 @@ func (p *Partition) syncLocked() {
 // the appenders about to append (typically those the previous round just
 // released, coming back with their next record) instead of leaving them to
 // the next round: it yields the processor, and yields again while the
-// yield let new records in, for at most half the previous sync's duration.
+// yield let new records in, for at most half the previous sync's duration
+// and never more than maxGatherDelay.
 // Without it, concurrent AckSynced appenders split into two cohorts that
 // alternate, each waiting for two syncs. A lone appender pays one yield
 // (about 0.2 µs). Called with w.mu held; it releases it while yielding.
@@ -108,7 +121,7 @@ func (p *Partition) gatherLocked() {
 		w.mu.Unlock()
 		runtime.Gosched()
 		w.mu.Lock()
-		if w.assigned == n || time.Since(start) >= w.lastSync/2 {
+		if w.assigned == n || time.Since(start) >= min(w.lastSync/2, maxGatherDelay) {
 			return
 		}
 	}

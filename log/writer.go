@@ -47,6 +47,7 @@ type groupWriter struct {
 	writtenAt  point // where the written frames end
 	writing    bool  // someone holds the writer role
 	maxWaitEnd int64 // the highest end an appender waits in wrote for
+	noneEnd    int64 // the end of the last AckNone append that did not wait
 
 	syncedTo   int64         // frames below this offset are on stable storage
 	syncedAt   point         // where the synced frames end
@@ -188,6 +189,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	case ack == AckSynced:
 		return first, p.awaitSynced(end) // the round's leader writes the frames
 	case ack == AckNone && w.writing && len(w.pend) <= maxPendingBytes:
+		w.noneEnd = end // the writer writes it, or leaves it to drainPending
 		w.mu.Unlock()
 		return first, nil
 	}
@@ -198,6 +200,13 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	}
 	w.mu.Unlock()
 	return first, err
+}
+
+// truncatedLocked is the error of an append whose records, below end,
+// a Truncate removed before they were written or synced.
+func (p *Partition) truncatedLocked(end int64) error {
+	return fmt.Errorf("%w: topic %s partition %d: the log was truncated to offset %d, below the append's end %d",
+		ErrTruncated, p.topic, p.id, p.w.assigned, end)
 }
 
 // usableLocked returns the error an operation on a closed or failed
@@ -222,6 +231,9 @@ func (p *Partition) awaitWrittenLocked(end int64, forSync bool) error {
 	for w.written < end {
 		if w.err != nil {
 			return w.err
+		}
+		if end > w.assigned {
+			return p.truncatedLocked(end)
 		}
 		if !w.writing {
 			p.leadLocked(end, forSync)
@@ -280,8 +292,8 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 	}
 	w.writing = false
 	w.wrote.Broadcast()
-	if len(w.pend) > 0 && w.maxWaitEnd <= w.written && w.round == nil {
-		go p.drainPending() // only AckNone frames are left, and no one waits to write them
+	if w.noneEnd > w.written && w.maxWaitEnd <= w.written {
+		go p.drainPending() // AckNone frames are left and no one waits to write them
 	}
 	if rolled {
 		at, lowered := w.syncedAt, p.rp.lowered.Load()
@@ -296,8 +308,8 @@ func (p *Partition) drainPending() {
 	w := &p.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.writing && len(w.pend) > 0 && w.err == nil {
-		p.leadLocked(w.assigned, false)
+	if !w.writing && w.noneEnd > w.written && w.err == nil {
+		p.leadLocked(w.noneEnd, false)
 	}
 }
 
@@ -413,6 +425,7 @@ func (p *Partition) releaseWriter(end *point) {
 			p.setSyncedLocked(*end)
 		}
 		w.maxWaitEnd = min(w.maxWaitEnd, end.Offset)
+		w.noneEnd = min(w.noneEnd, end.Offset)
 	}
 	w.writing = false
 	w.wrote.Broadcast()
