@@ -49,11 +49,12 @@ type groupWriter struct {
 	maxWaitEnd int64 // the highest end an appender waits in wrote for
 	noneEnd    int64 // the end of the last AckNone append that did not wait
 
-	syncedTo   int64         // frames below this offset are on stable storage
-	syncedAt   point         // where the synced frames end
-	syncedFast atomic.Int64  // syncedTo, for waiters that do not hold mu
-	round      *syncRound    // the sync round running, nil when none is
-	lastSync   time.Duration // how long the last sync took; bounds gatherLocked
+	syncedTo    int64         // frames below this offset are on stable storage
+	syncedAt    point         // where the synced frames end
+	syncedFast  atomic.Int64  // syncedTo, for waiters that do not hold mu
+	round       *syncRound    // the sync round running, nil when none is
+	lastSync    time.Duration // how long the last sync took; bounds gatherLocked
+	lastMembers int           // how many appenders the last round released
 
 	closed bool
 	err    error // sticky: the first failed write or sync
