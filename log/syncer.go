@@ -81,6 +81,13 @@ func (p *Partition) syncLocked() {
 	w.round = r
 	p.gatherLocked()
 	err := p.awaitWrittenLocked(w.assigned, true)
+	for err == nil && w.writing {
+		// Someone holds the writer role: a writer, whose frames this round
+		// takes along, or a Truncate, whose cut must not be read half made.
+		w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
+		w.wrote.Wait()
+		err = p.awaitWrittenLocked(w.assigned, true)
+	}
 	at, lowered := w.writtenAt, p.rp.lowered.Load()
 	if err == nil {
 		w.mu.Unlock()
@@ -93,10 +100,14 @@ func (p *Partition) syncLocked() {
 	}
 	w.round = nil
 	w.lastMembers = r.members
-	if err != nil {
+	switch {
+	case err != nil:
 		r.err = err
 		p.failLocked(err)
-	} else if at.Offset > w.syncedTo {
+	case p.rp.lowered.Load() != lowered:
+		// A Truncate cut the log while this round synced: the frames it
+		// covered may be gone, and offsets above the cut will be reused.
+	case at.Offset > w.syncedTo:
 		p.setSyncedLocked(at)
 	}
 	close(r.done)

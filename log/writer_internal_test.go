@@ -150,9 +150,9 @@ func (b *blockingWriter) sync() error {
 	return b.segmentWriter.sync()
 }
 
-// TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang ensures an AckSynced
-// append whose records a concurrent Truncate removes before a sync covered
-// them returns (ErrTruncated, or nil when its sync won the race) instead of
+// TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang ensures AckSynced
+// appends whose records a concurrent Truncate removes return (ErrTruncated,
+// or nil when their sync was recorded before the cut began) instead of
 // waiting, or syncing, for ever.
 func TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang(t *testing.T) {
 	lg, err := Open(t.TempDir(), WithMode(ModeFile))
@@ -181,8 +181,8 @@ func TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang(t *testing.T) {
 	for name, ch := range map[string]chan error{"first": first, "second": second, "truncate": truncated} {
 		select {
 		case err := <-ch:
-			if name == "second" && err != nil {
-				require.ErrorIs(t, err, ErrTruncated)
+			if name != "truncate" && err != nil {
+				require.ErrorIs(t, err, ErrTruncated, name) // both appends' records are cut
 			} else {
 				require.NoError(t, err, name)
 			}
@@ -207,4 +207,43 @@ func waitFor(t *testing.T, p *Partition, cond func() bool) {
 		require.True(t, time.Now().Before(deadline), "condition not reached")
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestSyncRacingTruncateNeverClaimsCutRecords ensures a sync round that was
+// running while a Truncate cut the log does not record the cut records as
+// synced: the next AckSynced append at a reused offset still syncs.
+func TestSyncRacingTruncateNeverClaimsCutRecords(t *testing.T) {
+	lg, err := Open(t.TempDir(), WithMode(ModeFile))
+	require.NoError(t, err)
+	defer lg.Close()
+	tp, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	p, _ := tp.Partition(0)
+	ctx := context.Background()
+	_, err = p.Append(ctx, Record{Value: []byte("kept")})
+	require.NoError(t, err)
+	bw := &blockingWriter{segmentWriter: p.active().w, entered: make(chan struct{}, 100), release: make(chan struct{})}
+	p.active().w = bw
+
+	synced := make(chan error, 1)
+	go func() { _, err := p.AppendAck(ctx, AckSynced, Record{Value: []byte("cut")}); synced <- err }()
+	<-bw.entered // the round syncs offsets 0 and 1, and blocks
+	truncated := make(chan error, 1)
+	go func() { truncated <- p.Truncate(1) }()
+	waitFor(t, p, func() bool { return p.rp.lowered.Load() == 1 }) // Truncate waits for the sync
+	close(bw.release)
+	require.NoError(t, <-truncated)
+	if err := <-synced; err != nil {
+		require.ErrorIs(t, err, ErrTruncated)
+	}
+	p.w.mu.Lock()
+	syncedTo := p.w.syncedTo
+	p.w.mu.Unlock()
+	require.LessOrEqual(t, syncedTo, int64(1), "nothing above the cut counts as synced")
+
+	before := p.w.syncCalls.Load()
+	off, err := p.AppendAck(ctx, AckSynced, Record{Value: []byte("reused")})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, off)
+	assert.Greater(t, p.w.syncCalls.Load(), before, "the record at the reused offset was synced")
 }
