@@ -12,8 +12,8 @@
 // A partition folder holds its segments, each named by the offset of its
 // first record zero-padded to 20 digits plus ".log"; next to each sealed
 // segment its seal marker, the same name with ".sealed" (see "Seal
-// markers"); and, once a ModeMmap writer has opened it, follow.waiters (see
-// "Readers"):
+// markers"); its recovery point (see "Recovery"); and, once a ModeMmap
+// writer has opened it, follow.waiters (see "Readers"):
 //
 //	events/
 //	  topic.json
@@ -22,6 +22,7 @@
 //	  0/00000000000000000000.log
 //	  0/00000000000000000000.sealed
 //	  0/00000000000000004096.log
+//	  0/recovery-point.json
 //	  0/follow.waiters
 //	  1/leader-epoch-checkpoint
 //	  1/00000000000000000000.log
@@ -66,7 +67,9 @@
 // ModeFile writes frames with pwrite; the file length is the end of the
 // active segment. ModeMmap pre-sizes the active segment with fallocate and
 // copies frames into a shared mapping; the first zero length prefix is the
-// end. Reads always use pread, whatever the mode, so a reader is never
+// end. Either way one partition has one writer at a time: concurrent
+// appenders are written together, by whichever of them finds no write in
+// progress, with one pwrite or one copy (see "Durability"). Reads always use pread, whatever the mode, so a reader is never
 // killed by SIGBUS when a mapped file shrinks under it. A segment rolls when
 // the next frame would not fit in WithSegmentBytes (64 MiB by default); the
 // full segment is forced to disk and, in ModeMmap, shrunk to its frames
@@ -83,17 +86,35 @@
 // file) is built on its first read, by walking it once. Every other
 // segment, the last one always, is walked at open: its frames are read in
 // 1 MiB chunks, each CRC checked, and the index built on the way. A walk
-// stops at the first frame that is not intact: a length of zero, a length
-// that runs past the end of the file, a CRC mismatch, or a body that does
-// not decode or holds the wrong offset. In the last segment that is a torn
-// tail, left by a crash during an append: it is truncated (and the
-// truncation forced to disk), and the next append reuses the offset;
-// Partition.Recovery reports the cut. In an earlier segment it is
-// corruption, because sealed segments were forced to disk before the next
-// one was created: opening fails with a *CorruptError naming topic,
-// partition, segment, byte position and offset, unless the log was opened
-// WithRepair, which cuts there, deletes the later segments and reports how
-// many records it dropped. Valid records are never dropped silently.
+// stops at the first frame that is not intact: a length of zero, a length that runs past the end of the
+// file, a CRC mismatch, or a body that does not decode or holds the wrong
+// offset. What that stop means is decided by where it is:
+//
+//   - In the last segment, with nothing intact behind it and at or above
+//     the recovery point, it is the end of the log (a clean end of file or
+//     the zero tail of a pre-sized segment) or a torn tail, the remains of
+//     an append a crash cut short: the tail is truncated (and the
+//     truncation forced to disk), the next append reuses the offset, and
+//     Partition.Recovery reports the cut.
+//   - In the last segment with an intact frame behind it (the file is
+//     scanned on from the stop at every 8-byte boundary for a frame that
+//     verifies and holds the expected offset or a later one), or below the
+//     recovery point, or in an earlier segment (sealed segments were forced
+//     to disk before the next one was created), it is corruption: opening
+//     fails with a *CorruptError (ErrCorrupt) naming topic, partition,
+//     segment, byte position and offset, unless the log was opened
+//     WithRepair, which cuts there, deletes any later segments, lowers the
+//     recovery point and reports how many records it dropped.
+//
+// Valid records are never dropped silently.
+//
+// The recovery point, recovery-point.json in the partition folder, records
+// the end of what is known to be on disk: segment base offset, byte
+// position and offset. It is written after syncs, at most once a second,
+// and by Close (temporary file, fsync, rename, fsync of the folder), so it
+// costs nothing per append; it may lag the synced end by up to a second of
+// appends. Truncate and repair lower it before they cut. A read-only log
+// does not look at it.
 //
 // Trusting a marker moves the check of a sealed segment's frames from Open
 // to its first read: a sealed segment damaged since it was sealed (a
@@ -154,10 +175,50 @@
 //
 // # Durability
 //
-// Append returns once the frames are in the page cache: they survive the
-// death of the process, not a crash of the machine. Partition.Sync (and
-// Topic.Sync) force them to disk (fdatasync, or msync for ModeMmap). Every
-// file creation, rename and deletion is followed by an fsync of its
+// What an append promises when it returns is its ack policy: WithAck sets
+// the log's (AckWritten by default), Partition.AppendAck and
+// Topic.AppendAck choose per call.
+//
+//   - AckNone: the records are accepted: validated, given their offsets and
+//     encoded in memory, to be written by the appender that is writing for
+//     the partition (the caller itself when none is). They are lost if the
+//     process dies before that write, typically microseconds later, and
+//     are exposed afterwards like AckWritten records. A write error is
+//     returned by the next append, Sync or Close.
+//   - AckWritten: the records are in the operating system's page cache.
+//     Readers, also in other processes, see them; they survive the death
+//     of the writing process (a panic, SIGKILL), but a kernel crash or
+//     power loss loses those not yet synced.
+//   - AckSynced: the records are on stable storage. A sync that began after
+//     they were written has completed (fdatasync for ModeFile, msync with
+//     MS_SYNC for ModeMmap), and their segment's directory entry was
+//     fsynced when the segment was created, before anything in it was
+//     acked. They survive power loss, as far as the disk honours cache
+//     flushes.
+//
+// The loss window of AckNone and AckWritten records, on a crash of the
+// machine, is everything written since the last sync. Syncs happen on
+// Partition.Sync and Topic.Sync, an AckSynced append, a segment roll (the
+// full segment is synced before the next is created) and Close (which
+// writes what AckNone accepted and syncs it). Without a flush policy, the
+// default, nothing else syncs: the window is whatever the kernel has not
+// yet written back on its own (on Linux, dirty pages older than
+// vm.dirty_expire_centisecs, 30 s by default, are written within about
+// another 5 s). WithFlushPolicy(n, d) bounds it: a sync starts once n
+// records are unsynced (run by the appender that crosses the bound), and
+// d after a record was written at the latest (run by a background
+// goroutine); either bound may be zero to disable it. The window is then
+// about the last n records or the last d plus the duration of one sync,
+// whichever is less.
+//
+// Concurrent appends to a partition are grouped: the records of every
+// appender waiting are stored with one write, and AckSynced appenders share
+// one sync, so a sync's cost is divided among them. A failed write or sync
+// fails the partition: every later append returns the error until the log
+// is reopened (a failed fsync may have dropped the dirty pages, so
+// retrying it could report success for data that is gone).
+//
+// Every file creation, rename and deletion is followed by an fsync of its
 // directory.
 //
 // # Readers

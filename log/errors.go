@@ -16,9 +16,12 @@ var (
 	// ErrCorrupt is returned by Open (through Topic and CreateTopic) when a
 	// frame that should be intact is not: a bad frame in a sealed segment
 	// (sealed segments are forced to disk before the next one is created),
-	// or a gap between segments. A sealed segment trusted from its seal
-	// marker is checked on its first read instead, which returns it.
-	// *CorruptError names where.
+	// a gap between segments, a bad frame followed by intact ones, or an
+	// end of log below the partition's recovery point (records known to be
+	// on disk are missing). A sealed segment trusted from its seal marker is
+	// checked on its first read instead, which returns it. *CorruptError
+	// names where. A recovery point file
+	// that does not parse is ErrCorrupt naming the file.
 	ErrCorrupt = errors.New("log: corrupt segment")
 	// ErrCorruptMetadata is returned when a topic's metadata file or a
 	// partition's epoch file does not parse, or contradicts the folders
@@ -50,6 +53,10 @@ var (
 	ErrReadOnly = errors.New("log: opened read-only")
 	// ErrClosed is returned by operations on a closed Log, Topic or Partition.
 	ErrClosed = errors.New("log: closed")
+	// ErrTruncated is returned by an append whose records a concurrent
+	// Partition.Truncate removed before the append's ack (written or
+	// synced) came.
+	ErrTruncated = errors.New("log: records truncated before their ack")
 )
 
 // OffsetOutOfRangeError reports a read or truncation outside

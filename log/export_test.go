@@ -1,5 +1,21 @@
 package log
 
+import "time"
+
+// SyncCalls returns how many syncs p's writer has run (AckSynced, Sync,
+// the flush policy, Close; not the syncs of segment rolls): the seam the
+// flush-policy tests observe.
+func SyncCalls(p *Partition) int64 { return p.w.syncCalls.Load() }
+
+// SyncTime returns the time p's writer spent in those syncs.
+func SyncTime(p *Partition) time.Duration { return time.Duration(p.w.syncNanos.Load()) }
+
+// WriteCalls returns how many group writes p's writer has made.
+func WriteCalls(p *Partition) int64 { return p.w.writeCalls.Load() }
+
+// RecoveryPointFile is the name of a partition's recovery point file.
+const RecoveryPointFile = recoveryPointFile
+
 // SetBeforeSegmentRead installs f to run in every Partition.Read after the
 // segment holding the offset has been acquired and the partition lock
 // released, just before the segment is read (beforeSegmentReadHook). It

@@ -100,7 +100,7 @@ func decodeBody(body []byte, r *Record) error {
 		return errBadFrame
 	}
 	r.Epoch = int32(binary.LittleEndian.Uint32(body[4:]))
-	r.Offset = int64(binary.LittleEndian.Uint64(body[8:]))
+	r.Offset = bodyOffset(body)
 	r.Timestamp = int64(binary.LittleEndian.Uint64(body[16:]))
 	rest := body[24:]
 	var ok bool
@@ -168,7 +168,7 @@ func takeBytes(b []byte) (v, rest []byte, ok bool) {
 // accepts.
 func checkBody(body []byte, off int64) bool {
 	if len(body) < bodyFixedBytes || body[0] != formatVersion ||
-		int64(binary.LittleEndian.Uint64(body[8:])) != off {
+		bodyOffset(body) != off {
 		return false
 	}
 	// Without headers the body ends with a zero header count right after
@@ -209,6 +209,10 @@ func checkBody(body []byte, off int64) bool {
 	}
 	return at == end
 }
+
+// bodyOffset returns the offset a body claims (byte 8, see doc.go); the body
+// need not be verified, only at least bodyFixedBytes long.
+func bodyOffset(body []byte) int64 { return int64(binary.LittleEndian.Uint64(body[8:])) }
 
 // bodyTimestamp returns the timestamp of a verified body (byte 16, see
 // doc.go).

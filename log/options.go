@@ -96,6 +96,9 @@ type config struct {
 	repair        bool
 	pollInterval  time.Duration
 	partitioner   Partitioner
+	ack           Ack           // WithAck; 0 means DefaultAck
+	flushRecords  int           // WithFlushPolicy; 0: no record bound
+	flushInterval time.Duration // WithFlushPolicy; 0: no time bound, no flusher
 
 	retentionCheckInterval time.Duration                // 0: no background check
 	retentionObserver      func(RetentionReport, error) // nil: none
@@ -131,7 +134,7 @@ func (c *config) validate() error {
 	if c.retentionCheckInterval < 0 {
 		return fmt.Errorf("log: retention check interval %v must not be negative (0 disables the check)", c.retentionCheckInterval)
 	}
-	return nil
+	return c.validateWriter()
 }
 
 // WithMode selects the write path, overriding DefaultMode. The mode of a
@@ -158,9 +161,11 @@ func WithIndexIntervalBytes(n int) Option {
 // it they wake within the poll interval.
 func ReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
 
-// WithRepair lets Open truncate at a corrupt frame of a sealed segment
-// instead of failing with ErrCorrupt; the records it drops are reported by
-// Partition.Recovery. Without it, valid records are never dropped.
+// WithRepair lets Open truncate at a corrupt frame (see ErrCorrupt) instead
+// of failing with ErrCorrupt: it cuts there, deletes later segments, lowers
+// the recovery point (rewriting one that does not parse) and reports the
+// records it dropped in Partition.Recovery. Without it, valid records are
+// never dropped.
 func WithRepair() Option { return optionFunc(func(c *config) { c.repair = true }) }
 
 // WithPollInterval sets how often a read-only follower looks for records

@@ -18,10 +18,13 @@ import (
 // lock; in-process appends are serialised by a mutex); any number of readers
 // read, also from other processes that opened the log read-only.
 //
-// Durability: Append returns once the frames are in the page cache, so they
-// survive the death of the process but not of the machine; Sync forces
-// them to stable storage. A segment is forced to disk before the next one is
-// created, so every sealed segment is durable.
+// Durability: Append returns when the log's ack policy says (WithAck;
+// AckWritten by default: the frames are in the page cache, so they survive
+// the death of the process but not of the machine); AppendAck chooses per
+// call, AckSynced waiting for a sync shared with concurrent appenders; Sync
+// forces everything to stable storage. A segment is forced to disk before
+// the next one is created, so every sealed segment is durable. Concurrent
+// appends are written together (see AppendAck).
 type Partition struct {
 	cfg   *config
 	topic string
@@ -30,13 +33,13 @@ type Partition struct {
 
 	mu       sync.RWMutex
 	segments []*segment
-	buf      []byte // encoding buffer, reused by appends
 	walkBuf  []byte // walk buffer, reused by refreshes
 	report   RecoveryReport
 	closed   bool
 
-	epochs    epochs      // the epoch history; the last entry is the current epoch
-	epochSeen os.FileInfo // read-only: the epoch file when last read
+	epochs    epochs       // the epoch history; the last entry is the current epoch
+	epoch     atomic.Int32 // epochs.latest(), read by appenders without p.mu
+	epochSeen os.FileInfo  // read-only: the epoch file when last read
 
 	next atomic.Int64 // high watermark, published after its bytes
 
@@ -45,6 +48,8 @@ type Partition struct {
 
 	ret   retentionState // retention.go: enforcement, truncation count, deletion checks
 	xproc crossProcess   // follow across processes (follow.go)
+	w     groupWriter    // the write side: group commit, acks, flush policy (writer.go)
+	rp    recoveryPoints // the recovery point file (recoverypoint.go)
 }
 
 func openPartition(cfg *config, topic string, id int32, dir string) (*Partition, error) {
@@ -57,6 +62,11 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 	bases, err := listSegments(dir)
 	if err != nil && !(cfg.readOnly && errors.Is(err, fs.ErrNotExist)) {
 		return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
+	}
+	if !cfg.readOnly {
+		if p.rp.loaded, err = loadRecoveryPoint(dir); err != nil && !cfg.repair {
+			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
+		}
 	}
 	err = p.recoverLocked(bases)
 	if err != nil && cfg.readOnly && errors.Is(err, fs.ErrNotExist) {
@@ -96,6 +106,7 @@ func openPartition(cfg *config, topic string, id int32, dir string) (*Partition,
 	}
 	p.openWaitersLocked()
 	p.publishLocked()
+	p.startWriter()
 	return p, nil
 }
 
@@ -117,6 +128,7 @@ func (p *Partition) beginEpochLocked() error {
 		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 	}
 	p.epochs = e
+	p.epoch.Store(e.latest())
 	return nil
 }
 
@@ -240,6 +252,8 @@ func (p *Partition) createSegmentLocked(base int64) error {
 // rollLocked seals the active segment (forced to disk, write path released,
 // seal marker written) and starts a new one at the next offset.
 func (p *Partition) rollLocked() error {
+	p.w.segMu.Lock() // a sync must not use the write path seal releases
+	defer p.w.segMu.Unlock()
 	old := p.active()
 	if err := old.w.sync(); err != nil {
 		return fmt.Errorf("log: topic %s partition %d: sync %s before roll: %w", p.topic, p.id, old.path, err)
@@ -251,7 +265,11 @@ func (p *Partition) rollLocked() error {
 	if err := p.writeSealMarkerLocked(old); err != nil {
 		return err
 	}
-	return p.createSegmentLocked(old.next)
+	if err := p.createSegmentLocked(old.next); err != nil {
+		return err
+	}
+	p.w.seg = p.active()
+	return nil
 }
 
 // Topic returns the name of the partition's topic.
@@ -268,68 +286,13 @@ func (p *Partition) Recovery() RecoveryReport {
 	return p.report
 }
 
-// Append appends recs as consecutive offsets and returns the first one. It
-// returns once the frames are in the page cache (see Sync). A record whose
-// frame is larger than a segment fails the whole call with a
-// *RecordTooLargeError before anything is written. A zero Timestamp is set
-// to the current time in milliseconds. An empty recs returns NextOffset.
-// Errors: ErrReadOnly, ErrRecordTooLarge, ErrClosed, I/O errors naming the
-// segment.
+// Append appends recs as consecutive offsets and returns the first one,
+// with the log's ack policy (WithAck; AckWritten by default: it returns once
+// the frames are in the page cache, see Sync). It is AppendAck with the zero
+// Ack, which documents the rest: grouping with concurrent appenders, record
+// sizes, timestamps, errors.
 func (p *Partition) Append(ctx context.Context, recs ...Record) (int64, error) {
-	if p.cfg.readOnly {
-		return 0, fmt.Errorf("%w: append to topic %s partition %d", ErrReadOnly, p.topic, p.id)
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0, ErrClosed
-	}
-	for i := range recs {
-		if n := int64(frameSize(&recs[i])); n > p.cfg.segmentBytes {
-			return 0, &RecordTooLargeError{Topic: p.topic, Partition: p.id, FrameBytes: n, SegmentBytes: p.cfg.segmentBytes}
-		}
-	}
-	first := p.active().next
-	now := time.Now().UnixMilli()
-	for len(recs) > 0 {
-		s := p.active()
-		buf := p.buf[:0]
-		pos, off := s.size, s.next
-		n := 0
-		for ; n < len(recs); n++ {
-			fs := int64(frameSize(&recs[n]))
-			if pos+fs > s.w.capacity() {
-				break
-			}
-			r := &recs[n]
-			if r.Timestamp == 0 {
-				rr := *r
-				rr.Timestamp = now
-				r = &rr
-			}
-			buf = appendFrame(buf, r, off, p.epochs.latest())
-			pos += fs
-			off++
-		}
-		p.buf = buf
-		if n > 0 {
-			if err := p.writeLocked(s, buf, n); err != nil {
-				return first, err
-			}
-			recs = recs[n:]
-		}
-		if len(recs) > 0 {
-			if err := p.rollLocked(); err != nil {
-				p.publishLocked()
-				return first, err
-			}
-		}
-	}
-	p.publishLocked()
-	return first, nil
+	return p.AppendAck(ctx, 0, recs...)
 }
 
 // writeLocked stores n encoded frames at the end of s and only then
@@ -347,23 +310,6 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 		s.size += fs
 		s.next++
 		frames = frames[fs:]
-	}
-	return nil
-}
-
-// Sync forces every appended record to stable storage (fdatasync for
-// ModeFile, msync for ModeMmap). Errors: ErrReadOnly, ErrClosed.
-func (p *Partition) Sync() error {
-	if p.cfg.readOnly {
-		return fmt.Errorf("%w: sync topic %s partition %d", ErrReadOnly, p.topic, p.id)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return ErrClosed
-	}
-	if err := p.active().w.sync(); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: sync %s: %w", p.topic, p.id, p.active().path, err)
 	}
 	return nil
 }
@@ -511,15 +457,27 @@ func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, u
 }
 
 // Truncate removes every record at offset and above; the next append
-// reuses offset. Segments above it are deleted (directory fsynced) and the
-// cut is forced to disk. Errors: ErrReadOnly, ErrOffsetOutOfRange for an
-// offset outside [StartOffset, NextOffset].
+// reuses offset. Records accepted by earlier appends are written first;
+// appends of removed records still waiting for their sync fail with
+// ErrTruncated. The recovery point is lowered to offset first, segments
+// above it are deleted (directory fsynced) and the cut is forced to disk.
+// Errors:
+// ErrReadOnly, ErrClosed, ErrOffsetOutOfRange for an offset outside
+// [StartOffset, NextOffset], the partition's write or sync failure.
 func (p *Partition) Truncate(offset int64) error {
 	if p.cfg.readOnly {
 		return fmt.Errorf("%w: truncate topic %s partition %d", ErrReadOnly, p.topic, p.id)
 	}
+	if err := p.acquireWriter(); err != nil {
+		return err
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer func() {
+		s := p.active()
+		end := point{Segment: s.base, Position: s.size, Offset: s.next}
+		p.mu.Unlock()
+		p.releaseWriter(&end)
+	}()
 	if p.closed {
 		return ErrClosed
 	}
@@ -532,6 +490,16 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	p.ret.cuts.Add(1) // reads in flight without the lock retry (see Read)
 	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
+	s := p.segments[i]
+	pos, err := s.positionOf(offset, p.topic, p.id)
+	if err != nil {
+		return err
+	}
+	if err := p.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
+		return err
+	}
+	p.w.segMu.Lock()
+	defer p.w.segMu.Unlock()
 	for len(p.segments)-1 > i {
 		s := p.active()
 		if err := s.close(); err != nil {
@@ -545,16 +513,12 @@ func (p *Partition) Truncate(offset int64) error {
 	if err := syncDir(p.dir); err != nil {
 		return err
 	}
-	s := p.active()
-	pos, err := s.positionOf(offset, p.topic, p.id)
-	if err != nil {
-		return err
-	}
 	if s.w == nil {
 		if err := p.activateLocked(s); err != nil {
 			return err
 		}
 	}
+	p.w.seg = s
 	if err := s.w.cut(pos, s.size); err != nil {
 		return fmt.Errorf("log: truncate %s at byte %d: %w", s.path, pos, err)
 	}
@@ -568,6 +532,7 @@ func (p *Partition) Truncate(offset int64) error {
 		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 	}
 	p.epochs = e
+	p.epoch.Store(e.latest())
 	p.publishLocked()
 	return nil
 }
@@ -688,18 +653,24 @@ func (p *Partition) isClosed() bool {
 	return p.closed
 }
 
+// close writes and syncs what was accepted (closeWriter) and closes the
+// segments. Appends in flight finish first.
 func (p *Partition) close() error {
+	werr := p.closeWriter()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
 	p.closed = true
-	var errs []error
+	errs := []error{werr}
+	p.w.segMu.Lock()
 	for _, s := range p.segments {
 		errs = append(errs, s.close())
 	}
 	errs = append(errs, p.closeFollowLocked())
+	p.w.seg = nil
+	p.w.segMu.Unlock()
 	p.publishLocked()
 	return errors.Join(errs...)
 }

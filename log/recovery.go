@@ -17,9 +17,10 @@ type RecoveryReport struct {
 	// TruncatedBytes is how many bytes were cut from Segment, a torn frame
 	// included (a zero-filled pre-sized tail is not counted).
 	TruncatedBytes int64
-	// DroppedRecords counts intact-looking records dropped by WithRepair
-	// beyond the first bad frame (frames after it in later segments). A torn
-	// last frame is not a record and is not counted.
+	// DroppedRecords counts the records WithRepair dropped: from the first
+	// bad frame to the last intact one behind it (in the same segment or in
+	// later ones), or to the recovery point when that is further. A torn
+	// tail, which was never a record, is not counted.
 	DroppedRecords int64
 	// DeletedSegments lists segment files removed by WithRepair.
 	DeletedSegments []string
@@ -47,8 +48,11 @@ func listSegments(dir string) ([]int64, error) {
 //
 //   - intact (clean end of file, or the zero tail of a pre-sized segment):
 //     keep it;
-//   - a bad frame in the last segment: a torn tail, the remains of an append
-//     cut short by a crash. Cut it (ftruncate, fsync) and append from there;
+//   - the end of the last segment: recoverTailLocked (tail.go) tells a torn
+//     tail (a bad frame with nothing intact behind it, at or above the
+//     recovery point: the remains of an append cut short by a crash; cut it
+//     and append from there) from corruption (intact frames behind the bad
+//     one, or an end below the recovery point);
 //   - a bad frame in an earlier segment, or a gap between segments: the
 //     segment was sealed, so forced to disk before its successor was
 //     created; a bad frame there is corruption. Fail with *CorruptError
@@ -58,6 +62,9 @@ func (p *Partition) recoverLocked(bases []int64) error {
 	flag := os.O_RDWR
 	if p.cfg.readOnly {
 		flag = os.O_RDONLY
+	}
+	if len(bases) == 0 && !p.cfg.readOnly {
+		return p.recoverTailLocked(nil, stopEOF)
 	}
 	pw := p.startPrewalk(bases)
 	defer pw.finish()
@@ -79,22 +86,28 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		}
 		last := i == len(bases)-1
 		if pw.take(i, s) {
-			continue // trusted from its seal marker, or walked intact in parallel
+			// Trusted from its seal marker, or walked intact in parallel. The
+			// last segment still goes through the tail rules: its end is
+			// checked against the recovery point.
+			if last && !p.cfg.readOnly {
+				return p.recoverTailLocked(s, stopEOF)
+			}
+			continue
 		}
 		var why stopReason
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
 			return err
 		}
+		if last && !p.cfg.readOnly {
+			return p.recoverTailLocked(s, why) // end, torn tail or corruption (tail.go)
+		}
 		if why.intact() {
 			continue
 		}
-		if p.cfg.readOnly && last {
-			return nil // the writer may be mid-append; refreshLocked retries
+		if last {
+			return nil // read-only: the writer may be mid-append; refreshLocked retries
 		}
-		if !last {
-			return p.corruptLocked(i, s.size, why.String())
-		}
-		p.report = RecoveryReport{Segment: s.path, Reason: why.String()}
+		return p.corruptLocked(i, s.size, why.String())
 	}
 	return nil
 }
@@ -138,6 +151,9 @@ func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 	}
 	p.segments = p.segments[:i+1]
 	if err := syncDir(p.dir); err != nil {
+		return err
+	}
+	if err := p.repairPointLocked(point{Segment: s.base, Position: s.size, Offset: s.next}); err != nil {
 		return err
 	}
 	p.report.Segment, p.report.Reason, p.report.DroppedRecords = s.path, reason, lost

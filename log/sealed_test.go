@@ -44,7 +44,7 @@ func manySegments(t *testing.T, mode log.Mode) (dir string, opts []log.Option) {
 	return dir, opts
 }
 
-func openEvents(t *testing.T, dir string, opts ...log.Option) (*log.Partition, error) {
+func openEventsPartition(t *testing.T, dir string, opts ...log.Option) (*log.Partition, error) {
 	t.Helper()
 	lg := openLog(t, dir, opts...)
 	tp, err := lg.Topic("events")
@@ -81,7 +81,7 @@ func TestOpenTrustsSealMarkerAndVerifiesOnFirstRead(t *testing.T) {
 		starts := frameStarts(t, first)
 		flipByte(t, first, starts[3]+8+20)
 
-		p, err := openEvents(t, dir, opts...)
+		p, err := openEventsPartition(t, dir, opts...)
 		require.NoError(t, err, "a trusted sealed segment is not walked at Open")
 		require.EqualValues(t, 100, p.NextOffset())
 		for range 2 {
@@ -136,7 +136,7 @@ func TestBadSealMarkerFallsBackToWalking(t *testing.T) {
 				markers := sealMarkers(t, dir, "events", 0)
 				fn(t, markers[0], markers[1], segs[0])
 				flipByte(t, segs[0], frameStarts(t, segs[0])[2]+8+20)
-				_, err := openEvents(t, dir, opts...)
+				_, err := openEventsPartition(t, dir, opts...)
 				require.ErrorIs(t, err, log.ErrCorrupt, "the segment was walked")
 			})
 		})
@@ -149,7 +149,7 @@ func TestMissingSealMarkerIsWalked(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		dir, opts := manySegments(t, mode)
 		removeSealMarkers(t, dir)
-		p, err := openEvents(t, dir, opts...)
+		p, err := openEventsPartition(t, dir, opts...)
 		require.NoError(t, err)
 		assert.Len(t, readAll(t, p), 100)
 	})
@@ -166,7 +166,7 @@ func TestTrustedSegmentsServeEveryOffset(t *testing.T) {
 			if ro {
 				o = append(o, log.ReadOnly())
 			}
-			p, err := openEvents(t, dir, o...)
+			p, err := openEventsPartition(t, dir, o...)
 			require.NoError(t, err)
 			var wg sync.WaitGroup
 			for g := range 8 {

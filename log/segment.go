@@ -50,6 +50,11 @@ type segmentWriter interface {
 	seal(size int64) error
 	// capacity is the most bytes the segment can hold.
 	capacity() int64
+	// prepare readies the bytes past end, the end of the frames, so that
+	// syncing the frames that follow is cheap; the writer calls it when it
+	// writes for a sync. mmapWriter writes zeros ahead (zeroAheadBytes);
+	// fileWriter does nothing.
+	prepare(end int64) error
 }
 
 // indexEntry maps an offset to the byte position of its frame.

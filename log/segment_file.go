@@ -33,3 +33,8 @@ func (w *fileWriter) cut(pos, _ int64) error { return w.f.Truncate(pos) }
 func (w *fileWriter) seal(int64) error { return nil }
 
 func (w *fileWriter) capacity() int64 { return w.capBytes }
+
+// prepare does nothing: the file's length is the end of the log, so
+// nothing can be written ahead of it. Every sync of a ModeFile segment
+// also commits the new length to the file system's journal.
+func (w *fileWriter) prepare(int64) error { return nil }

@@ -167,14 +167,21 @@ func (t *Topic) Partition(p int32) (*Partition, error) {
 
 // Append appends r to the partition its key picks (see KafkaPartitioner:
 // murmur2 for keys, round-robin for nil) and returns that partition and the
-// record's offset. Like Partition.Append it returns once the record is in
-// the page cache.
+// record's offset. Like Partition.Append it returns when the log's ack
+// policy says (WithAck; AckWritten by default: once the record is in the
+// page cache).
 func (t *Topic) Append(ctx context.Context, r Record) (partition int32, offset int64, err error) {
+	return t.AppendAck(ctx, 0, r)
+}
+
+// AppendAck is Append with the ack policy of this call (see
+// Partition.AppendAck; the zero Ack is the log's default).
+func (t *Topic) AppendAck(ctx context.Context, ack Ack, r Record) (partition int32, offset int64, err error) {
 	if t.log.cfg.readOnly {
 		return 0, 0, fmt.Errorf("%w: append to topic %s", ErrReadOnly, t.name)
 	}
 	partition = t.partitioner.Partition(r.Key, len(t.partitions))
-	offset, err = t.partitions[partition].Append(ctx, r)
+	offset, err = t.partitions[partition].AppendAck(ctx, ack, r)
 	return partition, offset, err
 }
 
@@ -185,7 +192,8 @@ func (t *Topic) PartitionFor(key []byte) int32 {
 	return t.partitioner.PartitionFor(key, len(t.partitions))
 }
 
-// Sync forces every partition's appended records to stable storage.
+// Sync forces every partition's accepted records to stable storage (see
+// Partition.Sync).
 func (t *Topic) Sync() error {
 	var errs []error
 	for _, p := range t.partitions {

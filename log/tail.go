@@ -1,0 +1,162 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// recoverTailLocked decides what ends the last segment s of a partition
+// opened for writing, where the walk stopped for why (s is nil when the
+// partition has no segment). One arm per outcome:
+//
+//   - the end of the log: a clean end of file, or the zero tail of a
+//     pre-sized segment, with nothing intact behind it, at or above the
+//     recovery point. Nothing to do.
+//   - a torn tail: a bad frame with nothing intact behind it, at or above
+//     the recovery point; the remains of a write that a crash cut short.
+//     Reported in p.report; openPartition cuts it (cutTailLocked).
+//   - corruption: a bad frame or a zero length followed by an intact frame
+//     of the expected offset or a later one (records behind the damage
+//     would be dropped), or any end below the recovery point (records known
+//     to be on disk are gone). A *CorruptError, or with WithRepair, a cut
+//     at the damage like a torn tail, reported with the records dropped.
+func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
+	rp := p.rp.loaded
+	if s == nil {
+		if rp.Offset == 0 {
+			return nil
+		}
+		reason := fmt.Sprintf("no segment, but the recovery point says offsets below %d are on disk", rp.Offset)
+		return p.tailCorruptLocked(p.segPath(rp.Segment), 0, 0, reason, rp.Offset)
+	}
+	var reason string
+	var dropped int64
+	if why != stopEOF {
+		at, off, found, err := s.findFrameAfter(s.size, s.next)
+		if err != nil {
+			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		if found {
+			reason = fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)
+			t := &segment{base: s.base, path: s.path, f: s.f, size: at, next: off, indexedAt: -1}
+			_, p.walkBuf, _ = t.walk(p.walkBuf, 1<<30)
+			dropped = t.next - s.next
+		}
+	}
+	if rp.Offset > s.next {
+		if reason == "" {
+			reason = why.String()
+		}
+		reason = fmt.Sprintf("%s at offset %d, below the recovery point (offset %d, segment %d, byte %d), which was on disk",
+			reason, s.next, rp.Offset, rp.Segment, rp.Position)
+		dropped = max(dropped, rp.Offset-s.next)
+	}
+	if reason == "" {
+		if !why.intact() {
+			p.report = RecoveryReport{Segment: s.path, Reason: why.String()}
+		}
+		return nil
+	}
+	return p.tailCorruptLocked(s.path, s.size, s.next, reason, dropped)
+}
+
+// tailCorruptLocked fails with a *CorruptError at byte pos (offset off) of
+// the last segment, or with WithRepair lowers the recovery point there and
+// reports the cut, which openPartition then makes.
+func (p *Partition) tailCorruptLocked(path string, pos, off int64, reason string, dropped int64) error {
+	if !p.cfg.repair {
+		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: path, Position: pos, Offset: off, Reason: reason}
+	}
+	base := off
+	if len(p.segments) > 0 {
+		base = p.active().base
+	}
+	if err := p.repairPointLocked(point{Segment: base, Position: pos, Offset: off}); err != nil {
+		return err
+	}
+	p.report = RecoveryReport{Segment: path, Reason: reason, DroppedRecords: dropped}
+	return nil
+}
+
+// repairPointLocked lowers the recovery point to end, where a repair cuts,
+// before the cut is made: the point must never claim records that are
+// gone.
+func (p *Partition) repairPointLocked(end point) error {
+	if p.rp.loaded.Offset <= end.Offset {
+		return nil
+	}
+	if err := saveRecoveryPoint(p.dir, end); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.rp.loaded = end
+	return nil
+}
+
+// findFrameAfter looks in s's file past the bad frame at byte position from
+// for a frame that verifies (length, CRC32C, body) and holds offset off or
+// a later one, at every 8-byte aligned position to the end of the file.
+// Regions the file system reports as holes (SEEK_DATA; a pre-sized segment's
+// unwritten tail) are skipped unread. A cheap look at the body's version
+// and offset fields comes before the CRC, so garbage costs one header read
+// per position.
+func (s *segment) findFrameAfter(from, off int64) (at, found int64, ok bool, err error) {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return 0, 0, false, err
+	}
+	size := fi.Size()
+	// No frame is shorter than minFrame, so no offset after the bad frame
+	// can exceed off by more than (size-from)/minFrame.
+	const minFrame = frameHeaderBytes + bodyFixedBytes
+	maxOff := off + (size-from)/minFrame + 1
+	buf := make([]byte, walkBufferBytes)
+	var frame []byte
+	var rec Record
+	for q := from + frameAlign; q+minFrame <= size; {
+		d, err := unix.Seek(int(s.f.Fd()), q, unix.SEEK_DATA)
+		switch {
+		case errors.Is(err, unix.ENXIO):
+			return 0, 0, false, nil // nothing but a hole from q to the end
+		case err == nil && d > q:
+			q = (d + frameAlign - 1) &^ (frameAlign - 1)
+			continue
+		}
+		n, err := s.f.ReadAt(buf, q)
+		if err != nil && err != io.EOF {
+			return 0, 0, false, fmt.Errorf("read segment %s at byte %d: %w", s.path, q, err)
+		}
+		chunk := buf[:n]
+		i := 0
+		for ; i+minFrame <= len(chunk); i += frameAlign {
+			bodyLen, crc := frameHeader(chunk[i:])
+			body := chunk[i+frameHeaderBytes:]
+			if bodyLen < bodyFixedBytes || int64(bodyLen) > size-(q+int64(i))-frameHeaderBytes || body[0] != formatVersion {
+				continue
+			}
+			o := bodyOffset(body)
+			if o < off || o > maxOff {
+				continue
+			}
+			if i+frameHeaderBytes+int(bodyLen) <= len(chunk) {
+				body = body[:bodyLen]
+			} else {
+				frame = append(frame[:0], make([]byte, bodyLen)...)
+				if _, err := s.f.ReadAt(frame, q+int64(i)+frameHeaderBytes); err != nil {
+					return 0, 0, false, fmt.Errorf("read segment %s at byte %d: %w", s.path, q+int64(i), err)
+				}
+				body = frame
+			}
+			if crcOf(body) == crc && decodeBody(body, &rec) == nil && rec.Offset == o {
+				return q + int64(i), o, true, nil
+			}
+		}
+		if n < len(buf) {
+			return 0, 0, false, nil // the end of the file
+		}
+		q += int64(i)
+	}
+	return 0, 0, false, nil
+}

@@ -1,0 +1,434 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// groupWriter is the write side of a partition: group commit by a single
+// writer, without a goroutine of its own.
+//
+// Appenders encode their records into pend under mu, each taking the next
+// offsets, so the order of pend is the order of offsets. An appender that
+// needs its frames written (AckWritten) and finds no writer takes the
+// writer role and stores everything pending with one write (one pwrite, or
+// one copy into the mapping), rolling segments as they fill, then wakes the
+// appenders whose frames it wrote. Appenders that arrive meanwhile wait in
+// wrote; the next write takes all of them. An uncontended appender takes
+// the role at once and writes its own frames: no queue, no hand-off to
+// another goroutine.
+//
+// A writer whose own frames are written hands the role on when another
+// appender waits for frames still pending (it is woken by the same
+// broadcast); when only AckNone frames are left it keeps writing, at most
+// maxExtraRounds more writes, and then leaves them to a goroutine started
+// for the purpose (a contended case only).
+//
+// Syncs are grouped in rounds (syncer.go): an AckSynced appender that finds
+// no round running leads one, which gathers the appenders about to append,
+// writes everything pending, syncs once and releases every appender it
+// covers at once.
+//
+// Lock order: Partition.mu, then segMu, then mu. mu is never held during
+// I/O, and nothing takes Partition.mu or segMu while holding mu.
+type groupWriter struct {
+	mu    sync.Mutex
+	wrote sync.Cond // broadcast after every write and when the writer role is released
+
+	pend     []byte // encoded frames of offsets [written, assigned), not yet written
+	spare    []byte // the buffer of the previous write, reused for pend
+	pendRecs int    // frames in pend
+
+	assigned   int64 // the offset the next accepted record gets
+	written    int64 // frames below this offset are written
+	writtenAt  point // where the written frames end
+	writing    bool  // someone holds the writer role
+	maxWaitEnd int64 // the highest end an appender waits in wrote for
+	noneEnd    int64 // the end of the last AckNone append that did not wait
+
+	syncedTo    int64         // frames below this offset are on stable storage
+	syncedAt    point         // where the synced frames end
+	syncedFast  atomic.Int64  // syncedTo, for waiters that do not hold mu
+	round       *syncRound    // the sync round running, nil when none is
+	lastSync    time.Duration // how long the last sync took; bounds gatherLocked
+	lastMembers int           // how many appenders the last round released
+
+	closed bool
+	err    error // sticky: the first failed write or sync
+
+	// segMu orders syncs against the segment changes that release a write
+	// path (roll, Truncate, Close): seg is the active segment as a sync
+	// sees it, and its write path stays valid while segMu is held.
+	segMu sync.Mutex
+	seg   *segment
+
+	// The flusher (WithFlushPolicy with an interval): kick wakes it when
+	// written frames become unsynced; stop ends it and it closes done.
+	kick   chan struct{}
+	kicked bool
+	stop   chan struct{}
+	done   chan struct{}
+
+	// For tests and benchmarks (export_test.go): syncs run by the writer
+	// (not those of rolls), their total duration, and writes.
+	syncCalls, syncNanos, writeCalls atomic.Int64
+}
+
+const (
+	// maxPendingBytes bounds the frames AckNone appenders may leave
+	// waiting for the writer: beyond 4 MiB an AckNone append waits until its
+	// frames are written, like AckWritten, so a producer faster than the
+	// disk is slowed down instead of filling memory.
+	maxPendingBytes = 4 << 20
+	// maxSpareBytes is the largest write buffer kept for reuse; a bigger one
+	// (a burst of large records) is left to the garbage collector.
+	maxSpareBytes = 8 << 20
+	// maxExtraRounds is how many writes of other appenders' AckNone frames
+	// a writer does after its own before it hands them to a goroutine.
+	maxExtraRounds = 4
+)
+
+// startWriter sets the writer up at the recovered end of the partition
+// (called once by openPartition, for a log opened for writing) and starts
+// the flusher when WithFlushPolicy gave an interval.
+func (p *Partition) startWriter() {
+	w := &p.w
+	w.wrote.L = &w.mu
+	s := p.active()
+	end := point{Segment: s.base, Position: s.size, Offset: s.next}
+	w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, end
+	w.seg = s
+	// Records recovered from the previous run may still sit in the page
+	// cache only; those below the recovery point are known synced. The first
+	// sync covers the rest.
+	synced := p.rp.loaded
+	if synced.Offset >= end.Offset {
+		synced = end
+	}
+	p.setSyncedLocked(synced)
+	p.rp.saved, p.rp.want = p.rp.loaded, p.rp.loaded
+	if p.cfg.flushInterval > 0 {
+		w.kick, w.stop, w.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go p.flushLoop()
+	}
+}
+
+// AppendAck appends recs as consecutive offsets and returns the first one,
+// once ack says so (see Ack; the zero Ack is the log's default, WithAck):
+//
+//   - AckNone: the records are accepted and have their offsets; they are
+//     written by whichever appender holds the partition's writer role, the
+//     caller itself when none does.
+//   - AckWritten: their frames are in the page cache.
+//   - AckSynced: a sync that covers them has completed. Concurrent
+//     AckSynced appenders share syncs: one write and one sync per group.
+//
+// Concurrent appenders are written together, in the order their calls were
+// accepted, so one call's records are contiguous. The records and the
+// slices they point to are not used after AppendAck returns, whatever the
+// ack.
+//
+// ctx is checked before the records are accepted; once accepted they are
+// written whatever ctx does, and the call waits for its ack. A record whose
+// frame is larger than a segment fails the whole call with a
+// *RecordTooLargeError before anything is accepted. A zero Timestamp is set
+// to the current time in milliseconds. An empty recs returns the offset the
+// next record will get.
+//
+// A failed write or sync fails the partition: that call, every appender
+// waiting with it, and every later append, Sync, Truncate and Close return
+// the error (a sync error may mean the kernel dropped the dirty pages, so a
+// retry could not be trusted); reopening the log recovers. Errors:
+// ErrReadOnly, ErrRecordTooLarge, ErrClosed, an invalid ack, ctx.Err(), I/O
+// errors naming the segment.
+func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int64, error) {
+	if p.cfg.readOnly {
+		return 0, fmt.Errorf("%w: append to topic %s partition %d", ErrReadOnly, p.topic, p.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if ack = p.cfg.ackOrDefault(ack); !ack.valid() {
+		return 0, fmt.Errorf("log: append to topic %s partition %d: invalid ack policy %d", p.topic, p.id, int(ack))
+	}
+	now := int64(0)
+	for i := range recs {
+		if n := int64(frameSize(&recs[i])); n > p.cfg.segmentBytes {
+			return 0, &RecordTooLargeError{Topic: p.topic, Partition: p.id, FrameBytes: n, SegmentBytes: p.cfg.segmentBytes}
+		}
+		if recs[i].Timestamp == 0 && now == 0 {
+			now = time.Now().UnixMilli()
+		}
+	}
+	w := &p.w
+	w.mu.Lock()
+	if err := p.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return 0, err
+	}
+	first := w.assigned
+	if len(recs) == 0 {
+		w.mu.Unlock()
+		return first, nil
+	}
+	epoch := p.epoch.Load()
+	for i := range recs {
+		r := &recs[i]
+		if r.Timestamp == 0 {
+			rr := *r
+			rr.Timestamp = now
+			r = &rr
+		}
+		w.pend = appendFrame(w.pend, r, w.assigned, epoch)
+		w.assigned++
+	}
+	w.pendRecs += len(recs)
+	end := w.assigned
+	switch {
+	case ack == AckSynced:
+		return first, p.awaitSynced(end) // the round's leader writes the frames
+	case ack == AckNone && w.writing && len(w.pend) <= maxPendingBytes:
+		w.noneEnd = end // the writer writes it, or leaves it to drainPending
+		w.mu.Unlock()
+		return first, nil
+	}
+	err := p.awaitWrittenLocked(end, p.cfg.flushRecords > 0 || p.cfg.flushInterval > 0)
+	if err == nil && p.cfg.flushRecords > 0 && w.round == nil &&
+		w.written-w.syncedTo >= int64(p.cfg.flushRecords) {
+		return first, p.awaitSynced(w.written)
+	}
+	w.mu.Unlock()
+	return first, err
+}
+
+// truncatedLocked is the error of an append whose records, below end,
+// a Truncate removed before they were written or synced.
+func (p *Partition) truncatedLocked(end int64) error {
+	return fmt.Errorf("%w: topic %s partition %d: the log was truncated to offset %d, below the append's end %d",
+		ErrTruncated, p.topic, p.id, p.w.assigned, end)
+}
+
+// usableLocked returns the error an operation on a closed or failed
+// partition gets.
+func (p *Partition) usableLocked() error {
+	w := &p.w
+	if w.closed {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return fmt.Errorf("log: topic %s partition %d: an earlier write or sync failed, reopen to recover: %w", p.topic, p.id, w.err)
+	}
+	return nil
+}
+
+// awaitWrittenLocked returns once every frame below end is written, taking
+// the writer role when no one holds it, or with the error of the write that
+// failed; forSync says a sync will follow (see segmentWriter.prepare).
+// Called with w.mu held; it may release it meanwhile.
+func (p *Partition) awaitWrittenLocked(end int64, forSync bool) error {
+	w := &p.w
+	for w.written < end {
+		if w.err != nil {
+			return w.err
+		}
+		if end > w.assigned {
+			return p.truncatedLocked(end)
+		}
+		if !w.writing {
+			p.leadLocked(end, forSync)
+			continue
+		}
+		w.maxWaitEnd = max(w.maxWaitEnd, end)
+		w.wrote.Wait()
+	}
+	return nil
+}
+
+// leadLocked holds the writer role: it writes everything pending, group by
+// group, until the frames below end are written and either nothing is
+// pending or another appender waits to take over; forSync says a sync
+// follows. Called with w.mu held and the role free; it releases w.mu during
+// each write.
+func (p *Partition) leadLocked(end int64, forSync bool) {
+	w := &p.w
+	w.writing = true
+	extra, rolled := 0, false
+	for len(w.pend) > 0 {
+		if w.written >= end {
+			if w.maxWaitEnd > w.written || extra == maxExtraRounds {
+				break // a waiter takes over, or a goroutine below does
+			}
+			extra++
+		}
+		frames, n := w.pend, w.pendRecs
+		w.pend, w.pendRecs = w.spare[:0], 0
+		w.spare = nil
+		w.mu.Unlock()
+		w.writeCalls.Add(1)
+		wrote, at, roll, err := p.writeFrames(frames, n, forSync)
+		w.mu.Lock()
+		if cap(frames) <= maxSpareBytes {
+			w.spare = frames[:0]
+		}
+		w.written += int64(wrote)
+		w.writtenAt = at
+		if roll.Offset > w.syncedTo {
+			p.setSyncedLocked(roll) // a roll syncs the segment it seals
+			rolled = true
+		}
+		if err != nil {
+			p.failLocked(err)
+			break
+		}
+		if w.kick != nil && !w.kicked && w.written > w.syncedTo {
+			w.kicked = true
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		}
+		w.wrote.Broadcast()
+	}
+	w.writing = false
+	w.wrote.Broadcast()
+	if w.noneEnd > w.written && w.maxWaitEnd <= w.written {
+		go p.drainPending() // AckNone frames are left and no one waits to write them
+	}
+	if rolled {
+		at, lowered := w.syncedAt, p.rp.lowered.Load()
+		w.mu.Unlock()
+		p.notePoint(at, lowered, false) // a failed save is kept for Close
+		w.mu.Lock()
+	}
+}
+
+// drainPending writes frames left pending with nobody waiting for them.
+func (p *Partition) drainPending() {
+	w := &p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.writing && w.noneEnd > w.written && w.err == nil {
+		p.leadLocked(w.noneEnd, false)
+	}
+}
+
+// failLocked makes err the partition's sticky error: frames still pending
+// are dropped (their offsets follow frames that were not written), and every
+// waiter is woken to return it.
+func (p *Partition) failLocked(err error) {
+	w := &p.w
+	if w.err == nil {
+		w.err = err
+	}
+	w.pend, w.pendRecs = w.pend[:0], 0
+	w.assigned = w.written
+	w.wrote.Broadcast()
+}
+
+// setSyncedLocked records that the frames below at are on stable storage.
+func (p *Partition) setSyncedLocked(at point) {
+	w := &p.w
+	w.syncedTo, w.syncedAt = at.Offset, at
+	w.syncedFast.Store(at.Offset)
+}
+
+// writeFrames stores n encoded frames at the end of the partition, rolling
+// to a new segment when the next frame does not fit, and publishes the new
+// high watermark. It returns how many frames it wrote, where the log now
+// ends, and, when it rolled, the start of the newest segment (everything
+// below it was synced by the roll; the zero point when it did not roll: a
+// roll never starts a segment at offset 0). forSync prepares the segment
+// for the sync that follows (segmentWriter.prepare).
+func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, at, roll point, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, at, roll, ErrClosed // not reached: Close waits for the writer role
+	}
+	defer p.publishLocked()
+	for len(frames) > 0 {
+		s := p.active()
+		k, size := framesThatFit(frames, s.w.capacity()-s.size)
+		if k > 0 {
+			if err := p.writeLocked(s, frames[:size], k); err != nil {
+				return wrote, point{s.base, s.size, s.next}, roll, err
+			}
+			frames = frames[size:]
+			wrote += k
+		}
+		if len(frames) > 0 {
+			if err := p.rollLocked(); err != nil {
+				s = p.active()
+				return wrote, point{s.base, s.size, s.next}, roll, err
+			}
+			roll = point{Segment: p.active().base, Offset: p.active().base}
+		}
+	}
+	s := p.active()
+	if forSync {
+		if err := s.w.prepare(s.size); err != nil {
+			return wrote, point{s.base, s.size, s.next}, roll, fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		}
+	}
+	return wrote, point{s.base, s.size, s.next}, roll, nil
+}
+
+// framesThatFit returns how many of the encoded frames, and how many bytes
+// of them, fit in room bytes.
+func framesThatFit(frames []byte, room int64) (n int, size int) {
+	for size < len(frames) {
+		bodyLen, _ := frameHeader(frames[size:])
+		fs := padded(frameHeaderBytes + int(bodyLen))
+		if int64(size+fs) > room {
+			break
+		}
+		size += fs
+		n++
+	}
+	return n, size
+}
+
+// acquireWriter waits until every accepted frame is written and takes the
+// writer role, so nothing is written until releaseWriter: Truncate holds
+// it while it cuts.
+func (p *Partition) acquireWriter() error {
+	w := &p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if err := p.usableLocked(); err != nil {
+			return err
+		}
+		if !w.writing {
+			if len(w.pend) == 0 {
+				w.writing = true
+				return nil
+			}
+			p.leadLocked(w.assigned, false)
+			continue
+		}
+		w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
+		w.wrote.Wait()
+	}
+}
+
+// releaseWriter gives the writer role back; when the log now ends
+// elsewhere (Truncate), end says where.
+func (p *Partition) releaseWriter(end *point) {
+	w := &p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if end != nil {
+		w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, *end
+		if w.syncedTo > end.Offset {
+			p.setSyncedLocked(*end)
+		}
+		w.maxWaitEnd = min(w.maxWaitEnd, end.Offset)
+		w.noneEnd = min(w.noneEnd, end.Offset)
+	}
+	w.writing = false
+	w.wrote.Broadcast()
+}
