@@ -280,3 +280,33 @@ func mkdirAllSynced(dir string) error {
 	}
 	return syncDir(parent)
 }
+
+// replaceFile durably replaces dir/name with data, the steps in the order a
+// crash needs: write a temporary file in the same directory, fsync it,
+// rename it over name, fsync the directory. A crash at any point leaves the
+// old content or the new, whole. The file is 0644 (os.CreateTemp makes
+// 0600) because readers may run as another user. Errors are not wrapped:
+// callers add what the file is.
+func replaceFile(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err = tmp.Chmod(0o644); err == nil {
+		_, err = tmp.Write(data)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	return err
+}

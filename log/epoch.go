@@ -100,27 +100,7 @@ func (e epochs) encode() []byte {
 
 // write replaces the epoch file of dir with e, durably.
 func (e epochs) write(dir string) error {
-	tmp, err := os.CreateTemp(dir, "."+epochFileName+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err = tmp.Chmod(0o644); err == nil { // readable by readers running as another user
-		_, err = tmp.Write(e.encode())
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, epochFileName))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
+	if err := replaceFile(dir, epochFileName, e.encode()); err != nil {
 		return fmt.Errorf("log: write epoch file in %s: %w", dir, err)
 	}
 	return nil

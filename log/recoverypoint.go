@@ -90,24 +90,7 @@ func loadRecoveryPoint(dir string) (point, error) {
 // a crash leaves the old point or the new one, never a torn file.
 func saveRecoveryPoint(dir string, pt point) error {
 	b, _ := json.Marshal(recoveryPointV1{Version: 1, point: pt})
-	tmp, err := os.CreateTemp(dir, "."+recoveryPointFile+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("log: save recovery point: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	if _, err = tmp.Write(append(b, '\n')); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, recoveryPointFile))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
+	if err := replaceFile(dir, recoveryPointFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("log: save recovery point in %s: %w", dir, err)
 	}
 	return nil

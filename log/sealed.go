@@ -153,24 +153,7 @@ func (p *Partition) writeSealMarkerFile(s *segment, final string) error {
 		}
 		m.lastPos, m.lastHeader = pos, hdr
 	}
-	tmp, err := os.CreateTemp(p.dir, "."+sealedName(s.base)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if _, err = tmp.Write(m.encode()); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return err
-	}
-	return syncDir(p.dir)
+	return replaceFile(p.dir, filepath.Base(final), m.encode())
 }
 
 // lastFrame returns the byte position and the 8 header bytes of the last

@@ -93,28 +93,7 @@ func loadTopicMeta(name, tdir string) (topicMeta, error) {
 func writeTopicMeta(tdir string, m topicMeta) error {
 	name := m.Name
 	b, _ := json.Marshal(m)
-	tmp, err := os.CreateTemp(tdir, "."+topicMetaFile+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("log: topic %s: %w", name, err)
-	}
-	defer os.Remove(tmp.Name())
-	// CreateTemp makes 0600 files; readers may run as another user.
-	if err = tmp.Chmod(0o644); err == nil {
-		_, err = tmp.Write(append(b, '\n'))
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(tdir, topicMetaFile))
-	}
-	if err == nil {
-		err = syncDir(tdir)
-	}
-	if err != nil {
+	if err := replaceFile(tdir, topicMetaFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("log: topic %s: write metadata: %w", name, err)
 	}
 	return nil
