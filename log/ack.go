@@ -20,7 +20,9 @@ const (
 	// appender currently writing for the partition stores next (or the
 	// caller itself when no one is). The records' slices may be reused as
 	// soon as the call returns. The records are lost if the process dies
-	// before that write; a write error is returned by the next append, Sync
+	// before that write: under a steady load of AckNone appenders up to
+	// maxPendingBytes (4 MiB) of accepted frames per partition may be
+	// waiting; a write error is returned by the next append, Sync
 	// or Close (a failed write fails the partition, see Partition.AppendAck).
 	AckNone Ack = 1
 	// AckWritten returns once the records' frames are in the page cache:

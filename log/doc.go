@@ -159,7 +159,8 @@
 //
 // # Epochs
 //
-// Every open of a partition for writing, and every Truncate, starts a new
+// Every open of a partition for writing, and every Truncate that removes
+// records, starts a new
 // epoch at the partition's end, recorded (in Kafka's leader-epoch-checkpoint
 // format: "epoch startOffset" lines) before anything is appended in it, and
 // every record carries the epoch it was appended in (Record.Epoch). An epoch
@@ -182,8 +183,10 @@
 //   - AckNone: the records are accepted: validated, given their offsets and
 //     encoded in memory, to be written by the appender that is writing for
 //     the partition (the caller itself when none is). They are lost if the
-//     process dies before that write, typically microseconds later, and
-//     are exposed afterwards like AckWritten records. A write error is
+//     process dies before that write: under a steady load of AckNone
+//     appenders, up to 4 MiB of accepted frames per partition (the bound on
+//     what may wait) can be lost that way. After the write they are exposed
+//     like AckWritten records. A write error is
 //     returned by the next append, Sync or Close.
 //   - AckWritten: the records are in the operating system's page cache.
 //     Readers, also in other processes, see them; they survive the death

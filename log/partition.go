@@ -154,7 +154,7 @@ func (p *Partition) reloadEpochsLocked() error {
 
 // Epoch returns the partition's current epoch: the epoch of the next record
 // appended. It is 0 for a partition created in this process's open and rises
-// by one at every later open for writing and every Truncate. On a read-only
+// by one at every later open for writing and every Truncate that removes records. On a read-only
 // log it is the latest epoch the writer recorded (-1 before it recorded
 // any).
 func (p *Partition) Epoch() int32 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 )
 
 // RecoveryReport says what opening a partition cut from its end. The zero
@@ -14,8 +15,10 @@ type RecoveryReport struct {
 	// Reason is why the walk stopped: "length past end of file",
 	// "crc mismatch", ...
 	Reason string
-	// TruncatedBytes is how many bytes were cut from Segment, a torn frame
-	// included (a zero-filled pre-sized tail is not counted).
+	// TruncatedBytes is how many bytes were cut from Segment, the torn
+	// frame included. In a pre-sized (ModeMmap) segment the reserved zero
+	// tail is not counted: the count runs to the last non-zero byte,
+	// rounded up to the 8-byte frame alignment.
 	TruncatedBytes int64
 	// DroppedRecords counts the records WithRepair dropped: from the first
 	// bad frame to the last intact one behind it (in the same segment or in
@@ -105,7 +108,11 @@ func (p *Partition) recoverLocked(bases []int64) error {
 			continue
 		}
 		if last {
-			return nil // read-only: the writer may be mid-append; refreshLocked retries
+			// Read-only: the writer may be mid-append, and refreshLocked
+			// retries. But a bad frame with intact frames behind it is
+			// damage, not an append in flight: say so rather than hide the
+			// records behind it.
+			return p.checkReadOnlyTailLocked(s, why)
 		}
 		return p.corruptLocked(i, s.size, why.String())
 	}
@@ -173,20 +180,24 @@ func (p *Partition) cutTailLocked() error {
 		return nil
 	}
 	if p.report.Segment == s.path {
-		// Count the cut bytes that are not the zeroed pre-sized tail.
-		buf := make([]byte, min(fi.Size()-s.size, 1<<20))
-		n, _ := s.f.ReadAt(buf, s.size)
-		nz := int64(0)
-		for j := n - 1; j >= 0; j-- {
-			if buf[j] != 0 {
-				nz = int64(j) + 1
-				break
+		p.report.TruncatedBytes = fi.Size() - s.size
+		if fi.Size() >= p.cfg.segmentBytes {
+			// A pre-sized (ModeMmap) segment: the zeros past the torn
+			// frame are the reserved tail, not cut data. Count to the last
+			// non-zero byte, rounded up to the 8-byte frame alignment.
+			buf := make([]byte, min(fi.Size()-s.size, 1<<20))
+			n, _ := s.f.ReadAt(buf, s.size)
+			nz := int64(0)
+			for j := n - 1; j >= 0; j-- {
+				if buf[j] != 0 {
+					nz = int64(j) + 1
+					break
+				}
+			}
+			if int64(n) == fi.Size()-s.size {
+				p.report.TruncatedBytes = int64(padded(int(nz)))
 			}
 		}
-		if int64(n) < fi.Size()-s.size {
-			nz = fi.Size() - s.size
-		}
-		p.report.TruncatedBytes = nz
 	}
 	if err := s.f.Truncate(s.size); err != nil {
 		return fmt.Errorf("log: truncate torn tail of %s at byte %d: %w", s.path, s.size, err)
@@ -195,4 +206,34 @@ func (p *Partition) cutTailLocked() error {
 		return fmt.Errorf("log: fsync %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// readOnlyRecheck is how long a read-only open waits before it looks again
+// at a bad frame that has intact frames behind it: a pread racing the
+// writer's pwrite of a group can copy an earlier page before the writer
+// filled it and a later one after, and a writer finishes a group write in
+// microseconds.
+const readOnlyRecheck = 20 * time.Millisecond
+
+// checkReadOnlyTailLocked is the read-only arm for the last segment s whose
+// walk stopped for why: a CRC mismatch or an undecodable frame followed by
+// an intact frame of a later offset, still there after readOnlyRecheck, is
+// a *CorruptError; anything else is the end as far as this reader can tell.
+func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
+	if why != stopCRC && why != stopBad {
+		return nil
+	}
+	if _, _, found, err := s.findFrameAfter(s.size, s.next); err != nil || !found {
+		return nil
+	}
+	time.Sleep(readOnlyRecheck)
+	if why, p.walkBuf, _ = s.walk(p.walkBuf, p.cfg.indexInterval); why != stopCRC && why != stopBad {
+		return nil // it was a write in flight
+	}
+	at, off, found, err := s.findFrameAfter(s.size, s.next)
+	if err != nil || !found {
+		return nil
+	}
+	return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path, Position: s.size, Offset: s.next,
+		Reason: fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)}
 }

@@ -47,11 +47,13 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 		}
 	}
 	if rp.Offset > s.next {
+		below := fmt.Sprintf("the log ends below the recovery point (offset %d, segment %d, byte %d), which was on disk",
+			rp.Offset, rp.Segment, rp.Position)
 		if reason == "" {
-			reason = why.String()
+			reason = why.String() + "; " + below
+		} else {
+			reason += "; and " + below
 		}
-		reason = fmt.Sprintf("%s at offset %d, below the recovery point (offset %d, segment %d, byte %d), which was on disk",
-			reason, s.next, rp.Offset, rp.Segment, rp.Position)
 		dropped = max(dropped, rp.Offset-s.next)
 	}
 	if reason == "" {

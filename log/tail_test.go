@@ -173,7 +173,7 @@ func TestFlippedByteBelowRecoveryPointIsCorrupt(t *testing.T) {
 		require.True(t, errors.As(err, &ce))
 		assert.Equal(t, starts[19], ce.Position)
 		assert.EqualValues(t, 19, ce.Offset)
-		assert.Contains(t, ce.Reason, "crc mismatch at offset 19, below the recovery point (offset 20")
+		assert.Contains(t, ce.Reason, "crc mismatch; the log ends below the recovery point (offset 20")
 
 		lg, p = openEvents(t, dir, log.WithMode(mode), log.WithRepair())
 		assert.EqualValues(t, 19, p.NextOffset())
@@ -407,4 +407,28 @@ func TestRecoveryPointThatDoesNotParseIsCorrupt(t *testing.T) {
 	require.NoError(t, lg.Close())
 	_, _, off := recoveryPoint(t, dir, "events", 0)
 	assert.EqualValues(t, 3, off)
+}
+
+// TestReadOnlyOpenReportsDamageWithIntactFramesBehind ensures a reader
+// that opens the log read-only (a consumer, strom read) does not stop
+// quietly at a damaged frame with intact records behind it: the open fails
+// with ErrCorrupt, as a writable open does.
+func TestReadOnlyOpenReportsDamageWithIntactFramesBehind(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 20)
+		require.NoError(t, lg.Close())
+		path := segPath(dir, "events", 0, 0)
+		flipByte(t, path, frameStarts(t, path)[10]+8+20)
+
+		ro := openLog(t, dir, log.ReadOnly())
+		_, err := ro.Topic("events")
+		require.ErrorIs(t, err, log.ErrCorrupt)
+		var ce *log.CorruptError
+		require.ErrorAs(t, err, &ce)
+		assert.EqualValues(t, 10, ce.Offset)
+		assert.Contains(t, ce.Reason, "followed by an intact frame of offset 11")
+	})
 }

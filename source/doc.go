@@ -50,16 +50,19 @@
 // them and the [OnReset] hook receives each one, with the position lost, the
 // position taken and how many offsets were skipped.
 //
-// The policy applies only below the log start offset. A position above the
-// high watermark means the log lost records the consumer had passed (a
-// truncation, a checkpoint of another log); no policy jumps from there: Read
+// The policy applies only below the log start offset. A saved position
+// whose epoch a later epoch followed (a truncation or a crash recovery
+// reused offsets the consumer had passed) resumes where that later epoch
+// began (log.Partition.ResumeOffset, KIP-320), which skips nothing. Any
+// other position above the high watermark (a checkpoint of another log, a
+// writer not yet reopened after a crash) is not moved by any policy: Read
 // fails with an error wrapping log.ErrOffsetOutOfRange.
 //
 // # Replay and follow
 //
 // By default a partition source follows: Read waits for new records and never
-// ends (in-process appends wake it at once; appends from another process are
-// seen within the log's polling interval). With [Replay] it ends instead:
+// ends (in-process appends wake it at once; appends from another process
+// wake it through inotify, see package log, "Readers"). With [Replay] it ends instead:
 // Read returns io.EOF at the high watermark as it was when the source opened,
 // and records appended after that are not returned. [MaxBytes] bounds a batch
 // (default 1 MiB).
