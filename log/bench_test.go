@@ -23,11 +23,13 @@ func sizeName(n int) string {
 
 // BenchmarkSegmentAppend measures appends of one record per call to one
 // partition, no sync, for each write path and value size (64 B, 1 KiB);
-// batch=64 passes 64 records per Append call. It reports records/s.
+// batch=64 and batch=1024 pass that many records per Append call (1024 is
+// the shape of BenchmarkBaselineFramedPwrite's 64 KiB writes). It reports
+// records/s.
 func BenchmarkSegmentAppend(b *testing.B) {
 	for _, mode := range modes {
 		for _, size := range benchSizes {
-			for _, batch := range []int{1, 64} {
+			for _, batch := range []int{1, 64, 1024} {
 				b.Run(fmt.Sprintf("mode=%s/value=%s/batch=%d", mode, sizeName(size), batch), func(b *testing.B) {
 					lg, err := log.Open(b.TempDir(), log.WithMode(mode))
 					if err != nil {
