@@ -188,6 +188,9 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
 // [StartOffset, NextOffset]: a position beyond the log end is never a
 // silent jump.
 func (p *Partition) ResumeOffset(offset int64, epoch int32) (int64, error) {
+	if p.cfg.readOnly {
+		p.refresh() // ResumeOffset runs once per resume: look at the writer's latest epochs
+	}
 	offset = p.stepBack(offset, epoch)
 	start, next := p.StartOffset(), p.NextOffset()
 	if offset < start || offset > next {
@@ -613,13 +616,11 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 
 // stepBack returns offset, or the start of the epoch that followed epoch
 // when that is lower: records from there on were appended after the
-// consumer's epoch ended, at offsets it may have passed.
+// consumer's epoch ended, at offsets it may have passed. It uses the epochs
+// as last loaded; a read-only partition reloads them in every refresh.
 func (p *Partition) stepBack(offset int64, epoch int32) int64 {
 	if epoch < 0 {
 		return offset
-	}
-	if p.cfg.readOnly {
-		p.refresh()
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()

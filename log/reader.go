@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"io"
 )
 
@@ -55,10 +56,17 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
 		// The writer may have truncated (or lost in a crash, and reopened)
 		// records this reader already returned; their offsets are reused in
 		// a later epoch. Step back to where that epoch began, so the new
-		// records are read.
+		// records are read. The epochs come from the last refresh (every
+		// Read of a read-only partition refreshes), so a Read that finds the
+		// log now ends below the position, after the refresh that saw the
+		// new epoch, steps back once more and reads again.
 		r.pos = r.p.stepBack(r.pos, r.epoch)
 		recs, err := r.p.Read(r.pos, maxBytes)
 		if err != nil {
+			if back := r.p.stepBack(r.pos, r.epoch); back != r.pos && errors.Is(err, ErrOffsetOutOfRange) {
+				r.pos = back
+				continue
+			}
 			return nil, err
 		}
 		if r.end >= 0 {
