@@ -30,6 +30,8 @@ type consumeConfig struct {
 	minBackoff, maxBackoff time.Duration
 	onSourceError          func(err error, attempt int)
 	onCheckpoint           func(topic string, partition int32, position checkpoint.Position)
+	pipeline               []Option
+	checkpoint             []CheckpointOption
 	// wait sleeps for d or until ctx is done, returning ctx's error then. Tests
 	// replace it to record the backoff without sleeping.
 	wait func(ctx context.Context, d time.Duration) error
@@ -82,6 +84,19 @@ func OnCheckpoint(fn func(topic string, partition int32, position checkpoint.Pos
 	return consumeOptionFunc(func(c *consumeConfig) { c.onCheckpoint = fn })
 }
 
+// WithPipeline passes pipeline options ([WithClock], [WithDrainTimeout],
+// [WithMaxInFlight]) to every pipeline [ConsumeForever] builds.
+func WithPipeline(opts ...Option) ConsumeOption {
+	return consumeOptionFunc(func(c *consumeConfig) { c.pipeline = append(c.pipeline, opts...) })
+}
+
+// WithCheckpointPolicy sets when [ConsumeForever] saves positions (see
+// [Stream.Checkpointing]); by default every [DefaultCheckpointInterval]
+// and when it returns.
+func WithCheckpointPolicy(opts ...CheckpointOption) ConsumeOption {
+	return consumeOptionFunc(func(c *consumeConfig) { c.checkpoint = append(c.checkpoint, opts...) })
+}
+
 // ConsumeForever is the one-call consumer: it resumes src from store, calls
 // handle with every value in order, saves positions to store after each
 // batch is handled, and on a source failure backs off and resumes from the
@@ -122,15 +137,34 @@ func ConsumeForever[T any](ctx context.Context, src Source[T], store checkpoint.
 	}
 	cfg := newConsumeConfig(opts)
 	resumer, canResume := src.(Resumer)
+	return retryLoop(ctx, &cfg, func(progressed *bool) (error, bool) {
+		err := consumeOnce(ctx, src, resumer, store, handle, &cfg, progressed)
+		var srcErr *SourceError
+		if err != nil && !canResume && errors.As(err, &srcErr) && !errors.Is(err, ErrPermanent) && ctx.Err() == nil {
+			return fmt.Errorf("stream: ConsumeForever: the source does not implement Resumer and cannot restart: %w", err), true
+		}
+		return err, false
+	})
+}
+
+// retryLoop runs attempt until it returns nil, a failure that is not a
+// retryable *SourceError, or ctx ends; between attempts it calls the
+// OnSourceError hook and backs off. attempt sets *progressed when it saved
+// a position, which resets the backoff, and reports final for an error
+// that must be returned as it is.
+func retryLoop(ctx context.Context, cfg *consumeConfig, attempt func(progressed *bool) (err error, final bool)) error {
 	failures := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
 		progressed := false
-		err := consumeOnce(ctx, src, resumer, store, handle, &cfg, &progressed)
+		err, final := attempt(&progressed)
 		if err == nil {
 			return nil
+		}
+		if final {
+			return err
 		}
 		var srcErr *SourceError
 		if !errors.As(err, &srcErr) || errors.Is(err, ErrPermanent) {
@@ -138,9 +172,6 @@ func ConsumeForever[T any](ctx context.Context, src Source[T], store checkpoint.
 		}
 		if ctx.Err() != nil {
 			return nil
-		}
-		if !canResume {
-			return fmt.Errorf("stream: ConsumeForever: the source does not implement Resumer and cannot restart: %w", err)
 		}
 		if progressed {
 			failures = 0
@@ -178,9 +209,9 @@ func consumeOnce[T any](ctx context.Context, src Source[T], resumer Resumer, sto
 			return &SourceError{Err: err}
 		}
 	}
-	s := From(src).Tap(handle).Checkpointing(store)
+	s := From(src, cfg.pipeline...).Tap(handle).Checkpointing(store, cfg.checkpoint...)
 	s.p.onCheckpoint = cfg.onCheckpoint
-	s.p.onBatch = func() { *progressed = true }
+	s.p.onSave = func() { *progressed = true }
 	return s.Run(ctx)
 }
 

@@ -66,7 +66,7 @@ func TestConsumeForeverResumesFromStoreAfterSourceError(t *testing.T) {
 	err := stream.ConsumeForever(context.Background(), src, &store,
 		func(_ context.Context, v int) error { handled = append(handled, v); return nil },
 		fastBackoff,
-		stream.OnSourceError(func(err error, attempt int) { failures = append(failures, sourceFailure{err, attempt}) }))
+		stream.OnSourceError(func(err error, attempt int) { failures = append(failures, sourceFailure{err, attempt}) }), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.NoError(t, err, "a replay source ends with io.EOF")
 	assert.Equal(t, ints(n), handled, "the lost batches are read again from the saved position, in order")
@@ -91,7 +91,7 @@ func TestConsumeForeverStartsAtTheSavedPosition(t *testing.T) {
 	var handled []int
 
 	err := stream.ConsumeForever(ctx, streamtest.Slice(ints(45)), &store,
-		func(_ context.Context, v int) error { handled = append(handled, v); return nil })
+		func(_ context.Context, v int) error { handled = append(handled, v); return nil }, stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.NoError(t, err)
 	assert.Equal(t, []int{42, 43, 44}, handled)
@@ -111,7 +111,7 @@ func TestConsumeForeverCountsConsecutiveFailures(t *testing.T) {
 	err := stream.ConsumeForever(context.Background(), src, &store,
 		func(context.Context, int) error { return nil },
 		fastBackoff,
-		stream.OnSourceError(func(_ error, attempt int) { attempts = append(attempts, attempt) }))
+		stream.OnSourceError(func(_ error, attempt int) { attempts = append(attempts, attempt) }), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2, 3, 1}, attempts)
@@ -133,7 +133,7 @@ func TestConsumeForeverReturnsHandlerError(t *testing.T) {
 			return nil
 		},
 		fastBackoff,
-		stream.OnSourceError(func(error, int) { retried = true }))
+		stream.OnSourceError(func(error, int) { retried = true }), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.ErrorIs(t, err, errBoom)
 	var re *stream.RecordError
@@ -150,7 +150,7 @@ func TestConsumeForeverReturnsStoreSaveError(t *testing.T) {
 	var store streamtest.RecordingStore
 	store.FailSaveAt(2, errDisk)
 	err := stream.ConsumeForever(context.Background(), streamtest.Slice(ints(50), streamtest.BatchSize(10)), &store,
-		func(context.Context, int) error { return nil }, fastBackoff)
+		func(context.Context, int) error { return nil }, fastBackoff, stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 	require.ErrorIs(t, err, errDisk)
 	assert.Equal(t, saves(10), store.Saves())
 }
@@ -170,7 +170,7 @@ func TestConsumeForeverReturnsNilOnCancel(t *testing.T) {
 					return ctx.Err()
 				}
 				return nil
-			})
+			}, stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 		require.NoError(t, err)
 		assert.Equal(t, saves(10, 20), store.Saves())
 	})
@@ -182,7 +182,7 @@ func TestConsumeForeverReturnsNilOnCancel(t *testing.T) {
 		err := stream.ConsumeForever(ctx, streamtest.Slice(ints(10), streamtest.FailAt(1, errConn)), &store,
 			func(context.Context, int) error { return nil },
 			stream.WithBackoff(time.Hour, time.Hour),
-			stream.OnSourceError(func(error, int) { cancel() }))
+			stream.OnSourceError(func(error, int) { cancel() }), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 		require.NoError(t, err)
 		assert.Less(t, time.Since(start), time.Minute)
 		assert.Empty(t, store.Saves())
@@ -215,7 +215,7 @@ func TestConsumeForeverStopsOnCorruptCheckpoint(t *testing.T) {
 	err = stream.ConsumeForever(ctx, src, store,
 		func(context.Context, int) error { handled++; return nil },
 		fastBackoff,
-		stream.OnSourceError(func(error, int) { retried = true }))
+		stream.OnSourceError(func(error, int) { retried = true }), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	assert.Contains(t, err.Error(), path)
@@ -242,7 +242,7 @@ func TestConsumeForeverRetriesTransientLoadError(t *testing.T) {
 			if attempt == 2 {
 				store.FailLoad(nil)
 			}
-		}))
+		}), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.NoError(t, err)
 	require.Len(t, failures, 2)
@@ -263,7 +263,7 @@ func TestConsumeForeverWithoutResumerReturnsSourceError(t *testing.T) {
 	var store streamtest.RecordingStore
 	var handled []int
 	err := stream.ConsumeForever(context.Background(), src, &store,
-		func(_ context.Context, v int) error { handled = append(handled, v); return nil }, fastBackoff)
+		func(_ context.Context, v int) error { handled = append(handled, v); return nil }, fastBackoff, stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	require.ErrorIs(t, err, errConn)
 	var se *stream.SourceError
@@ -285,7 +285,7 @@ func TestConsumeForeverReportsCheckpoints(t *testing.T) {
 			assert.Equal(t, position.Offset, saved, "reported after the save")
 			assert.Equal(t, checkpoint.NoEpoch, position.Epoch)
 			reported = append(reported, fmt.Sprintf("%s/%d@%d", topic, partition, position.Offset))
-		}))
+		}), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"streamtest/0@10", "streamtest/0@20", "streamtest/0@25"}, reported)
 }

@@ -22,6 +22,18 @@ type Element[T any] struct {
 	// reused after a crash recovery. Sources without epochs set
 	// checkpoint.NoEpoch (-1).
 	Epoch int32
+
+	// owner is told when the element is finished (or split): the tracker of
+	// its source partition, or the group of a batch it went into. nil for
+	// an element without lineage. Set by Run; sources leave it alone.
+	owner acker
+}
+
+// acker is what an element reports its completion to: a
+// *checkpoint.PartitionTracker, or a *group (a batch's members).
+type acker interface {
+	Done(offsets ...int64)
+	Split(offset int64, n int)
 }
 
 // Source yields batches of elements to a pipeline.
@@ -35,8 +47,16 @@ type Element[T any] struct {
 // with it are discarded (they are read again after a resume, which is what
 // at-least-once needs) and Run returns the error as a [*SourceError].
 //
-// Within a topic-partition, Read must return offsets in increasing order:
-// Run saves max(offset)+1 of each batch as the partition's position.
+// Within a topic-partition, Read must return offsets in increasing order.
+// Run registers every element with lineage in the pipeline's completion
+// tracker (checkpoint.Tracker) as it is read, and saves a partition's
+// position only up to the lowest offset not yet finished.
+//
+// The returned slice is the pipeline's until the next call of Read: a
+// source may reuse it then (stages that keep elements longer copy them).
+// The values in it (for example a record's bytes) must stay valid for as
+// long as the pipeline holds them, which with parallel or batching stages
+// is after the next Read.
 //
 // Close releases what the source holds. Run calls it exactly once, when it
 // returns, whatever the outcome. A source that implements [Resumer] may be

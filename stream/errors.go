@@ -36,12 +36,17 @@ var errNilSource = errors.New("stream: From was given a nil source")
 
 // Stage names carried by [RecordError.Stage].
 const (
-	StageMap    = "map"    // Stream.Map
-	StageFilter = "filter" // Stream.Filter
-	StageTap    = "tap"    // Stream.Tap, and the handler of ConsumeForever
-	StageSink   = "sink"   // Stream.To
-	StageMapTo  = "mapto"  // MapTo
+	StageMap     = "map"     // Stream.Map
+	StageFilter  = "filter"  // Stream.Filter
+	StageTap     = "tap"     // Stream.Tap, and the handler of ConsumeForever
+	StageSink    = "sink"    // Stream.To
+	StageMapTo   = "mapto"   // MapTo
+	StageFlatMap = "flatmap" // FlatMap
+	StageBatch   = "batch"   // Batch
 )
+
+// ErrNotRunning is returned by [Stream.Checkpoint] when Run is not running.
+var ErrNotRunning = errors.New("stream: the pipeline is not running")
 
 // RecordError is returned by [Stream.Run] when a stage function or a sink
 // fails. It names the stage and the lineage of the record that failed (for a

@@ -43,7 +43,7 @@ func ExampleStream_Run() {
 			}
 			return nil
 		}).
-		Checkpointing(&store).
+		Checkpointing(&store, stream.CheckpointEachBatch()).
 		Run(context.Background())
 
 	var re *stream.RecordError
@@ -92,7 +92,7 @@ func ExampleConsumeForever() {
 		}),
 		stream.OnCheckpoint(func(topic string, partition int32, position checkpoint.Position) {
 			fmt.Printf("saved %s/%d at %d\n", topic, partition, position.Offset)
-		}))
+		}), stream.WithCheckpointPolicy(stream.CheckpointEachBatch()))
 
 	fmt.Println("done:", err)
 	// Output:

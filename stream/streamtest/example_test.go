@@ -19,7 +19,7 @@ func ExampleSlice() {
 	err := stream.From[string](src).
 		Map(func(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil }).
 		To(out).
-		Checkpointing(&store).
+		Checkpointing(&store, stream.CheckpointEachBatch()).
 		Run(context.Background())
 
 	fmt.Println(out.Values(), err)

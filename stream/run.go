@@ -1,0 +1,394 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strom-dev/strom/checkpoint"
+)
+
+// runtime is one Run of a pipeline: its contexts, goroutines, completion
+// tracker and first failure.
+type runtime struct {
+	p      *pipeline
+	parent context.Context // Run's ctx
+
+	// srcCtx ends reading: Run's ctx, also cancelled on a failure.
+	srcCtx    context.Context
+	srcCancel context.CancelFunc
+	// stageCtx is what stage functions get: it outlives a cancellation of
+	// Run's ctx by the drain timeout, and ends on a failure.
+	stageCtx    context.Context
+	stageCancel context.CancelFunc
+
+	stop     chan struct{} // closed on a failure or an abort: every goroutine leaves
+	stopOnce sync.Once
+	done     chan struct{} // closed when every goroutine has returned
+
+	tracker *checkpoint.Tracker
+	// async is set when a stage finishes records on goroutines of its own
+	// (Parallel, KeyOrdered, Batch's linger): CheckpointEachBatch then also
+	// saves when they finish, not only after each source batch.
+	async bool
+	clock Clock
+
+	starts []func() error
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	err      error // the first failure
+	panicked bool
+	panicVal any
+
+	finished atomic.Int64  // records finished since the last save
+	progress chan struct{} // capacity 1: something finished
+	saveReq  chan chan error
+
+	saveFailed atomic.Bool
+	saveMu     sync.Mutex // one save at a time; guards saved and parts
+	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
+	parts      []*checkpoint.PartitionTracker
+}
+
+func newRuntime(ctx context.Context, p *pipeline) *runtime {
+	rt := &runtime{
+		p:        p,
+		parent:   ctx,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		tracker:  checkpoint.NewTracker(p.cfg.maxInFlight),
+		clock:    p.cfg.clock,
+		progress: make(chan struct{}, 1),
+		saveReq:  make(chan chan error),
+		saved:    make(map[*checkpoint.PartitionTracker]checkpoint.Position),
+	}
+	rt.srcCtx, rt.srcCancel = context.WithCancel(ctx)
+	if p.cfg.drainTimeout > 0 {
+		rt.stageCtx, rt.stageCancel = context.WithCancel(context.WithoutCancel(ctx))
+	} else {
+		// No drain: stages see Run's cancellation at the same instant.
+		rt.stageCtx, rt.stageCancel = context.WithCancel(ctx)
+	}
+	return rt
+}
+
+// spawn registers a goroutine Run starts once the pipeline is wired. A
+// returned error fails the pipeline; a panic is carried to Run.
+func (rt *runtime) spawn(fn func() error) { rt.starts = append(rt.starts, fn) }
+
+func (rt *runtime) start() {
+	for _, fn := range rt.starts {
+		rt.wg.Add(1)
+		go func() {
+			defer rt.wg.Done()
+			defer rt.catch()
+			if err := fn(); err != nil {
+				rt.fail(err)
+			}
+		}()
+	}
+	go func() {
+		rt.wg.Wait()
+		close(rt.done)
+	}()
+}
+
+// catch turns a panic of a pipeline goroutine into a stop of the pipeline
+// and a panic again on Run's goroutine.
+func (rt *runtime) catch() {
+	if v := recover(); v != nil {
+		rt.mu.Lock()
+		if !rt.panicked {
+			rt.panicked, rt.panicVal = true, v
+		}
+		rt.mu.Unlock()
+		rt.abort()
+	}
+}
+
+// fail records err as the pipeline's failure, unless it only reports the
+// cancellation of Run's context or another failure came first, and stops
+// the pipeline.
+func (rt *runtime) fail(err error) {
+	if err == nil {
+		return
+	}
+	if errors.Is(err, errAbandoned) || (rt.parent.Err() != nil && cancelled(rt.parent, err)) ||
+		(rt.stageCtx.Err() != nil && rt.parent.Err() != nil && errors.Is(err, context.Canceled)) {
+		rt.abort()
+		return
+	}
+	rt.mu.Lock()
+	if rt.err == nil {
+		rt.err = err
+	}
+	rt.mu.Unlock()
+	rt.abort()
+}
+
+// abort stops every goroutine without recording a failure.
+func (rt *runtime) abort() {
+	rt.stopOnce.Do(func() {
+		close(rt.stop)
+		rt.srcCancel()
+		rt.stageCancel()
+	})
+}
+
+func (rt *runtime) stopped() bool {
+	select {
+	case <-rt.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// errAbandoned is what a stage returns when the stage context ended under a
+// record: the record is left unfinished and the pipeline winds down without
+// an error.
+var errAbandoned = errors.New("stream: record abandoned on cancel")
+
+// errSaveFailed answers a save asked for after a save failed.
+var errSaveFailed = errors.New("stream: an earlier checkpoint save failed")
+
+// noteFinished tells the checkpointer that n records finished.
+func (rt *runtime) noteFinished(n int) {
+	rt.finished.Add(int64(n))
+	select {
+	case rt.progress <- struct{}{}:
+	default:
+	}
+}
+
+// Run starts the pipeline: every source is read on its own goroutine and
+// its records pass through the stages (sequential stages one batch at a
+// time on the goroutine that feeds them, [Parallel] and [KeyOrdered] stages
+// on their own goroutines), and every record with lineage is tracked until
+// it has finished every stage. Positions are saved to the stores of
+// [Stream.Checkpointing] by the checkpoint policy and once more when Run
+// returns; a position is never past a record that has not finished.
+//
+// Run returns when everything is finished or abandoned and no goroutine it
+// started is left:
+//
+//   - nil when every source ended (io.EOF) and every record read finished;
+//   - nil when ctx is cancelled: reading stops, records in flight finish
+//     within the drain timeout ([WithDrainTimeout], default none) or are
+//     abandoned unsaved, and the finished positions are saved;
+//   - a [*RecordError] when a stage function or sink fails under the stop
+//     policy (the default), a [*SourceError] when a Read fails, an error
+//     naming topic, partition and position when a Save fails. Positions of
+//     records finished before the failure are still saved; the failed
+//     record's never is.
+//
+// A panic in a stage is carried to Run's goroutine: Run stops the
+// pipeline, saves what finished, and panics again with the same value
+// (unless the stage has [Recover]). Saves use context.WithoutCancel(ctx).
+// Run closes every source before it returns, and returns the Close error if
+// nothing else failed. Run may be called once per pipeline; later calls
+// return [ErrAlreadyRun].
+func (s *Stream[T]) Run(ctx context.Context) (err error) {
+	p := s.p
+	if !p.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	if p.nilSrc {
+		return errNilSource
+	}
+	rt := newRuntime(ctx, p)
+	defer rt.srcCancel()
+	defer rt.stageCancel()
+	s.connect(rt, &terminal[T]{rt: rt})
+	p.running.Store(rt)
+	defer p.running.Store(nil)
+	rt.start()
+	err = rt.coordinate(ctx)
+	for _, src := range p.sources {
+		if cerr := src.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("stream: close source: %w", cerr)
+		}
+	}
+	if rt.panicked {
+		panic(rt.panicVal)
+	}
+	return err
+}
+
+// coordinate runs on Run's goroutine until every pipeline goroutine has
+// returned: it saves positions by the checkpoint policy, answers
+// Checkpoint calls, and starts the drain when ctx is cancelled. It then
+// makes the final save and returns the pipeline's result.
+func (rt *runtime) coordinate(ctx context.Context) error {
+	cp := rt.p.cp
+	var tick Timer
+	var tickC <-chan time.Time
+	arm := func() {
+		if cp.interval > 0 && len(rt.p.stores) > 0 {
+			tick = rt.clock.NewTimer(cp.interval)
+			tickC = tick.C()
+		}
+	}
+	arm()
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
+	cancelC := ctx.Done()
+	var drainC <-chan time.Time
+	var drain Timer
+	defer func() {
+		if drain != nil {
+			drain.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-rt.done:
+			var serr error
+			if !rt.saveFailed.Load() {
+				serr = rt.save() // the final save
+			}
+			rt.mu.Lock()
+			err := rt.err
+			rt.mu.Unlock()
+			if err == nil {
+				err = serr
+			}
+			return err
+		case <-rt.progress:
+			if (cp.eachBatch && rt.async) || (cp.records > 0 && rt.finished.Load() >= cp.records) {
+				rt.failSave()
+			}
+		case <-tickC:
+			rt.failSave()
+			arm()
+		case req := <-rt.saveReq:
+			req <- rt.failSave()
+		case <-cancelC:
+			cancelC = nil
+			if rt.p.cfg.drainTimeout <= 0 {
+				rt.abort()
+				continue
+			}
+			drain = rt.clock.NewTimer(rt.p.cfg.drainTimeout)
+			drainC = drain.C()
+		case <-drainC:
+			drainC = nil
+			rt.abort()
+		}
+	}
+}
+
+// failSave saves and, when that fails, fails the pipeline.
+func (rt *runtime) failSave() error {
+	if rt.saveFailed.Load() {
+		return errSaveFailed
+	}
+	err := rt.save()
+	if err != nil {
+		rt.fail(err)
+	}
+	return err
+}
+
+// save saves the position of every partition that moved since its last
+// save to every store, with a context that outlives a cancellation of
+// Run's: the records below it are finished, and their positions must not
+// be lost because the caller asked to stop.
+func (rt *runtime) save() error {
+	if rt.saveFailed.Load() {
+		return errSaveFailed
+	}
+	rt.saveMu.Lock()
+	defer rt.saveMu.Unlock()
+	rt.finished.Store(0)
+	if len(rt.p.stores) == 0 {
+		return nil
+	}
+	ctx := context.WithoutCancel(rt.parent)
+	rt.parts = rt.tracker.Partitions(rt.parts[:0])
+	any := false
+	for _, pt := range rt.parts {
+		pos, ok := pt.Position()
+		if !ok {
+			continue
+		}
+		if last, seen := rt.saved[pt]; seen && last == pos {
+			continue
+		}
+		for _, store := range rt.p.stores {
+			if err := store.Save(ctx, pt.Topic(), pt.ID(), pos); err != nil {
+				// A store that failed is not trusted with another save in
+				// this run; the pipeline stops.
+				rt.saveFailed.Store(true)
+				return fmt.Errorf("stream: checkpoint %s/%d at position %d: %w", pt.Topic(), pt.ID(), pos.Offset, err)
+			}
+		}
+		rt.saved[pt] = pos
+		any = true
+		if rt.p.onCheckpoint != nil {
+			rt.p.onCheckpoint(pt.Topic(), pt.ID(), pos)
+		}
+	}
+	if any && rt.p.onSave != nil {
+		rt.p.onSave()
+	}
+	return nil
+}
+
+// terminal is the outlet after the last stage: it marks elements finished.
+type terminal[T any] struct {
+	rt   *runtime
+	offs []int64
+}
+
+func (t *terminal[T]) push(_ context.Context, elems []Element[T]) error {
+	t.offs = finish(elems, t.offs)
+	t.rt.noteFinished(len(elems))
+	return nil
+}
+
+func (t *terminal[T]) close(context.Context) error { return nil }
+
+// finish marks every element finished, one Done call per run of elements
+// of one owner; offs is scratch space, returned for reuse.
+func finish[T any](elems []Element[T], offs []int64) []int64 {
+	for i := 0; i < len(elems); {
+		o := elems[i].owner
+		if o == nil {
+			i++
+			continue
+		}
+		offs = offs[:0]
+		j := i
+		for ; j < len(elems) && elems[j].owner == o; j++ {
+			offs = append(offs, elems[j].Offset)
+		}
+		o.Done(offs...)
+		i = j
+	}
+	return offs
+}
+
+// finishOne marks one element finished.
+func finishOne[T any](e *Element[T]) {
+	if e.owner != nil {
+		e.owner.Done(e.Offset)
+	}
+}
+
+// PanicError is the error a stage with [Recover] makes of a panic in its
+// function: the panic's value and the goroutine's stack at the panic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+// Error reports the panic value, as in "panic: boom".
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
