@@ -1,91 +1,112 @@
-// Package stream is strom's typed pipeline DSL: read records from a source,
-// pass them through stages, write them to sinks, and save the source's
-// position in a checkpoint store once they are done.
+// Package stream is strom's typed pipeline DSL: read records from sources,
+// pass them through stages, write them to sinks, and save the sources'
+// positions in a checkpoint store once the records are done.
 //
 // # Pipelines
 //
-// A pipeline starts at a [Source] with [From], chains stages that keep the
-// value type as methods ([Stream.Map], [Stream.Filter], [Stream.Tap],
-// [Stream.To]) and stages that change it as functions ([MapTo]), because Go
-// methods cannot take type parameters. [Stream.Checkpointing] names the
-// store that keeps the position, and [Stream.Run] runs it:
+// A pipeline starts at a [Source] with [From] (several with [Merge]),
+// chains stages that keep the value type as methods ([Stream.Map],
+// [Stream.Filter], [Stream.Tap], [Stream.To]) and stages that change it as
+// functions ([MapTo], [FlatMap], [Batch]), because Go methods cannot take
+// type parameters. [Stream.Checkpointing] names the store that keeps the
+// positions, and [Stream.Run] runs it:
 //
-//	err := stream.From(src).
+//	err := stream.From(source.Topic(lg, "orders", source.FromStore(store))).
 //		Filter(isOrder).
-//		Map(enrich).
-//		To(sink).
+//		Map(enrich, stream.Parallel(8), stream.Retry(3, 100*time.Millisecond, time.Second)).
+//		To(sink.Log(out), stream.DeadLetter(sink.DeadLetter(dlq))).
 //		Checkpointing(store).
 //		Run(ctx)
 //
-// Run is pull-based, synchronous and batch-at-a-time: it reads one batch from
-// the source, passes the whole batch through the first stage, then the
-// second, and so on, saves the batch's positions, and reads the next batch.
-// Within a batch every stage sees the records in source order, one at a time,
-// so all stage functions run on Run's goroutine and need no locking. Every
-// [Element] carries its lineage (topic, partition, offset), which each stage
-// keeps; a sink receives one Write per batch. Building a pipeline reads
-// nothing; Run may be called once per pipeline.
+// Building reads nothing; Run may be called once per pipeline.
+//
+// # How records move
+//
+// Each source is read on a goroutine of its own, a batch at a time, as the
+// source hands batches out. Sequential stages run on the goroutine that
+// feeds them, one batch at a time, in place: a Map or Filter rewrites the
+// batch's slice instead of copying it, and MapTo and sinks reuse one buffer
+// per stage, so the steady state allocates nothing per record between
+// source and sink. A stage with [Parallel] (n goroutines, any order) or
+// [KeyOrdered] (n goroutines, one key at a time in source order) hands
+// records to its workers and collects what completes, in completion order,
+// into batches for the stages after it, which again run on one goroutine.
+// Every stage function gets the stage's context.
 //
 // # At-least-once
 //
-// A position is saved only after every record below it has passed every
-// stage. For each topic-partition in a batch, the position is one past the
-// highest offset the source returned in it; it is computed before any stage
-// runs and saved to every store once the batch has passed every stage of the
-// pipeline, those chained after Checkpointing and the sinks included. A
-// record dropped by a Filter counts as done, so a batch filtered to nothing
-// still advances the checkpoint.
+// Every element carries its lineage (topic, partition, offset), and Run
+// registers each element with lineage in a completion tracker
+// ([checkpoint.Tracker]) as it is read. An element is finished when it has
+// passed every stage and sink, or was dropped (a Filter, a Skip, a dead
+// letter); a record that [FlatMap] split is finished when all its parts
+// are; a record in a [Batch] when the batch is. A partition's position,
+// what the stores save, is the lowest offset not yet finished: records may
+// finish out of order, but a position never passes a record that has not.
+// If the process dies at any point, a pipeline restarted from the store
+// delivers again the records above the saved position: records may be
+// delivered twice, never skipped. Handlers and sinks should be idempotent.
 //
-// If the process stops at any point, the stored position is at or below the
-// first record not completely handled, and a pipeline restarted from the store
-// (see [Resumer]) handles again the records of the batch that was in flight:
-// records may be delivered twice, never skipped. Handlers and sinks should be
-// idempotent, or tolerate the replay of up to one batch.
+// The tracker is bounded: at most [WithMaxInFlight] records of a partition
+// (65,536 by default, 8 bytes each) may be read and not finished; past that
+// the source waits. Channels between stages are bounded too, so a slow
+// stage slows the source instead of growing memory.
+//
+// # When positions are saved
+//
+// By default every [DefaultCheckpointInterval] (200ms) while records
+// finish, and once more when Run returns, so a consumer at the tail of a
+// busy partition saves a few times a second, not once per record: the
+// replay after a crash is at most the records finished in the last 200ms
+// plus those in flight. [CheckpointRecords] adds a count trigger,
+// [CheckpointEachBatch] saves after every batch (the smallest replay, a
+// save per batch), and [Stream.Checkpoint] forces a save.
 //
 // # Errors
 //
-// No error is swallowed. A stage function or sink error stops Run, which
-// returns a [*RecordError] naming the stage and the record and wrapping the
-// function's error (errors.Is works on it); the failed batch's positions are
-// not saved, so the records of that batch handled before the failure are
-// handled again on the next run. A failed Read is returned as a
-// [*SourceError], which tells a source failure (retryable by resuming from
-// the store, as [ConsumeForever] does) from a handler failure. A failed Save
-// of a store is returned naming the topic, partition and position. If the
-// source's Close fails and nothing else did, Run returns that error.
+// No error is swallowed. What a stage does when its function fails is its
+// failure policy, set with stage options: by default it stops the pipeline
+// and Run returns a [*RecordError] naming the stage and the record and
+// wrapping the function's error; [Retry] calls it again with exponential
+// backoff and a cap; [Skip] drops the record and counts it; [DeadLetter]
+// writes it, with the error, stage and lineage, to a dead-letter sink
+// (sink.DeadLetter puts it in a log topic with the original key and value)
+// and goes on. [OnError] hooks see every failure. The failed record's
+// position is never saved under stop; records before it that finished are.
+// [Stream.Stats] counts records in, out, skipped, dead-lettered, failed and
+// retried per stage.
 //
-// A panic in a stage function or sink is not recovered: it unwinds through
-// Run like any panic, the batch in flight is not saved, and the source is
-// closed (Run closes it in a deferred call).
+// A failed Read is returned as a [*SourceError], which tells a source
+// failure (retryable by resuming from the store, as [ConsumeForever] and
+// [Forever] do) from a handler failure. A failed Save of a store is
+// returned naming topic, partition and position.
 //
-// # Cancellation
+// A panic in a stage function stays a panic: Run stops the pipeline and
+// panics again on its caller's goroutine with the same value. [Recover]
+// turns it into the record's error instead (a [*PanicError] with the
+// stack), which then follows the failure policy.
 //
-// Run returns nil when ctx is cancelled, after saving every completed batch.
-// Run checks ctx before each Read and passes it to Read and to every stage
-// function; a batch that fails because of the cancellation (the error is, or
-// wraps, ctx.Err()) is abandoned unsaved, while a batch that completes despite
-// it is saved. Saves use context.WithoutCancel, so a cancellation never keeps
-// completed work from being saved. Any other error is returned even when ctx
-// has been cancelled.
+// # Cancellation and drain
 //
-// # ConsumeForever
+// Cancelling Run's context stops reading at once. Records in flight then
+// either finish, with a live stage context for [WithDrainTimeout] (none by
+// default), or are abandoned unsaved; the positions of what finished are
+// saved, and Run returns nil once no goroutine it started is left.
 //
-// [ConsumeForever] is the one-call consumer for a service that handles a topic
-// until it is told to stop:
+// # Forever
 //
-//	err := stream.ConsumeForever(ctx, src, store, handle,
-//		stream.WithBackoff(100*time.Millisecond, 5*time.Second))
-//
-// It resumes src from store (src should implement [Resumer]), handles every
-// record and checkpoints after every batch. When the source fails it backs off
-// exponentially, resumes from the last saved position and goes on; a handler
-// or store error, or a checkpoint that cannot be read, ends it with that
-// error; cancelling ctx ends it with nil. [OnSourceError] and [OnCheckpoint]
-// report reconnects and saves.
+// [ConsumeForever] is the one-call consumer for a service that handles a
+// topic until it is told to stop, and [Forever] does the same for a whole
+// pipeline: on a source failure they back off exponentially, resume from
+// the last saved positions and go on; a stage, sink or store error, or a
+// checkpoint that cannot be read, ends them with that error; cancelling
+// ctx ends them with nil.
 //
 // # Sources and sinks
 //
-// A [Source] returns batches and io.EOF at a clean end; strom's sources live
-// in package source, and package streamtest has a slice source, a collecting
-// sink and a recording store for unit-testing operators.
+// A [Source] returns batches and io.EOF at a clean end; strom's sources
+// (a log partition or a whole topic, lines of a file) live in package
+// source, its sinks in package sink, and package streamtest has fakes for
+// unit-testing operators: a slice source, a collecting sink, a recording
+// store, fault injection and a fake [Clock].
 package stream

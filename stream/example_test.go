@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
@@ -107,4 +109,136 @@ func ExampleConsumeForever() {
 	// handle f
 	// saved streamtest/0 at 6
 	// done: <nil>
+}
+
+// Parallel runs a slow handler on several goroutines; records finish out of
+// order, yet the saved position is always below every unfinished record.
+func ExampleParallel() {
+	var store checkpoint.MemoryStore
+	src := streamtest.Slice([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	out := streamtest.Collect[int]()
+
+	err := stream.From[int](src).
+		Map(func(_ context.Context, v int) (int, error) {
+			time.Sleep(time.Millisecond) // a call to a slow service
+			return v * 10, nil
+		}, stream.Parallel(4)).
+		To(out).
+		Checkpointing(&store).
+		Run(context.Background())
+
+	got := out.Values()
+	slices.Sort(got) // completion order is not source order
+	pos, _, _ := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
+	fmt.Println(got, err, "position", pos.Offset)
+	// Output: [0 10 20 30 40 50 60 70 80 90] <nil> position 10
+}
+
+// KeyOrdered handles one key's records in source order while different keys
+// run at once.
+func ExampleKeyOrdered() {
+	src := streamtest.Slice([]string{"a1", "b1", "a2", "b2", "a3"})
+	var mu sync.Mutex
+	seen := map[byte][]string{}
+
+	err := stream.From[string](src).
+		Tap(func(_ context.Context, v string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[v[0]] = append(seen[v[0]], v)
+			return nil
+		}, stream.KeyOrdered(2, func(v string) byte { return v[0] })).
+		Run(context.Background())
+
+	fmt.Println(seen['a'], seen['b'], err)
+	// Output: [a1 a2 a3] [b1 b2] <nil>
+}
+
+// Skip drops a record whose handler fails and counts it; the position moves
+// past it.
+func ExampleSkip() {
+	var store checkpoint.MemoryStore
+	src := streamtest.Slice([]string{"1", "2", "x", "4"})
+	out := streamtest.Collect[int]()
+
+	s := stream.MapTo(stream.From[string](src), func(_ context.Context, v string) (int, error) {
+		return strconv.Atoi(v)
+	}, stream.Skip(), stream.Name("parse"))
+	err := s.To(out).Checkpointing(&store).Run(context.Background())
+
+	pos, _, _ := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
+	fmt.Println(out.Values(), err, "skipped", s.Stats()[0].Skipped, "position", pos.Offset)
+	// Output: [1 2 4] <nil> skipped 1 position 4
+}
+
+// FlatMap splits a record into several; the record is finished when all of
+// its parts are.
+func ExampleFlatMap() {
+	src := streamtest.Slice([]string{"a b", "", "c"})
+	words := stream.FlatMap(stream.From[string](src), func(_ context.Context, line string) ([]string, error) {
+		return strings.Fields(line), nil
+	})
+	out := streamtest.Collect[string]()
+
+	err := words.To(out).Run(context.Background())
+
+	fmt.Println(out.Values(), err)
+	// Output: [a b c] <nil>
+}
+
+// Batch groups values for a sink that writes many at once; the records of a
+// batch are finished when the batch is.
+func ExampleBatch() {
+	src := streamtest.Slice([]int{1, 2, 3, 4, 5})
+	out := streamtest.Collect[[]int]()
+
+	err := stream.Batch(stream.From[int](src), 2, time.Second).To(out).Run(context.Background())
+
+	fmt.Println(out.Values(), err)
+	// Output: [[1 2] [3 4] [5]] <nil>
+}
+
+// Merge reads several sources in one pipeline.
+func ExampleMerge() {
+	a := stream.From[int](streamtest.Slice([]int{1, 2, 3}))
+	b := stream.From[int](streamtest.Slice([]int{10, 20}))
+	out := streamtest.Collect[int]()
+
+	err := stream.Merge(a, b).To(out).Run(context.Background())
+
+	got := out.Values()
+	slices.Sort(got)
+	fmt.Println(got, err)
+	// Output: [1 2 3 10 20] <nil>
+}
+
+// Forever rebuilds and reruns a whole pipeline after a source failure,
+// resuming from the store.
+func ExampleForever() {
+	var store checkpoint.MemoryStore
+	values := []string{"a", "b", "c", "d"}
+	attempts := 0
+
+	err := stream.Forever(context.Background(), func() stream.Runner {
+		attempts++
+		opts := []streamtest.Option{streamtest.BatchSize(2)}
+		if attempts == 1 {
+			opts = append(opts, streamtest.FailAt(2, errors.New("connection reset")))
+		}
+		src := streamtest.Slice(values, opts...)
+		if err := src.Resume(context.Background(), &store); err != nil {
+			panic(err)
+		}
+		return stream.From[string](src).
+			Tap(func(_ context.Context, v string) error { fmt.Println("handle", v); return nil }).
+			Checkpointing(&store, stream.CheckpointEachBatch())
+	}, stream.WithBackoff(time.Millisecond, time.Millisecond))
+
+	fmt.Println("attempts:", attempts, "done:", err)
+	// Output:
+	// handle a
+	// handle b
+	// handle c
+	// handle d
+	// attempts: 2 done: <nil>
 }
