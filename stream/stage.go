@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -27,16 +28,32 @@ type stageRun struct {
 // the output and whether to keep it; an error stops the pipeline (a
 // *RecordError, or errAbandoned when the stage context ended under it).
 func apply[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(context.Context, T) (U, bool, error)) (U, outcome, error) {
+	v, ok, err := callKeep(sr.cfg.recoverPanics, ctx, fn, e.Value)
+	if err != nil {
+		return failed(ctx, sr, e, fn, err)
+	}
+	if !ok {
+		return v, dropped, nil
+	}
+	return v, keep, nil
+}
+
+// failed applies the failure policy to e, whose first call of fn returned
+// err: it retries, then skips, dead-letters or stops.
+func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(context.Context, T) (U, bool, error), err error) (U, outcome, error) {
 	cfg := sr.cfg
+	var zero U
 	for attempt := 1; ; attempt++ {
-		v, ok, err := callKeep(cfg.recoverPanics, ctx, fn, e.Value)
-		if err == nil {
-			if !ok {
-				return v, dropped, nil
+		if attempt > 1 {
+			v, ok, rerr := callKeep(cfg.recoverPanics, ctx, fn, e.Value)
+			if rerr == nil {
+				if !ok {
+					return v, dropped, nil
+				}
+				return v, keep, nil
 			}
-			return v, keep, nil
+			err = rerr
 		}
-		var zero U
 		if ctx.Err() != nil && (cancelled(ctx, err) || errors.Is(err, context.Canceled)) {
 			return zero, dropped, errAbandoned
 		}
@@ -132,15 +149,31 @@ type seqStage[T, U any] struct {
 func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	var out []Element[U]
 	if st.reuse != nil {
-		out = st.reuse(elems)[:0]
+		out = st.reuse(elems)
 	} else {
-		out = st.buf[:0]
+		out = slices.Grow(st.buf[:0], len(elems))[:len(elems)]
 	}
 	st.drop = st.drop[:0]
 	st.sr.ctr.in.Add(int64(len(elems)))
+	direct := !st.sr.cfg.recoverPanics
+	w := 0 // out[:w] holds the outputs so far
 	for i := range elems {
 		e := &elems[i]
-		v, oc, err := apply(ctx, st.sr, e, st.fn)
+		var v U
+		var oc outcome
+		var err error
+		if direct {
+			// The common case, without the policy's indirection: a
+			// failure takes the slow path from its first error on.
+			var ok bool
+			if v, ok, err = st.fn(ctx, e.Value); err != nil {
+				v, oc, err = failed(ctx, st.sr, e, st.fn, err)
+			} else if !ok {
+				oc = dropped
+			}
+		} else {
+			v, oc, err = apply(ctx, st.sr, e, st.fn)
+		}
 		if err != nil {
 			return err
 		}
@@ -148,8 +181,14 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 			st.drop = append(st.drop, *e)
 			continue
 		}
-		out = append(out, Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, owner: e.owner})
+		if st.reuse != nil && w == i {
+			out[w].Value = v // in place: the lineage is already there
+		} else {
+			out[w] = Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, owner: e.owner}
+		}
+		w++
 	}
+	out = out[:w]
 	if st.reuse == nil {
 		st.buf = out
 	}
@@ -158,8 +197,8 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 		st.sr.rt.noteFinished(len(st.drop))
 		clear(st.drop)
 	}
-	st.sr.ctr.out.Add(int64(len(out)))
-	if len(out) == 0 {
+	st.sr.ctr.out.Add(int64(w))
+	if w == 0 {
 		return nil
 	}
 	err := st.down.push(ctx, out)

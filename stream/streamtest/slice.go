@@ -33,6 +33,7 @@ type SliceSource[T any] struct {
 	reads   int
 	closes  int
 	resumes int
+	buf     []stream.Element[T] // the last batch, reused by the next Read
 }
 
 var (
@@ -68,11 +69,14 @@ func (s *SliceSource[T]) Read(ctx context.Context) ([]stream.Element[T], error) 
 		return nil, io.EOF
 	}
 	end := min(s.next+int64(s.cfg.batchSize), int64(len(s.values)))
-	batch := make([]stream.Element[T], 0, end-s.next)
+	// The pipeline owns a batch until the next Read (stream.Source), so the
+	// slice is reused: a slice source allocates nothing per record.
+	batch := s.buf[:0]
 	for off := s.next; off < end; off++ {
 		batch = append(batch, stream.Element[T]{Value: s.values[off], Topic: Topic, Partition: Partition, Offset: off, Epoch: checkpoint.NoEpoch})
 	}
 	s.next = end
+	s.buf = batch
 	return batch, nil
 }
 
