@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// ErrNilLog is returned, wrapped in a [*PartitionError], by
-// [PartitionSource.Read] and [PartitionSource.Resume] when the source was
-// built by [Partition] with a nil *log.Log.
+// ErrNilLog is returned, wrapped in a [*PartitionError], by the Read of a
+// source built by [Partition] or [Topic] with a nil *log.Log (and by
+// [TopicSource.Resume], which needs the log to learn the partitions).
 var ErrNilLog = errors.New("source: nil log")
 
 // ErrNilStore is returned, wrapped with the source's coordinates, by Read
