@@ -496,3 +496,44 @@ func TestTopicFailureOfOnePartitionEndsRead(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "events", pe.Topic)
 }
+
+// TestTopicConsumeForeverHandlesEveryPartitionAndSavesItsPosition ensures
+// stream.ConsumeForever over a following topic source resumes from the
+// store, handles the records of every partition, including ones appended
+// while it runs, and saves each partition's high watermark; a second run
+// handles only what was appended in between.
+func TestTopicConsumeForeverHandlesEveryPartitionAndSavesItsPosition(t *testing.T) {
+	noLeaks(t)
+	lg := openLog(t, log.ModeFile)
+	createTopic(t, lg, "events", 3)
+	for p := range int32(3) {
+		appendTo(t, lg, "events", p, 10)
+	}
+	var store checkpoint.MemoryStore
+	require.NoError(t, store.Save(context.Background(), "events", 1, checkpoint.At(4)))
+
+	consume := func(want int64) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var handled atomic.Int64
+		src := source.Topic(lg, "events", source.FromStore(&store))
+		err := stream.ConsumeForever(ctx, src, &store, func(context.Context, log.Record) error {
+			if handled.Add(1) == want {
+				cancel()
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, want, handled.Load())
+	}
+	consume(10 + 6 + 10)
+	appendTo(t, lg, "events", 2, 3)
+	consume(3)
+	for p, hwm := range []int64{10, 10, 13} {
+		pos, found, err := store.Load(context.Background(), "events", int32(p))
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, hwm, pos.Offset, "partition %d", p)
+	}
+}
