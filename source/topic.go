@@ -201,7 +201,10 @@ func (s *TopicSource) Position(partition int32) int64 {
 
 // Resets returns how many times, over all partitions, the source moved a
 // position because of its [ResetPolicy]. It may be called from any
-// goroutine once the first Read or Resume has returned.
+// goroutine once the first Read or Resume has returned. A reset met while
+// reading ahead counts when it happens; if Close or Resume then drops that
+// read-ahead before Read returned the batch after the reset, the reopened
+// partition meets the same gap and counts it again.
 func (s *TopicSource) Resets() int64 {
 	var n int64
 	for _, p := range s.parts {

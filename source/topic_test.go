@@ -537,3 +537,38 @@ func TestTopicConsumeForeverHandlesEveryPartitionAndSavesItsPosition(t *testing.
 		require.Equal(t, hwm, pos.Offset, "partition %d", p)
 	}
 }
+
+// TestTopicResetPolicyAppliesPerPartition ensures a start below one
+// partition's log start offset is reset (and reported) for that partition
+// only, and that ResetError fails Read naming it.
+func TestTopicResetPolicyAppliesPerPartition(t *testing.T) {
+	noLeaks(t)
+	lg := openLog(t, log.ModeFile, log.WithRetentionCheckInterval(0))
+	tp, err := lg.CreateTopic("events", 2, log.RetentionBytes(0))
+	require.NoError(t, err)
+	appendTo(t, lg, "events", 0, 300)
+	appendTo(t, lg, "events", 1, 5)
+	rep, err := tp.EnforceRetention(time.Now())
+	require.NoError(t, err)
+	require.Len(t, rep.Partitions, 1, "only partition 0 has sealed segments to delete")
+	start := rep.Partitions[0].StartOffset
+	require.Positive(t, start)
+
+	var resets []source.Reset
+	src := source.Topic(lg, "events", source.At(0), source.Replay(),
+		source.OnReset(func(r source.Reset) { resets = append(resets, r) }))
+	defer src.Close()
+	got := offsetsByPartition(readUntilEOF(t, src))
+	require.Equal(t, map[int32][]int64{0: span(start, 300), 1: span(0, 5)}, got)
+	require.Equal(t, int64(1), src.Resets())
+	require.Equal(t, []source.Reset{{Topic: "events", Partition: 0, Policy: source.ResetEarliest,
+		From: 0, To: start, StartOffset: start, NextOffset: 300}}, resets)
+
+	failing := source.Topic(lg, "events", source.At(0), source.Replay(), source.OnOutOfRange(source.ResetError))
+	defer failing.Close()
+	_, err = failing.Read(context.Background())
+	require.ErrorIs(t, err, log.ErrOffsetOutOfRange)
+	var pe *source.PartitionError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, int32(0), pe.Partition)
+}
