@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0
 )
 

@@ -67,6 +67,40 @@
 // and records appended after that are not returned. [MaxBytes] bounds a batch
 // (default 1 MiB).
 //
+// # Topics
+//
+// [Topic] reads every partition of a topic (or those chosen with
+// [Partitions]) as one source:
+//
+//	src := source.Topic(lg, "events", source.FromStore(store))
+//	err = stream.ConsumeForever(ctx, src, store, handle)
+//
+// It is built on one [PartitionSource] per partition, so its elements carry
+// the same lineage (topic, partition, offset, epoch) and a checkpointing
+// pipeline saves a position per partition. The Start applies to each
+// partition: [Earliest] and [Latest] are each partition's own ends,
+// [FromStore] loads each partition's own position, and [At] gives every
+// partition the same offset. [Replay], [MaxBytes], [OnOutOfRange] and
+// [OnReset] are options of both Partition and Topic (they are [Option]s)
+// and apply per partition; a topic replay ends with io.EOF once every
+// partition has reached the high watermark it had at open, and a topic
+// follow wakes as soon as any partition has records.
+//
+// Each batch holds the records of one partition. Partitions take turns: one
+// goroutine per partition reads up to two batches ahead, and Read returns
+// the next ready batch round-robin across partitions, so a partition with a
+// large backlog never starves the others. Memory is bounded by about
+// 2 x MaxBytes per partition. Positions count only what Read returned:
+// Close and Resume drop the read-ahead, which is read again later, so the
+// guarantee stays at-least-once and Close then Read returns nothing twice.
+// Close stops and waits for every goroutine the source started.
+//
+// A failure of the whole topic (a nil log, an unknown topic, an empty
+// subset) is a [*PartitionError] whose Partition is [AllPartitions]; a
+// failure of one partition (an id out of range, a start out of range, a
+// failed read) names that partition and ends the Read that meets it, while
+// the batches of other partitions already returned stay returned.
+//
 // # Lines of a file
 //
 // [Lines] yields the lines of a file as strings, in batches of up to 500

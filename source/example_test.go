@@ -125,3 +125,57 @@ func ExampleLines() {
 	// auth.log 2 "logout alice"
 	// EOF
 }
+
+// ExampleTopic replays every partition of a topic as one source and counts
+// the records of each partition.
+func ExampleTopic() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	t, err := lg.CreateTopic("events", 3)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for p, n := range []int{4, 2, 7} {
+		part, err := t.Partition(int32(p))
+		if err != nil {
+			panic(err)
+		}
+		for i := range n {
+			if _, err := part.Append(ctx, log.Record{Value: fmt.Appendf(nil, "e%d", i)}); err != nil {
+				panic(err)
+			}
+		}
+	}
+
+	src := source.Topic(lg, "events", source.Earliest, source.Replay())
+	defer src.Close()
+	counts := map[int32]int{}
+	for {
+		batch, err := src.Read(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			panic(err)
+		}
+		for _, e := range batch {
+			counts[e.Partition]++
+		}
+	}
+	for _, p := range src.Partitions() { // ascending ids
+		fmt.Printf("partition %d: %d records, position %d\n", p, counts[p], src.Position(p))
+	}
+	// Output:
+	// partition 0: 4 records, position 4
+	// partition 1: 2 records, position 2
+	// partition 2: 7 records, position 7
+}

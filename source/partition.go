@@ -35,26 +35,35 @@ func defaultPartitionConfig() partitionConfig {
 	return partitionConfig{replay: false, maxBytes: DefaultMaxBytes, reset: ResetEarliest}
 }
 
-// partitionOptionFunc adapts a closure to PartitionOption.
-type partitionOptionFunc func(*partitionConfig)
+// Option is an option that both [Partition] and [Topic] accept: [Replay],
+// [MaxBytes], [OnOutOfRange] and [OnReset]. Given to Topic it applies to
+// every partition the topic source reads.
+type Option interface {
+	PartitionOption
+	TopicOption
+}
 
-func (f partitionOptionFunc) applyPartition(c *partitionConfig) { f(c) }
+// sharedOption adapts a closure over the per-partition settings to Option.
+type sharedOption func(*partitionConfig)
+
+func (f sharedOption) applyPartition(c *partitionConfig) { f(c) }
+func (f sharedOption) applyTopic(c *topicConfig)         { f(&c.part) }
 
 // Replay makes the source end: Read returns io.EOF once it reaches the high
 // watermark as it was when the source opened (see log.Partition.Replay).
 // Records appended after that are not returned. Without this option the source
 // follows the partition and never ends: Read waits for new records until its
 // context is cancelled (see log.Partition.Follow).
-func Replay() PartitionOption {
-	return partitionOptionFunc(func(c *partitionConfig) { c.replay = true })
+func Replay() Option {
+	return sharedOption(func(c *partitionConfig) { c.replay = true })
 }
 
 // MaxBytes bounds one batch returned by Read to about n bytes of records,
 // overriding the default of [DefaultMaxBytes] (1 MiB). A batch always holds at
 // least one record when one is available, even if that record alone is
 // larger. n <= 0 keeps the default.
-func MaxBytes(n int) PartitionOption {
-	return partitionOptionFunc(func(c *partitionConfig) {
+func MaxBytes(n int) Option {
+	return sharedOption(func(c *partitionConfig) {
 		if n > 0 {
 			c.maxBytes = n
 		}
@@ -109,6 +118,11 @@ func Partition(lg *log.Log, topic string, partition int32, start Start, opts ...
 			o.applyPartition(&cfg)
 		}
 	}
+	return newPartitionSource(lg, topic, partition, start, cfg)
+}
+
+// newPartitionSource returns a closed PartitionSource with settings cfg.
+func newPartitionSource(lg *log.Log, topic string, partition int32, start Start, cfg partitionConfig) *PartitionSource {
 	return &PartitionSource{
 		lg:        lg,
 		topic:     topic,
@@ -256,9 +270,27 @@ func (s *PartitionSource) closeReader() {
 	s.pending = nil
 }
 
+// rewind drops the reader, like closeReader, but makes the next open
+// continue at pos instead of where the reader got to: a [TopicSource] reads
+// ahead, and pos is the position after the last record it returned. A
+// source without a reader keeps the start it has.
+func (s *PartitionSource) rewind(pos int64) {
+	if s.reader != nil {
+		s.next, s.pos = At(pos), pos
+	}
+	s.reader = nil
+	s.pending = nil
+}
+
 // wrap adds the coordinates to err, except for the end of a replay and a done
 // context, which callers compare against io.EOF and ctx.Err().
-func (s *PartitionSource) wrap(err error) error {
+func (s *PartitionSource) wrap(err error) error { return wrapErr(s.topic, s.partition, err) }
+
+// wrapErr adds topic and partition (AllPartitions for the whole topic) to
+// err, except for the end of a replay and a done context, which callers
+// compare against io.EOF and ctx.Err(). Failures no retry can cure are
+// marked stream.Permanent.
+func wrapErr(topic string, partition int32, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -267,9 +299,10 @@ func (s *PartitionSource) wrap(err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, log.ErrClosed), errors.Is(err, log.ErrPartitionOutOfRange),
-		errors.Is(err, log.ErrInvalidTopic), errors.Is(err, log.ErrCorrupt), errors.Is(err, ErrNilLog):
+		errors.Is(err, log.ErrInvalidTopic), errors.Is(err, log.ErrCorrupt), errors.Is(err, ErrNilLog),
+		errors.Is(err, ErrNoPartitions):
 		// Retrying cannot cure these: ConsumeForever returns them at once.
-		return stream.Permanent(&PartitionError{Topic: s.topic, Partition: s.partition, Err: err})
+		return stream.Permanent(&PartitionError{Topic: topic, Partition: partition, Err: err})
 	}
-	return &PartitionError{Topic: s.topic, Partition: s.partition, Err: err}
+	return &PartitionError{Topic: topic, Partition: partition, Err: err}
 }

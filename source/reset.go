@@ -54,15 +54,17 @@ func (p ResetPolicy) String() string {
 // ([At], [FromStore]), a store read by Resume, or the reader itself falling
 // behind retention while it runs. Every reset is counted
 // ([PartitionSource.Resets]) and handed to the [OnReset] hook.
-func OnOutOfRange(p ResetPolicy) PartitionOption {
-	return partitionOptionFunc(func(c *partitionConfig) { c.reset = p })
+func OnOutOfRange(p ResetPolicy) Option {
+	return sharedOption(func(c *partitionConfig) { c.reset = p })
 }
 
-// OnReset sets fn to be called, on the goroutine calling Read, each time the
-// source moves its position because of its [ResetPolicy]. fn must not block;
-// by default there is none, and resets are only counted.
-func OnReset(fn func(Reset)) PartitionOption {
-	return partitionOptionFunc(func(c *partitionConfig) { c.onReset = fn })
+// OnReset sets fn to be called each time the source moves its position
+// because of its [ResetPolicy]. A [PartitionSource] calls it on the goroutine
+// calling Read; a [TopicSource] calls it on the goroutine reading the
+// partition, one call at a time across partitions. fn must not block; by
+// default there is none, and resets are only counted.
+func OnReset(fn func(Reset)) Option {
+	return sharedOption(func(c *partitionConfig) { c.onReset = fn })
 }
 
 // Reset describes one move of a source's position by its [ResetPolicy].
