@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -214,4 +216,213 @@ func TestRecordingStoreConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Len(t, s.Saves(), 400)
+}
+
+func upper(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil }
+
+// TestFaultsFailAtFailsExactlyRecordK ensures FailAt fails the k-th record
+// (from 0) and only it, without calling the function there.
+func TestFaultsFailAtFailsExactlyRecordK(t *testing.T) {
+	ctx := context.Background()
+	var seen []string
+	faults := streamtest.NewFaults[string]().FailAt(2, errInjected)
+	fn := faults.Map(func(ctx context.Context, s string) (string, error) {
+		seen = append(seen, s)
+		return upper(ctx, s)
+	})
+	for i, in := range []string{"a", "b", "c", "d", "e"} {
+		out, err := fn(ctx, in)
+		if i == 2 {
+			assert.ErrorIs(t, err, errInjected, "record %d", i)
+			continue
+		}
+		require.NoError(t, err, "record %d", i)
+		assert.Equal(t, strings.ToUpper(in), out)
+	}
+	assert.Equal(t, []string{"a", "b", "d", "e"}, seen)
+	assert.Equal(t, 5, faults.Calls())
+	assert.Equal(t, 5, faults.Records())
+	assert.Equal(t, 1, faults.Injected())
+}
+
+// TestFaultsFailAtNilErrorIsErrInjected ensures a rule without an error
+// returns ErrInjected.
+func TestFaultsFailAtNilErrorIsErrInjected(t *testing.T) {
+	fn := streamtest.NewFaults[int]().FailAt(0, nil).Tap(nil)
+	assert.ErrorIs(t, fn(context.Background(), 7), streamtest.ErrInjected)
+	assert.NoError(t, fn(context.Background(), 8))
+}
+
+// TestFaultsPanicAtPanicsAtRecordKOnly ensures PanicAt panics with the value
+// at record k and nowhere else.
+func TestFaultsPanicAtPanicsAtRecordKOnly(t *testing.T) {
+	ctx := context.Background()
+	faults := streamtest.NewFaults[int]().PanicAt(1, "boom")
+	fn := faults.Filter(nil)
+	keep, err := fn(ctx, 10)
+	require.NoError(t, err)
+	assert.True(t, keep)
+	assert.PanicsWithValue(t, "boom", func() { _, _ = fn(ctx, 11) })
+	keep, err = fn(ctx, 12)
+	require.NoError(t, err)
+	assert.True(t, keep)
+	assert.Equal(t, 1, faults.Injected())
+}
+
+// TestFaultsFailTimesFailsFirstAttemptsOfRecordK ensures FailTimes with
+// Attempts fails the first n calls of record k, counts the calls after a
+// failure as retries of the same record, and lets the next call through.
+func TestFaultsFailTimesFailsFirstAttemptsOfRecordK(t *testing.T) {
+	ctx := context.Background()
+	faults := streamtest.NewFaults[string]().Attempts(3).FailTimes(1, 2, errInjected)
+	fn := faults.Map(upper)
+	calls := []struct {
+		in   string
+		fail bool
+	}{{"a", false}, {"b", true}, {"b", true}, {"b", false}, {"c", false}}
+	for i, c := range calls {
+		out, err := fn(ctx, c.in)
+		if c.fail {
+			assert.ErrorIs(t, err, errInjected, "call %d", i)
+			continue
+		}
+		require.NoError(t, err, "call %d", i)
+		assert.Equal(t, strings.ToUpper(c.in), out)
+	}
+	assert.Equal(t, 5, faults.Calls())
+	assert.Equal(t, 3, faults.Records())
+}
+
+// TestFaultsCountsAFunctionFailureAsAnAttempt ensures a failure of the
+// wrapped function itself, not only an injected one, makes the next call a
+// retry of the same record.
+func TestFaultsCountsAFunctionFailureAsAnAttempt(t *testing.T) {
+	ctx := context.Background()
+	faults := streamtest.NewFaults[int]().Attempts(2).FailAt(1, errInjected)
+	first := true
+	fn := faults.Tap(func(_ context.Context, v int) error {
+		if v == 0 && first {
+			first = false
+			return errBoom
+		}
+		return nil
+	})
+	assert.ErrorIs(t, fn(ctx, 0), errBoom)
+	assert.NoError(t, fn(ctx, 0), "retry of record 0")
+	assert.ErrorIs(t, fn(ctx, 1), errInjected)
+	assert.ErrorIs(t, fn(ctx, 1), errInjected, "retry of record 1 fails too")
+	assert.NoError(t, fn(ctx, 2), "record 1 gave up after 2 attempts")
+	assert.Equal(t, 3, faults.Records())
+}
+
+var errBoom = errors.New("boom")
+
+// TestFaultsFailTimesWithRetryPassesOnThirdAttempt ensures FailTimes(k, 2)
+// with stream.Retry(3, ...) lets record k through on its third call.
+func TestFaultsFailTimesWithRetryPassesOnThirdAttempt(t *testing.T) {
+	faults := streamtest.NewFaults[string]().Attempts(3).FailTimes(1, 2, errInjected)
+	res := streamtest.RunPipeline(t.Context(), []string{"a", "b", "c"}, func(s *stream.Stream[string]) *stream.Stream[string] {
+		return s.Map(faults.Map(upper), stream.Retry(3, time.Millisecond, time.Millisecond))
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"A", "B", "C"}, res.Out)
+	assert.Equal(t, int64(2), res.Stage(stream.StageMap).Failed)
+	assert.Equal(t, 5, faults.Calls())
+	assert.Equal(t, 3, faults.Records())
+	assert.Equal(t, int64(3), res.Position)
+}
+
+// TestFaultsRetryBackoffOnFakeClock ensures the retry backoff waits on the
+// fake clock: the record passes only once the test advanced past each wait.
+func TestFaultsRetryBackoffOnFakeClock(t *testing.T) {
+	clock := streamtest.NewClock()
+	faults := streamtest.NewFaults[string]().Attempts(3).FailTimes(0, 2, errInjected)
+	go func() {
+		for range 2 {
+			clock.WaitForTimers(1)
+			clock.Advance(time.Minute)
+		}
+	}()
+	res := streamtest.RunPipeline(t.Context(), []string{"a"}, func(s *stream.Stream[string]) *stream.Stream[string] {
+		return s.Map(faults.Map(upper), stream.Retry(3, time.Minute, time.Minute))
+	}, streamtest.WithClock(clock))
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"A"}, res.Out)
+	assert.Equal(t, streamtest.ClockStart.Add(2*time.Minute), clock.Now())
+}
+
+// TestFaultsFailAtWithSkipDropsOnlyRecordK ensures a pipeline with Skip
+// drops exactly the faulted record and saves past it.
+func TestFaultsFailAtWithSkipDropsOnlyRecordK(t *testing.T) {
+	faults := streamtest.NewFaults[string]().FailAt(2, errInjected)
+	res := streamtest.RunPipeline(t.Context(), []string{"a", "b", "c", "d"}, func(s *stream.Stream[string]) *stream.Stream[string] {
+		return s.Map(faults.Map(upper), stream.Skip())
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"A", "B", "D"}, res.Out)
+	assert.Equal(t, int64(1), res.Stage(stream.StageMap).Skipped)
+	assert.Equal(t, int64(4), res.Position)
+}
+
+// TestFaultsPanicAtWithRecoverSkips ensures an injected panic becomes a
+// *stream.PanicError under Recover, and without Recover Run panics with the
+// value.
+func TestFaultsPanicAtWithRecoverSkips(t *testing.T) {
+	var got []error
+	faults := streamtest.NewFaults[int]().PanicAt(1, "boom")
+	res := streamtest.RunPipeline(t.Context(), []int{0, 1, 2}, func(s *stream.Stream[int]) *stream.Stream[int] {
+		return s.Tap(faults.Tap(nil), stream.Recover(), stream.Skip(),
+			stream.OnError(func(f stream.Failure) { got = append(got, f.Err) }))
+	})
+	require.NoError(t, res.Err)
+	assert.Equal(t, []int{0, 2}, res.Out)
+	require.Len(t, got, 1)
+	var pe *stream.PanicError
+	require.ErrorAs(t, got[0], &pe)
+	assert.Equal(t, "boom", pe.Value)
+
+	assert.PanicsWithValue(t, "boom", func() {
+		streamtest.RunPipeline(t.Context(), []int{0, 1, 2}, func(s *stream.Stream[int]) *stream.Stream[int] {
+			return s.Tap(streamtest.NewFaults[int]().PanicAt(1, "boom").Tap(nil))
+		})
+	})
+}
+
+// TestFaultsSinkFailsTheWriteHoldingRecordK ensures a wrapped sink fails the
+// whole Write that holds record k, writing none of it.
+func TestFaultsSinkFailsTheWriteHoldingRecordK(t *testing.T) {
+	ctx := context.Background()
+	out := streamtest.Collect[int]()
+	faults := streamtest.NewFaults[int]().FailAt(3, errInjected)
+	sink := faults.Sink(out)
+	require.NoError(t, sink.Write(ctx, []int{0, 1}))
+	require.ErrorIs(t, sink.Write(ctx, []int{2, 3}), errInjected)
+	require.NoError(t, sink.Write(ctx, []int{4}))
+	assert.Equal(t, []int{0, 1, 4}, out.Values())
+	assert.Equal(t, 2, out.Writes())
+	assert.Equal(t, 5, faults.Records())
+
+	res := streamtest.RunPipeline(t.Context(), []int{0, 1, 2, 3, 4}, func(s *stream.Stream[int]) *stream.Stream[int] {
+		return s.To(streamtest.NewFaults[int]().FailAt(3, errInjected).Sink(streamtest.Collect[int]()))
+	}, streamtest.WithSliceOptions(streamtest.BatchSize(2)))
+	var re *stream.RecordError
+	require.ErrorAs(t, res.Err, &re)
+	assert.Equal(t, stream.StageSink, re.Stage)
+	assert.Equal(t, int64(2), re.Offset, "a sink's error names the batch's first record")
+	assert.Equal(t, []int{0, 1}, res.Out)
+	assert.Equal(t, int64(2), res.Position)
+}
+
+// TestFaultsConcurrentUse ensures a Faults under a parallel stage injects
+// exactly one failure and is race-free (run with -race).
+func TestFaultsConcurrentUse(t *testing.T) {
+	faults := streamtest.NewFaults[int]().FailAt(50, errInjected)
+	res := streamtest.RunPipeline(t.Context(), make([]int, 200), func(s *stream.Stream[int]) *stream.Stream[int] {
+		return s.Map(faults.Map(nil), stream.Parallel(4), stream.Skip())
+	})
+	require.NoError(t, res.Err)
+	assert.Len(t, res.Out, 199)
+	assert.Equal(t, 200, faults.Calls())
+	assert.Equal(t, 1, faults.Injected())
+	assert.Equal(t, int64(200), res.Position)
 }
