@@ -11,6 +11,7 @@ type Option func(*config)
 type config struct {
 	batchSize int
 	failAt    map[int]error // call number (from 1) -> error
+	follow    bool
 }
 
 func newConfig(opts []Option) config {
@@ -46,4 +47,13 @@ func FailAt(n int, err error) Option {
 		}
 		c.failAt[n] = err
 	}
+}
+
+// Follow makes a [Slice] source behave as a source that follows a log at
+// its high watermark: after the last value, Read waits until its context is
+// done and returns ctx.Err() instead of io.EOF, so the pipeline ends only
+// when it is cancelled. Use it to test what happens while a source is idle,
+// such as Batch's linger. Ignored by [Collect].
+func Follow() Option {
+	return func(c *config) { c.follow = true }
 }

@@ -43,15 +43,17 @@ var (
 
 // Slice returns a source yielding values in order, as elements with Topic
 // [Topic], Partition [Partition] and Offset = index in values, in batches of
-// [BatchSize] (default 100), then io.EOF. [FailAt] makes a chosen Read fail.
+// [BatchSize] (default 100), then io.EOF ([Follow]: wait for the context to
+// end). [FailAt] makes a chosen Read fail.
 // The source keeps values; the caller must not modify them afterwards.
 func Slice[T any](values []T, opts ...Option) *SliceSource[T] {
 	return &SliceSource[T]{values: values, cfg: newConfig(opts)}
 }
 
-// Read returns the next batch, (nil, io.EOF) after the last value, ctx.Err()
-// when ctx is done, the FailAt error for the chosen call, and ErrClosed after
-// Close until Resume.
+// Read returns the next batch, (nil, io.EOF) after the last value (with
+// [Follow] it waits for ctx to be done instead), ctx.Err() when ctx is
+// done, the FailAt error for the chosen call, and ErrClosed after Close
+// until Resume.
 func (s *SliceSource[T]) Read(ctx context.Context) ([]stream.Element[T], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,6 +68,12 @@ func (s *SliceSource[T]) Read(ctx context.Context) ([]stream.Element[T], error) 
 		return nil, ErrClosed
 	}
 	if s.next >= int64(len(s.values)) {
+		if s.cfg.follow {
+			s.mu.Unlock()
+			<-ctx.Done()
+			s.mu.Lock() // for the deferred Unlock
+			return nil, ctx.Err()
+		}
 		return nil, io.EOF
 	}
 	end := min(s.next+int64(s.cfg.batchSize), int64(len(s.values)))
