@@ -79,12 +79,18 @@ type badRun struct {
 // -> MapTo(parse, Name("parse"), policy) -> To(ints) -> Checkpointing(store).
 func runParse(t *testing.T, lg *log.Log, store checkpoint.Store, policy stream.StageOption, srcOpts ...source.PartitionOption) badRun {
 	t.Helper()
+	return runParseWith(t, lg, store, []stream.StageOption{policy}, srcOpts...)
+}
+
+// runParseWith is runParse with any options of the parse stage.
+func runParseWith(t *testing.T, lg *log.Log, store checkpoint.Store, stageOpts []stream.StageOption, srcOpts ...source.PartitionOption) badRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srcOpts = append([]source.PartitionOption{source.Replay()}, srcOpts...)
 	ints := &intSink{}
 	s := stream.MapTo(stream.From(source.Partition(lg, "in", 0, source.FromStore(store), srcOpts...)),
-		parse, stream.Name("parse"), policy).
+		parse, append([]stream.StageOption{stream.Name("parse")}, stageOpts...)...).
 		To(ints).
 		Checkpointing(store)
 	err := s.Run(ctx)
@@ -302,4 +308,74 @@ func TestBadRecordStopThenRestart(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestBadRecordParallel runs the three policies with the parse stage on 4
+// goroutines: records finish out of order, and still no position passes
+// the bad record unless the policy dropped it.
+func TestBadRecordParallel(t *testing.T) {
+	small := source.MaxBytes(1024)
+	t.Run("skip", func(t *testing.T) {
+		lg := openLog(t, log.ModeFile)
+		writeNumbers(t, lg)
+		store := &checkpoint.MemoryStore{}
+		r := runParseWith(t, lg, store, []stream.StageOption{stream.Parallel(4), stream.Skip()}, small)
+		require.NoError(t, r.err)
+		require.ElementsMatch(t, ints(badOffset), r.values)
+		require.Equal(t, int64(1), r.stats.Skipped)
+		require.Equal(t, int64(badTotal), position(t, store))
+	})
+	t.Run("dead letter", func(t *testing.T) {
+		lg := openLog(t, log.ModeFile)
+		writeNumbers(t, lg)
+		dlq, err := lg.CreateTopic("in.dlq", 1)
+		require.NoError(t, err)
+		store := &checkpoint.MemoryStore{}
+		r := runParseWith(t, lg, store, []stream.StageOption{stream.Parallel(4), stream.DeadLetter(sink.DeadLetter(dlq))}, small)
+		require.NoError(t, r.err)
+		require.ElementsMatch(t, ints(badOffset), r.values)
+		require.Equal(t, int64(1), r.stats.DeadLettered)
+		dead := readPartition(t, dlq, 0)
+		require.Len(t, dead, 1)
+		require.Equal(t, badLine, string(dead[0].Value))
+		h, _ := headers(dead[0].Headers)
+		require.Equal(t, "1001", h[sink.HeaderOffset])
+		require.Equal(t, int64(badTotal), position(t, store))
+	})
+	t.Run("stop", func(t *testing.T) {
+		lg := openLog(t, log.ModeFile)
+		writeNumbers(t, lg)
+		store := &checkpoint.MemoryStore{}
+		r := runParseWith(t, lg, store, []stream.StageOption{stream.Parallel(4)}, small)
+		var re *stream.RecordError
+		require.ErrorAs(t, r.err, &re)
+		require.Equal(t, int64(badOffset), re.Offset)
+		pos := position(t, store)
+		require.LessOrEqual(t, pos, int64(badOffset))
+		seen := map[int]bool{}
+		for _, v := range r.values {
+			seen[v] = true
+		}
+		for v := range int(pos) {
+			require.True(t, seen[v], "offset %d below the saved position %d never reached the sink", v, pos)
+		}
+		r = runParseWith(t, lg, store, []stream.StageOption{stream.Parallel(4), stream.Skip()}, small)
+		require.NoError(t, r.err)
+		for _, v := range r.values {
+			seen[v] = true
+		}
+		for v := range badOffset {
+			require.True(t, seen[v], "parsable line %d never reached the sink", v)
+		}
+		require.Equal(t, int64(badTotal), position(t, store))
+	})
+}
+
+// ints returns 0 .. n-1.
+func ints(n int) []int {
+	v := make([]int, n)
+	for i := range v {
+		v[i] = i
+	}
+	return v
 }
