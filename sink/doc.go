@@ -16,6 +16,42 @@
 //	...
 //	err = stream.From(src).Filter(isAlert).To(sink.Log(out, sink.Synced())).Checkpointing(store).Run(ctx)
 //
+// # Dead letters
+//
+// A record a stage cannot handle (a line that does not parse, a value a
+// service rejects for good) need not stop the pipeline. stream.Skip drops
+// it, counted in Stats; stream.DeadLetter hands it, as a stream.Failure, to
+// a dead-letter sink and goes on. [DeadLetter] is that sink over a topic of
+// the log:
+//
+//	dlq, err := lg.CreateTopic("orders.dlq", 1)
+//	...
+//	parsed := stream.MapTo(stream.From(src), parse,
+//		stream.Retry(3, 100*time.Millisecond, time.Second),
+//		stream.DeadLetter(sink.DeadLetter(dlq, sink.Synced())))
+//
+// Each dead letter is one record. A failure of a stage over log.Record keeps
+// the original Key (so it lands in the partition Kafka's partitioner picks
+// for it, as with [Log]), Value, Timestamp and headers; a []byte or string
+// value is written as it is; anything else as JSON, or with fmt's %+v when
+// JSON cannot encode it ([HeaderEncoding] says which). After the record's
+// own headers come [HeaderError] (the error text), [HeaderStage],
+// [HeaderTopic], [HeaderPartition], [HeaderOffset] (where the record was
+// read) and [HeaderAttempt] (which call failed last), numbers in decimal. A
+// dead-letter topic can thus be inspected with any reader of the log, and
+// replayed into the source topic once the cause is fixed: the values are
+// the original bytes. [DeadLetterRecord] builds the same record for a
+// dead-letter sink of your own (Kafka, a file).
+//
+// A dead letter is written before the record's position may be saved: if
+// the write fails, the pipeline stops with both the stage's and the
+// dead-letter topic's errors (a [*TopicError]), and the record is read again
+// on restart. On a sink stage (stream.Stream.To), a failed Write gives one
+// dead letter per record of the batch. Without Synced, dead letters are as
+// durable as the log's flush policy makes them, while the position saved
+// past them may be on disk first: use Synced when a lost dead letter
+// matters.
+//
 // # Functions and writers
 //
 // [Func] turns a function of a batch into a sink. [Lines] writes strings to an

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
+	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
 )
 
 // ExampleLog appends keyed records; each key lands in the partition Kafka's
@@ -83,4 +86,70 @@ func ExampleFunc() {
 	}
 	fmt.Println(total)
 	// Output: 6
+}
+
+// ExampleDeadLetter sends the records a stage cannot parse to a dead-letter
+// topic, with the original value and headers naming what failed, and goes on
+// with the rest.
+func ExampleDeadLetter() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	in, err := lg.CreateTopic("numbers", 1)
+	if err != nil {
+		panic(err)
+	}
+	dlq, err := lg.CreateTopic("numbers.dlq", 1)
+	if err != nil {
+		panic(err)
+	}
+	p, _ := in.Partition(0)
+	for _, v := range []string{"1", "two", "3"} {
+		if _, err := p.Append(context.Background(), log.Record{Value: []byte(v)}); err != nil {
+			panic(err)
+		}
+	}
+
+	parse := func(_ context.Context, r log.Record) (int, error) { return strconv.Atoi(string(r.Value)) }
+	s := stream.MapTo(stream.From(source.Partition(lg, "numbers", 0, source.Earliest, source.Replay())),
+		parse, stream.Name("parse"), stream.DeadLetter(sink.DeadLetter(dlq)))
+	sum := 0
+	s = s.To(sink.Func(func(_ context.Context, vs []int) error {
+		for _, v := range vs {
+			sum += v
+		}
+		return nil
+	}))
+	if err := s.Run(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Println("sum:", sum)
+
+	q, _ := dlq.Partition(0)
+	dead, err := q.Read(0, 1<<20)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range dead {
+		fmt.Printf("dead letter: %s\n", r.Value)
+		for _, h := range r.Headers {
+			fmt.Printf("  %s: %s\n", h.Key, h.Value)
+		}
+	}
+	// Output:
+	// sum: 4
+	// dead letter: two
+	//   strom.error: strconv.Atoi: parsing "two": invalid syntax
+	//   strom.stage: parse
+	//   strom.topic: numbers
+	//   strom.partition: 0
+	//   strom.offset: 1
+	//   strom.attempt: 1
 }

@@ -80,32 +80,41 @@ func (s *LogSink) Write(ctx context.Context, recs []log.Record) error {
 	if s.t == nil {
 		return ErrNilTopic
 	}
+	return appendRecords(ctx, s.t, s.cfg, recs, func(i int) string {
+		return fmt.Sprintf("appending record %d of %d", i+1, len(recs))
+	})
+}
+
+// appendRecords appends recs to t in order and, when cfg says Synced, syncs
+// every partition written, in partition order. what(i) describes record i in
+// the error of a failed append.
+func appendRecords(ctx context.Context, t *log.Topic, cfg logConfig, recs []log.Record, what func(i int) string) error {
 	var written []int32 // partitions appended to, for Synced
 	for i, r := range recs {
-		p, _, err := s.t.Append(ctx, r)
+		p, _, err := t.Append(ctx, r)
 		if err != nil {
 			return &TopicError{
-				Topic:     s.t.Name(),
+				Topic:     t.Name(),
 				Partition: -1,
-				Err:       fmt.Errorf("appending record %d of %d: %w", i+1, len(recs), err),
+				Err:       fmt.Errorf("%s: %w", what(i), err),
 			}
 		}
-		if s.cfg.synced && !slices.Contains(written, p) {
+		if cfg.synced && !slices.Contains(written, p) {
 			written = append(written, p)
 		}
 	}
 	slices.Sort(written)
 	for _, id := range written {
-		if err := s.sync(id); err != nil {
-			return &TopicError{Topic: s.t.Name(), Partition: id, Err: err}
+		if err := syncPartition(t, id); err != nil {
+			return &TopicError{Topic: t.Name(), Partition: id, Err: err}
 		}
 	}
 	return nil
 }
 
-// sync forces partition id of the topic to disk.
-func (s *LogSink) sync(id int32) error {
-	p, err := s.t.Partition(id)
+// syncPartition forces partition id of t to disk.
+func syncPartition(t *log.Topic, id int32) error {
+	p, err := t.Partition(id)
 	if err != nil {
 		return err
 	}

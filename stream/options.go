@@ -212,7 +212,9 @@ func Skip() StageOption {
 
 // DeadLetter writes a record whose function failed (after any [Retry]) to
 // sink as a [Failure], then drops it, counted as dead-lettered in
-// [Stream.Stats]; it is finished once sink.Write returned nil. A failing
+// [Stream.Stats]; it is finished once sink.Write returned nil. On a sink
+// ([Stream.To]) a failed Write of a batch gives sink one Failure per
+// record of the batch, each with its own value and lineage. A failing
 // dead-letter write stops the pipeline with both errors. sink.DeadLetter
 // builds one over a log topic: the original key and value, with the error,
 // stage and source topic, partition and offset in headers. A nil sink
@@ -226,7 +228,10 @@ func DeadLetter(sink Sink[Failure]) StageOption {
 
 // OnError calls fn with every failure of the stage's function, each retry
 // included, before the failure policy applies. fn may run on several
-// goroutines at once in a parallel stage and must not block.
+// goroutines at once in a parallel stage and must not block. For a sink
+// ([Stream.To]) fn is called once per failed Write, with the lineage of the
+// batch's first record and the batch, a []T, as Value: the pipeline reuses
+// that slice, so fn must copy what it keeps of it.
 func OnError(fn func(Failure)) StageOption {
 	return stageOptionFunc(func(c *stageConfig) {
 		if fn != nil {

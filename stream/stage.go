@@ -22,6 +22,17 @@ type stageRun struct {
 	rt  *runtime
 	cfg *stageConfig
 	ctr *stageCounters
+	// batch is set by a stage whose function takes a whole batch (a sink):
+	// its failure is then one per record for the dead-letter sink and the
+	// Skipped and DeadLettered counters, which count records.
+	batch batchFailures
+}
+
+// batchFailures splits the failure of a function of a whole batch into the
+// records of the batch being handled.
+type batchFailures interface {
+	records() int              // how many records the batch holds
+	split(f Failure) []Failure // f for each record: its value and lineage
 }
 
 // apply calls fn on e's value under the stage's failure policy. It returns
@@ -45,6 +56,7 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 	var zero U
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
+			sr.ctr.retried.Add(1) // a call that is a retry, whether it fails or not
 			v, ok, rerr := callKeep(cfg.recoverPanics, ctx, fn, e.Value)
 			if rerr == nil {
 				if !ok {
@@ -58,9 +70,6 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 			return zero, dropped, errAbandoned
 		}
 		sr.ctr.failed.Add(1)
-		if attempt > 1 {
-			sr.ctr.retried.Add(1)
-		}
 		f := Failure{Stage: cfg.name, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset,
 			Attempt: attempt, Err: err, Value: e.Value}
 		for _, h := range cfg.hooks {
@@ -74,14 +83,22 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 		}
 		switch cfg.onFail {
 		case failSkip:
-			sr.ctr.skipped.Add(1)
+			n := 1
+			if sr.batch != nil {
+				n = sr.batch.records()
+			}
+			sr.ctr.skipped.Add(int64(n))
 			return zero, dropped, nil
 		case failDeadLetter:
-			if derr := cfg.deadLetter.Write(ctx, []Failure{f}); derr != nil {
+			fs := []Failure{f}
+			if sr.batch != nil {
+				fs = sr.batch.split(f)
+			}
+			if derr := cfg.deadLetter.Write(ctx, fs); derr != nil {
 				return zero, dropped, fmt.Errorf("stream: dead-letter write for %w failed: %w",
 					recordError(cfg.name, e, err), derr)
 			}
-			sr.ctr.deadLettered.Add(1)
+			sr.ctr.deadLettered.Add(int64(len(fs)))
 			return zero, dropped, nil
 		default:
 			return zero, dropped, recordError(cfg.name, e, err)
@@ -277,7 +294,9 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 	cfg := newStageConfig(StageSink, opts)
 	ctr := s.p.counters(cfg.name)
 	return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
-		return &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
+		st := &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
+		st.sr.batch = st
+		return st
 	})
 }
 
@@ -287,6 +306,23 @@ type sinkStage[T any] struct {
 	down   outlet[T]
 	values []T
 	offs   []int64
+	cur    []Element[T] // the batch being written, for split
+}
+
+func (st *sinkStage[T]) records() int { return len(st.cur) }
+
+// split gives the dead-letter sink one Failure per record of the batch whose
+// Write failed, each with the record's own value and lineage: the batch
+// buffer is reused after the stage returns, so a dead-letter sink may keep
+// what it is given.
+func (st *sinkStage[T]) split(f Failure) []Failure {
+	fs := make([]Failure, len(st.cur))
+	for i := range st.cur {
+		e := &st.cur[i]
+		fs[i] = Failure{Stage: f.Stage, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset,
+			Attempt: f.Attempt, Err: f.Err, Value: e.Value}
+	}
+	return fs
 }
 
 func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
@@ -297,9 +333,11 @@ func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	// The batch as one record: the function is the Write of all values.
 	whole := Element[[]T]{Value: st.values, Topic: elems[0].Topic, Partition: elems[0].Partition, Offset: elems[0].Offset}
+	st.cur = elems
 	_, oc, err := apply(ctx, st.sr, &whole, func(ctx context.Context, vs []T) (struct{}, bool, error) {
 		return struct{}{}, true, st.sink.Write(ctx, vs)
 	})
+	st.cur = nil
 	clear(st.values)
 	if err != nil {
 		return err

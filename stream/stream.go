@@ -261,10 +261,10 @@ type StageStats struct {
 	Name         string
 	In           int64 // records that entered the stage
 	Out          int64 // records it passed on (a filter's kept ones, a flat-map's outputs)
-	Skipped      int64 // dropped by Skip after failing
-	DeadLettered int64 // written to the dead-letter sink after failing
-	Failed       int64 // calls of the function that failed, each retry included
-	Retried      int64 // calls that were retries
+	Skipped      int64 // dropped by Skip after failing (a sink: every record of the batch)
+	DeadLettered int64 // written to the dead-letter sink after failing (a sink: every record of the batch)
+	Failed       int64 // calls of the function (a sink: Writes) that failed, each retry included
+	Retried      int64 // calls that were retries, whether they failed or not
 }
 
 type stageCounters struct {
