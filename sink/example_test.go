@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
@@ -152,4 +153,84 @@ func ExampleDeadLetter() {
 	//   strom.partition: 0
 	//   strom.offset: 1
 	//   strom.attempt: 1
+}
+
+// A whole-topic pipeline, as the README shows it: every partition of
+// "orders", a parse stage that sends what it cannot parse to a dead-letter
+// topic, a key-ordered stage on 4 goroutines, a log sink, and a FileStore
+// keeping one position per partition.
+func Example_wholeTopicPipeline() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir + "/log")
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	orders, err := lg.CreateTopic("orders", 3)
+	if err != nil {
+		panic(err)
+	}
+	for i, line := range []string{"alice 3", "bob 5", "alice 4", "garbage", "carol 1", "bob 2"} {
+		if _, _, err := orders.Append(context.Background(), log.Record{Key: []byte(strconv.Itoa(i % 3)), Value: []byte(line)}); err != nil {
+			panic(err)
+		}
+	}
+	totals, err := lg.CreateTopic("totals", 3)
+	if err != nil {
+		panic(err)
+	}
+	dlq, err := lg.CreateTopic("orders.dlq", 1)
+	if err != nil {
+		panic(err)
+	}
+	store, err := checkpoint.NewFileStore(dir + "/state")
+	if err != nil {
+		panic(err)
+	}
+
+	type order struct {
+		customer string
+		amount   int
+	}
+	parsed := stream.MapTo(
+		stream.From(source.Topic(lg, "orders", source.FromStore(store), source.Replay())),
+		func(_ context.Context, r log.Record) (order, error) {
+			name, amount, ok := strings.Cut(string(r.Value), " ")
+			n, err := strconv.Atoi(amount)
+			if !ok || err != nil {
+				return order{}, fmt.Errorf("not an order: %q", r.Value)
+			}
+			return order{name, n}, nil
+		}, stream.DeadLetter(sink.DeadLetter(dlq)), stream.Name("parse"))
+	priced := stream.MapTo(parsed, func(_ context.Context, o order) (log.Record, error) {
+		return log.Record{Key: []byte(o.customer), Value: []byte(strconv.Itoa(o.amount * 100))}, nil
+	}, stream.KeyOrdered(4, func(o order) string { return o.customer }))
+	err = priced.To(sink.Log(totals)).Checkpointing(store).Run(context.Background())
+	fmt.Println("run:", err)
+
+	for _, name := range []string{"totals", "orders.dlq"} {
+		t, _ := lg.Topic(name)
+		n := int64(0)
+		for p := range int32(t.Partitions()) {
+			part, _ := t.Partition(p)
+			n += part.NextOffset()
+		}
+		fmt.Println(name, "records:", n)
+	}
+	for p := range int32(3) {
+		pos, _, _ := store.Load(context.Background(), "orders", p)
+		part, _ := orders.Partition(p)
+		fmt.Printf("orders/%d position %d of %d\n", p, pos.Offset, part.NextOffset())
+	}
+	// Output:
+	// run: <nil>
+	// totals records: 5
+	// orders.dlq records: 1
+	// orders/0 position 2 of 2
+	// orders/1 position 0 of 0
+	// orders/2 position 4 of 4
 }
