@@ -13,6 +13,10 @@
 //
 //	go test -run '^$' -bench . -benchmem ./internal/bench/
 //
+// The baseline of the log replay (BenchmarkThreeFromLog/rw) is go-streams
+// from memory (BenchmarkThree/gostreams): the faster of the two ways to
+// feed go-streams, so the stricter ratio; the table's row says so.
+//
 // What one op is, per benchmark:
 //
 //   - BenchmarkThree/{strom,gostreams,rill}: one record (b.N records through
