@@ -4,7 +4,8 @@ SHELL := /bin/bash
 #   make demo                                   the end-to-end demo on synthetic events
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector
-#   make bench [BENCHTIME=1s]                   the log's benchmarks as one table with ratios (raw output: bench.out)
+#   make bench [BENCHTIME=1s]                   the log's and the pipeline's (internal/bench) benchmarks as one table
+#                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
 #   make build                                  compile everything; the services into bin/
 
@@ -22,8 +23,10 @@ demo:
 test:
 	$(GO) vet ./... && $(GO) test -race ./...
 
+# internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
+# BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.
 bench:
-	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -timeout 60m ./log/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./log/ ./internal/bench/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi

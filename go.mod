@@ -3,6 +3,8 @@ module github.com/strom-dev/strom
 go 1.26.0
 
 require (
+	github.com/destel/rill v0.7.0
+	github.com/reugn/go-streams v0.13.0
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3
 	go.uber.org/goleak v1.3.0
@@ -15,7 +17,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/reugn/go-streams v0.13.0 // indirect
 	github.com/samber/lo v1.53.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260121195810-e0832fcbdccb // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect

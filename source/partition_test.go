@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestReplayFromEarliestReturnsEveryRecordThenEOFAtStartHWM(t *testing.T) {
 			require.NoError(t, err)
 			require.NotEmpty(t, first)
 			require.Less(t, len(first), 250, "MaxBytes(512) must split the replay into several batches")
+			first = slices.Clone(first) // the source reuses its batch slice on the next Read
 
 			appendRange(t, lg, "events", 250, 260) // after the replay opened: not returned
 

@@ -1,11 +1,16 @@
 // Command benchtable reads `go test -bench` output on stdin and prints the
-// log engine's figures as one table, each beside the baseline measured in
-// the same run, with the ratio and the target of issue 3. Where a benchmark
-// reports its own x-baseline (synced appends, recovery: the baseline measured
-// beside each case, because this disk's sync latency and the page cache
-// swing within minutes), that ratio is shown. `make bench` pipes
-// the log package's benchmarks through it; the raw output is kept in
-// bench.out.
+// log engine's figures (issue 3) and the pipeline's (issue 6) as one table,
+// each beside the baseline measured in the same run, with the ratio and the
+// target. Where a benchmark reports its own x-baseline (synced appends,
+// recovery: the baseline measured beside each case, because this disk's
+// sync latency and the page cache swing within minutes), that ratio is
+// shown. The pipeline's baselines are go-streams v0.13.0 and rill v0.7.0
+// running the same three stages (internal/bench), the read-write log's
+// replay for the read-only follower's, and KeyOrdered with one worker for
+// more workers. A figure without a baseline is judged on its value alone
+// (allocations, checkpoint saves per second, memory). `make bench` pipes
+// the log package's and internal/bench's benchmarks through it; the raw
+// output is kept in bench.out.
 //
 // A figure whose benchmark did not run (filtered out, or skipped by size)
 // prints "-" and is not judged. The exit status is 0 even when a target is
@@ -68,6 +73,9 @@ type row struct {
 	maxRatio  float64 // ratio must be <= this (0: no upper bound)
 	ratioUnit string  // when set, the benchmark's own ratio metric (a baseline it measured beside each case)
 	formatter func(float64) string
+	// meets judges a figure without a baseline by its value alone; nil
+	// leaves it unjudged.
+	meets func(v float64) bool
 }
 
 func millions(v float64) string { return fmt.Sprintf("%.2f M/s", v/1e6) }
@@ -75,6 +83,14 @@ func perSec(v float64) string   { return fmt.Sprintf("%.0f /s", v) }
 func seconds(v float64) string  { return fmt.Sprintf("%.3f s/GiB", v) }
 func micros(v float64) string   { return fmt.Sprintf("%.0f µs", v) }
 func mib(v float64) string      { return fmt.Sprintf("%.1f MiB", v) }
+func rate(v float64) string     { return fmt.Sprintf("%.0f records/s", v) }
+func allocs(v float64) string   { return fmt.Sprintf("%.4f allocs/record", v) }
+func allocsOp(v float64) string { return fmt.Sprintf("%.0f allocs/op", v) }
+func ms(v float64) string       { return fmt.Sprintf("%.2f ms", v) }
+func nanos(v float64) string    { return fmt.Sprintf("%.1f ns", v) }
+func bytesEach(v float64) string {
+	return fmt.Sprintf("%.2f B/record", v)
+}
 
 func rows() []row {
 	var rs []row
@@ -147,8 +163,55 @@ func rows() []row {
 		unit:      "index-MiB",
 		target:    "< 64 MiB",
 		formatter: mib,
+		meets:     func(v float64) bool { return v < 64 },
 	})
-	return rs
+	return append(rs, pipelineRows()...)
+}
+
+// pipelineRows are issue 6's figures, from internal/bench.
+func pipelineRows() []row {
+	const (
+		three   = "BenchmarkThree/strom"
+		goStr   = "BenchmarkThree/gostreams"
+		rillB   = "BenchmarkThree/rill"
+		fromLog = "BenchmarkThreeFromLog/rw"
+		roLog   = "BenchmarkThreeFromLog/ro"
+		keyed   = "BenchmarkKeyOrdered/n="
+	)
+	perRecord := func(v float64) bool { return v < 0.01 } // per batch at most, never per record
+	rs := []row{
+		{figure: "3 stages from memory (64 B), strom vs go-streams", bench: three, unit: "records/s",
+			baseline: goStr, baseUnit: "records/s", target: ">= 20x", minRatio: 20, formatter: millions},
+		{figure: "3 stages from memory (64 B), strom vs rill", bench: three, unit: "records/s",
+			baseline: rillB, baseUnit: "records/s", target: ">= 8x", minRatio: 8, formatter: millions},
+		{figure: "3 stages from memory, strom allocations", bench: three, unit: "allocs/op",
+			target: "< 0.01/record", formatter: allocs, meets: perRecord},
+		{figure: "3 stages from a log replay + FileStore vs go-streams in memory", bench: fromLog, unit: "records/s",
+			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
+		{figure: "3 stages from a log replay + FileStore, allocations", bench: fromLog, unit: "allocs/record",
+			target: "< 0.01/record", formatter: allocs, meets: perRecord},
+		{figure: "read-only follower replay vs the writer's (read-write) replay", bench: roLog, unit: "records/s",
+			baseline: fromLog, baseUnit: "records/s", target: ">= 0.83x (within 1.2x)", minRatio: 1 / 1.2, formatter: millions},
+		{figure: "tail follower, FileStore, default policy: checkpoint saves", bench: "BenchmarkTailFollow", unit: "saves/s",
+			target: "<= 10 /s", formatter: func(v float64) string { return fmt.Sprintf("%.1f /s", v) },
+			meets: func(v float64) bool { return v <= 10 }},
+		{figure: "tail follower at 1,000 appends/s: append to handler, p50", bench: "BenchmarkTailFollow", unit: "p50-ms", formatter: ms},
+		{figure: "tail follower at 1,000 appends/s: append to handler, p99", bench: "BenchmarkTailFollow", unit: "p99-ms", formatter: ms},
+		{figure: "KeyOrdered, 1 ms handler, 64 keys, n=1", bench: keyed + "1", unit: "records/s", formatter: rate},
+	}
+	for _, n := range []int{4, 16} {
+		want := 0.75 * float64(n)
+		rs = append(rs, row{figure: fmt.Sprintf("KeyOrdered, 1 ms handler, 64 keys, n=%d vs n=1", n),
+			bench: fmt.Sprintf("%s%d", keyed, n), unit: "records/s", baseline: keyed + "1", baseUnit: "records/s",
+			target: fmt.Sprintf(">= %.0fx", want), minRatio: want, formatter: rate})
+	}
+	return append(rs,
+		row{figure: "tracker, 1,000,000 in flight: memory per record", bench: "BenchmarkTrackerMemory", unit: "bytes/record", formatter: bytesEach},
+		row{figure: "tracker, 1,000,000 in flight: ring", bench: "BenchmarkTrackerMemory", unit: "MiB", formatter: mib},
+		row{figure: "tracker Begin+Done of one offset", bench: "BenchmarkTrackerMemory", unit: "ns/op", formatter: nanos},
+		row{figure: "tracker Begin+Done, allocations", bench: "BenchmarkTrackerMemory", unit: "allocs/op",
+			target: "0", formatter: allocsOp, meets: func(v float64) bool { return v == 0 }},
+	)
 }
 
 func main() {
@@ -190,9 +253,9 @@ func render(w io.Writer, m metrics) {
 				}
 			}
 		}
-		if r.unit == "index-MiB" {
+		if r.meets != nil {
 			verdict = "met"
-			if v >= 64 {
+			if !r.meets(v) {
 				verdict = "MISSED"
 			}
 		}

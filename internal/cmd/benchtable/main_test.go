@@ -31,3 +31,39 @@ PASS
 	assert.Regexp(t, `10 GiB of 64 B records\s+40.0 MiB.*met`, s)
 	assert.Regexp(t, `append 1KiB, file, 1/call, no sync\s+-.*not run`, s)
 }
+
+// TestRenderPipelineFigures ensures issue 6's rows pair strom with the
+// go-streams, rill, read-write and n=1 baselines of the same run, judge
+// value-only targets (allocations, saves per second), and show latency
+// without a verdict.
+func TestRenderPipelineFigures(t *testing.T) {
+	in := `pkg: github.com/strom-dev/strom/internal/bench
+BenchmarkThree/strom-2      	 9000000	 125.0 ns/op	   8000000 records/s	       0 B/op	       0 allocs/op
+BenchmarkThree/gostreams-2  	  500000	  2200 ns/op	    400000 records/s	     256 B/op	       2 allocs/op
+BenchmarkThree/rill-2       	  800000	  1250 ns/op	    800000 records/s	       0 B/op	       0 allocs/op
+BenchmarkThreeFromLog/rw-2  	       2	 500000000 ns/op	 0.0025 allocs/record	   2000000 records/s	 600000000 B/op	    2600 allocs/op
+BenchmarkThreeFromLog/ro-2  	       1	 900000000 ns/op	 0.0150 allocs/record	   1000000 records/s	 900000000 B/op	   16000 allocs/op
+BenchmarkTailFollow-2       	       1	3000000000 ns/op	 0.27 p50-ms	 1.37 p99-ms	 2538 records	 4.99 saves/s
+BenchmarkKeyOrdered/n=1-2   	       1	1161559198 ns/op	       880 records/s
+BenchmarkKeyOrdered/n=4-2   	       4	 306152979 ns/op	      3344 records/s
+BenchmarkKeyOrdered/n=16-2  	      15	  78298403 ns/op	      8800 records/s
+BenchmarkTrackerMemory-2    	34462856	        34.95 ns/op	 8.000 MiB	 8.389 bytes/record	 0 B/op	 0 allocs/op
+PASS
+`
+	m, err := parse(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	render(&out, m)
+	s := out.String()
+	assert.Regexp(t, `strom vs go-streams\s+8.00 M/s\s+0.40 M/s\s+20.00x\s+>= 20x\s+met`, s)
+	assert.Regexp(t, `strom vs rill\s+8.00 M/s\s+0.80 M/s\s+10.00x\s+>= 8x\s+met`, s)
+	assert.Regexp(t, `from memory, strom allocations\s+0.0000 allocs/record\s+-\s+-\s+< 0.01/record\s+met`, s)
+	assert.Regexp(t, `FileStore vs go-streams in memory\s+2.00 M/s\s+0.40 M/s\s+5.00x\s+>= 10x\s+MISSED`, s)
+	assert.Regexp(t, `read-write\) replay\s+1.00 M/s\s+2.00 M/s\s+0.50x\s+>= 0.83x \(within 1.2x\)\s+MISSED`, s)
+	assert.Regexp(t, `checkpoint saves\s+5.0 /s\s+-\s+-\s+<= 10 /s\s+met`, s)
+	assert.Regexp(t, `handler, p99\s+1.37 ms\s+-\s+-\s+\n`, s)
+	assert.Regexp(t, `n=4 vs n=1\s+3344 records/s\s+880 records/s\s+3.80x\s+>= 3x\s+met`, s)
+	assert.Regexp(t, `n=16 vs n=1\s+8800 records/s\s+880 records/s\s+10.00x\s+>= 12x\s+MISSED`, s)
+	assert.Regexp(t, `Begin\+Done, allocations\s+0 allocs/op\s+-\s+-\s+0\s+met`, s)
+	assert.Regexp(t, `memory per record\s+8.39 B/record`, s)
+}
