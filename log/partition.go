@@ -436,26 +436,40 @@ func (p *Partition) refreshLocked() {
 // ErrOffsetOutOfRange) below the log start offset or above NextOffset.
 // Records never cross a segment: a read that reaches the end of one segment
 // returns what it has.
+//
+// The records' bytes (Key, Value, header keys and values) alias one buffer
+// allocated for this call, of the size of the frames returned, and stay
+// valid for as long as the caller keeps them. A Reader reads the same way
+// and can also reuse its []Record (Reader.NextInto).
 func (p *Partition) Read(offset int64, maxBytes int) ([]Record, error) {
+	return p.readInto(nil, offset, maxBytes, nil)
+}
+
+// readInto is Read appending to dst (see Reader.NextInto), with rb saying
+// where the bytes live (nil: a buffer of the batch's own).
+func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readBuf) ([]Record, error) {
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
 	if p.cfg.readOnly {
 		p.refreshForRead(offset)
 	}
+	n0 := len(dst)
 	for {
 		s, e, end, gen, err := p.acquireForRead(offset)
 		if s == nil || err != nil {
-			return nil, err
+			return dst, err
 		}
 		beforeSegmentRead(p, s.base, offset)
-		recs, err := s.read(e, offset, maxBytes, end, p.topic, p.id)
+		dst, err = s.read(dst, e, offset, maxBytes, end, p.topic, p.id, rb)
 		s.release()
 		if p.ret.cuts.Load() == gen {
-			return recs, err
+			return dst, err
 		}
 		// Truncate cut the log while this read ran without the lock; what
 		// it read may be gone or rewritten. Read again.
+		clear(dst[n0:])
+		dst = dst[:n0]
 	}
 }
 
