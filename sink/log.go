@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/stream"
@@ -67,50 +66,32 @@ func Log(t *log.Topic, opts ...LogOption) *LogSink {
 	return &LogSink{t: t, cfg: cfg}
 }
 
-// Write appends recs in order with the topic's Append, which keeps the order
-// of records within each partition. With [Synced] it then syncs every
-// partition it wrote to, in partition order.
+// Write appends recs with the topic's AppendBatchAck: the records are
+// grouped by the partition the topic's partitioner picks (keeping their
+// order within each partition, round-robin for nil keys as one Append per
+// record would do) and each group is appended with one call. With [Synced]
+// every partition written is synced before Write returns (the groups are
+// appended with log.AckSynced, so one sync, shared with the partition's
+// concurrent appenders, covers each group).
 //
-// On failure it stops at the first record that could not be appended and
-// returns a [*TopicError]; the records before it stay appended, so a retry of
-// the whole batch writes them again (at-least-once). A record larger than the
-// topic's segment size fails with an error wrapping log.ErrRecordTooLarge. A
-// nil topic is [ErrNilTopic].
+// On failure it returns a [*TopicError] and nothing after the failing
+// partition's group is appended; the groups of lower partitions stay
+// appended, so a retry of the whole batch writes them again
+// (at-least-once). A record larger than the topic's segment size fails the
+// whole batch, before anything is appended, with an error wrapping
+// log.ErrRecordTooLarge. A nil topic is [ErrNilTopic].
 func (s *LogSink) Write(ctx context.Context, recs []log.Record) error {
 	if s.t == nil {
 		return ErrNilTopic
 	}
-	var written []int32 // partitions appended to, for Synced
-	for i, r := range recs {
-		p, _, err := s.t.Append(ctx, r)
-		if err != nil {
-			return &TopicError{
-				Topic:     s.t.Name(),
-				Partition: -1,
-				Err:       fmt.Errorf("appending record %d of %d: %w", i+1, len(recs), err),
-			}
-		}
-		if s.cfg.synced && !slices.Contains(written, p) {
-			written = append(written, p)
-		}
+	ack := log.Ack(0) // the log's default
+	if s.cfg.synced {
+		ack = log.AckSynced
 	}
-	slices.Sort(written)
-	for _, id := range written {
-		if err := s.sync(id); err != nil {
-			return &TopicError{Topic: s.t.Name(), Partition: id, Err: err}
-		}
+	if err := s.t.AppendBatchAck(ctx, ack, recs); err != nil {
+		return &TopicError{Topic: s.t.Name(), Partition: -1,
+			Err: fmt.Errorf("appending a batch of %d records: %w", len(recs), err)}
 	}
 	return nil
 }
 
-// sync forces partition id of the topic to disk.
-func (s *LogSink) sync(id int32) error {
-	p, err := s.t.Partition(id)
-	if err != nil {
-		return err
-	}
-	if err := p.Sync(); err != nil {
-		return fmt.Errorf("syncing: %w", err)
-	}
-	return nil
-}
