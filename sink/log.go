@@ -94,4 +94,3 @@ func (s *LogSink) Write(ctx context.Context, recs []log.Record) error {
 	}
 	return nil
 }
-
