@@ -250,6 +250,18 @@
 // p50 0.13 to 0.16 ms, p99 1.0 to 1.8 ms (BenchmarkFollowLatency,
 // 2026-11-30, 2-core machine under load).
 //
+// A read preads its segment into a pooled buffer, checks every frame's
+// CRC32C there, and copies the frames of the batch it returns into one
+// buffer of exactly their size, which the records' keys, values and headers
+// alias (their []Header carved from one slice per batch): a batch costs one
+// allocation, two with headers, never one per record, and its records stay
+// valid for as long as they are kept. Reader.NextInto also reuses the
+// caller's []Record, and Reader.SetReuseBytes reads into the Reader's own
+// buffer, overwritten by the next call, for loops that finish each batch
+// before the next read (one 1 MiB batch of 64 B records: 1 allocation and
+// 0.94 MB by default, none with reuse, 2 to 5 times faster;
+// BenchmarkReaderNextInto).
+//
 // Reads pread the segment
 // without holding the partition lock (see "Retention" for how a segment
 // outlives its deletion while a read is in it); a read that overlapped a

@@ -37,3 +37,56 @@ func TestEpochHistoryBeginAndEndOffset(t *testing.T) {
 		assert.Error(t, err, "%q", bad)
 	}
 }
+
+// TestReadOnlyRefreshResetsOnlyOnANewEpochBelowWhatItSaw ensures a read-only
+// partition keeps its segments across reads while the writer appends in one
+// epoch (no re-walk per Read), and walks them again once the writer
+// truncates below what it had read.
+func TestReadOnlyRefreshResetsOnlyOnANewEpochBelowWhatItSaw(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := Open(dir)
+	require.NoError(t, err)
+	defer lg.Close()
+	tp, err := lg.CreateTopic("t", 1)
+	require.NoError(t, err)
+	w, _ := tp.Partition(0)
+	ctx := t.Context()
+	for i := range 10 {
+		_, err := w.Append(ctx, Record{Value: []byte{byte(i)}})
+		require.NoError(t, err)
+	}
+	ro, err := Open(dir, ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	rtp, err := ro.Topic("t")
+	require.NoError(t, err)
+	r, _ := rtp.Partition(0)
+	active := func() *segment {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		return r.active()
+	}
+	seg := active()
+	for i := range 5 {
+		recs, err := r.Read(int64(i), 1<<20)
+		require.NoError(t, err)
+		require.Len(t, recs, 10-i)
+		require.Same(t, seg, active(), "read %d re-walked the partition", i)
+	}
+	_, err = w.Append(ctx, Record{Value: []byte{10}})
+	require.NoError(t, err)
+	recs, err := r.Read(10, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Same(t, seg, active(), "an append in the same epoch re-walked the partition")
+
+	require.NoError(t, w.Truncate(4))
+	_, err = w.Append(ctx, Record{Value: []byte{40}})
+	require.NoError(t, err)
+	recs, err = r.Read(4, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, []byte{40}, recs[0].Value)
+	require.NotSame(t, seg, active(), "a truncation below what the reader saw must re-walk")
+	require.Equal(t, int32(1), recs[0].Epoch)
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"slices"
+	"unsafe"
 )
 
 // Frame layout constants; log/doc.go draws the bytes. Every multi-byte
@@ -93,11 +95,25 @@ func frameHeader(b []byte) (bodyLen uint32, crc uint32) {
 }
 
 // decodeBody parses a body whose CRC has been verified. Key, Value and
-// header values alias body: the caller hands out a buffer per batch and
-// never reuses it.
+// header values alias body; header keys are copied into strings and
+// r.Headers is allocated for the record. Recovery and the scan for intact
+// frames use it; reads decode a batch at a time with decodeBodyInto.
 func decodeBody(body []byte, r *Record) error {
+	_, err := decodeBodyInto(body, r, nil, nil)
+	return err
+}
+
+// decodeBodyInto parses a body whose CRC has been verified into r, whose
+// every field it sets but Topic and Partition. Key, Value and header values
+// alias body. The record's headers are appended to hdrs, which is returned
+// extended, and r.Headers is that appended part (capacity clipped, nil when
+// the record has none): a batch carves the headers of all its records from
+// one slice. Header keys are strings, made as keys says (see keyStore); a
+// nil keys copies each, one allocation per header (decodeBody's callers,
+// which keep no batch).
+func decodeBodyInto(body []byte, r *Record, hdrs []Header, keys *keyStore) ([]Header, error) {
 	if len(body) < bodyFixedBytes || body[0] != formatVersion {
-		return errBadFrame
+		return hdrs, errBadFrame
 	}
 	r.Epoch = int32(binary.LittleEndian.Uint32(body[4:]))
 	r.Offset = bodyOffset(body)
@@ -105,42 +121,126 @@ func decodeBody(body []byte, r *Record) error {
 	rest := body[24:]
 	var ok bool
 	if r.Key, rest, ok = takeBytes(rest); !ok {
-		return errBadFrame
+		return hdrs, errBadFrame
 	}
 	if r.Value, rest, ok = takeBytes(rest); !ok {
-		return errBadFrame
+		return hdrs, errBadFrame
 	}
 	if len(rest) < 4 {
-		return errBadFrame
+		return hdrs, errBadFrame
 	}
 	n := binary.LittleEndian.Uint32(rest)
 	rest = rest[4:]
 	if uint64(n)*8 > uint64(len(rest)) {
-		return errBadFrame
+		return hdrs, errBadFrame
 	}
 	r.Headers = nil
-	if n > 0 {
-		r.Headers = make([]Header, n)
-		for i := range r.Headers {
-			if len(rest) < 4 {
-				return errBadFrame
-			}
-			kl := binary.LittleEndian.Uint32(rest)
-			rest = rest[4:]
-			if uint64(kl) > uint64(len(rest)) {
-				return errBadFrame
-			}
-			r.Headers[i].Key = string(rest[:kl])
-			rest = rest[kl:]
-			if r.Headers[i].Value, rest, ok = takeBytes(rest); !ok {
-				return errBadFrame
-			}
+	if n == 0 {
+		if len(rest) != 0 {
+			return hdrs, errBadFrame
 		}
+		return hdrs, nil
+	}
+	first := len(hdrs)
+	hdrs = slices.Grow(hdrs, int(n))
+	for range n {
+		if len(rest) < 4 {
+			return hdrs[:first], errBadFrame
+		}
+		kl := binary.LittleEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(kl) > uint64(len(rest)) {
+			return hdrs[:first], errBadFrame
+		}
+		var h Header
+		h.Key = keys.key(rest[:kl])
+		rest = rest[kl:]
+		if h.Value, rest, ok = takeBytes(rest); !ok {
+			return hdrs[:first], errBadFrame
+		}
+		hdrs = append(hdrs, h)
 	}
 	if len(rest) != 0 {
-		return errBadFrame
+		return hdrs[:first], errBadFrame
 	}
-	return nil
+	r.Headers = hdrs[first:len(hdrs):len(hdrs)]
+	return hdrs, nil
+}
+
+// keyStore says where the header keys a read decodes live. Go strings
+// must never change, so a key aliases bytes only when nothing writes them
+// again.
+type keyStore struct {
+	// alias makes every key alias the body it was read from: right when the
+	// body is a batch's own buffer, written once and never reused.
+	alias bool
+	// buf, when alias is false, receives a copy of every key, which then
+	// aliases it: a batch sizes it once for all its keys. An append past
+	// its capacity moves on to a new array and leaves the old one, and the
+	// keys in it, untouched.
+	buf []byte
+}
+
+// key returns b as a string, as ks says; a nil ks copies it.
+func (ks *keyStore) key(b []byte) string {
+	switch {
+	case ks == nil:
+		return string(b)
+	case len(b) == 0:
+		return ""
+	case ks.alias:
+		return unsafe.String(&b[0], len(b))
+	}
+	at := len(ks.buf)
+	ks.buf = append(ks.buf, b...)
+	return unsafe.String(&ks.buf[at], len(b))
+}
+
+// bodyHeaders returns the header count of a body and the bytes of its
+// header keys, reading only the length fields (bounds-checked, so any body
+// is safe to look at); ok is false when the lengths run past the body.
+// decodeBodyInto checks the rest. A read counts a batch's headers with it
+// before decoding, to allocate their slice once.
+func bodyHeaders(body []byte) (n int, keyBytes int, ok bool) {
+	end := int64(len(body))
+	if end < bodyFixedBytes {
+		return 0, 0, false
+	}
+	kl := int64(int32(binary.LittleEndian.Uint32(body[24:])))
+	at := 28 + max(kl, 0)
+	if kl < -1 || at+4 > end {
+		return 0, 0, false
+	}
+	vl := int64(int32(binary.LittleEndian.Uint32(body[at:])))
+	at += 4 + max(vl, 0)
+	if vl < -1 || at+4 > end {
+		return 0, 0, false
+	}
+	c := int64(binary.LittleEndian.Uint32(body[at:]))
+	at += 4
+	if c == 0 {
+		return 0, 0, true
+	}
+	if c*8 > end-at {
+		return 0, 0, false
+	}
+	for range c {
+		if at+4 > end {
+			return 0, 0, false
+		}
+		hk := int64(binary.LittleEndian.Uint32(body[at:]))
+		keyBytes += int(min(hk, end))
+		at += 4 + hk
+		if at+4 > end {
+			return 0, 0, false
+		}
+		hl := int64(int32(binary.LittleEndian.Uint32(body[at:])))
+		at += 4 + max(hl, 0)
+		if hl < -1 || at > end {
+			return 0, 0, false
+		}
+	}
+	return int(c), keyBytes, true
 }
 
 // takeBytes reads an int32 length (-1 = nil) and that many bytes.

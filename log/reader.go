@@ -13,6 +13,7 @@ type Reader struct {
 	pos   int64
 	end   int64 // replay: the high watermark when the replay began; follow: -1
 	epoch int32 // epoch of the last record returned; -1 before the first
+	rb    readBuf
 }
 
 // Replay returns a Reader from offset from up to the high watermark as it
@@ -40,18 +41,50 @@ func (r *Reader) Position() int64 { return r.pos }
 // a follow waits. Errors: ctx.Err() when ctx ends while waiting,
 // *OffsetOutOfRangeError when the position is no longer stored (retention,
 // truncation), I/O and corruption errors naming the segment.
+//
+// Next is NextInto(ctx, nil, maxBytes): a new []Record per batch. The
+// records' bytes stay valid after later calls unless SetReuseBytes(true)
+// was called.
 func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
+	recs, err := r.NextInto(ctx, nil, maxBytes)
+	if len(recs) == 0 {
+		recs = nil
+	}
+	return recs, err
+}
+
+// NextInto is Next appending the batch to dst: it returns dst extended by
+// the batch's records, so the batch is the result from len(dst) on, and a
+// caller that passes the previous result re-sliced to zero,
+//
+//	recs, err = r.NextInto(ctx, recs[:0], 1<<20)
+//
+// reuses its []Record across calls: once its capacity has grown to a
+// batch's record count, a batch costs no allocation for the records
+// themselves. dst's elements from len(dst) on are overwritten (every field);
+// those below are left alone. With an error (io.EOF included) it returns
+// dst, nothing appended (its spare capacity may have been written).
+//
+// Bytes: by default each batch's Key, Value and header bytes (keys and
+// values) alias one buffer allocated for that batch, of the size of its
+// frames (not maxBytes: a short batch gets a short buffer), and its headers
+// one []Header slice for all its records; they stay valid after later calls,
+// so records may be kept, queued or handed to other goroutines. No
+// allocation is made per record. With SetReuseBytes(true) they alias the
+// Reader's own buffer instead and are valid only until the next call.
+func (r *Reader) NextInto(ctx context.Context, dst []Record, maxBytes int) ([]Record, error) {
+	n0 := len(dst)
 	for {
 		if r.end >= 0 && r.pos > r.end {
 			// Only a replay asked to start above the high watermark gets here.
-			return nil, &OffsetOutOfRangeError{Topic: r.p.topic, Partition: r.p.id, Offset: r.pos,
+			return dst, &OffsetOutOfRangeError{Topic: r.p.topic, Partition: r.p.id, Offset: r.pos,
 				StartOffset: r.p.StartOffset(), NextOffset: r.end}
 		}
 		if r.end >= 0 && r.pos == r.end {
-			return nil, io.EOF
+			return dst, io.EOF
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return dst, err
 		}
 		// The writer may have truncated (or lost in a crash, and reopened)
 		// records this reader already returned; their offsets are reused in
@@ -61,35 +94,56 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Record, error) {
 		// log now ends below the position, after the refresh that saw the
 		// new epoch, steps back once more and reads again.
 		r.pos = r.p.stepBack(r.pos, r.epoch)
-		recs, err := r.p.Read(r.pos, maxBytes)
+		var rb *readBuf
+		if r.rb.reuse {
+			rb = &r.rb
+		}
+		recs, err := r.p.readInto(dst, r.pos, maxBytes, rb)
 		if err != nil {
 			if back := r.p.stepBack(r.pos, r.epoch); back != r.pos && errors.Is(err, ErrOffsetOutOfRange) {
 				r.pos = back
 				continue
 			}
-			return nil, err
+			return dst, err
 		}
 		if r.end >= 0 {
-			for i, rec := range recs {
-				if rec.Offset >= r.end {
+			for i := n0; i < len(recs); i++ {
+				if recs[i].Offset >= r.end {
+					clear(recs[i:])
 					recs = recs[:i]
 					break
 				}
 			}
 		}
-		if len(recs) > 0 {
+		if len(recs) > n0 {
 			last := recs[len(recs)-1]
 			r.pos, r.epoch = last.Offset+1, last.Epoch
 			return recs, nil
 		}
 		if r.end >= 0 {
-			return nil, io.EOF // truncated below the end the replay started with
+			return dst, io.EOF // truncated below the end the replay started with
 		}
 		if err := r.p.wait(ctx, r.pos); err != nil {
-			return nil, err
+			return dst, err
 		}
 	}
 }
+
+// SetReuseBytes chooses where the bytes of the records NextInto and Next
+// return live. false, the default, gives every batch a buffer of its own:
+// records stay valid for as long as anyone keeps them. true makes the Reader
+// read every batch into one buffer of its own, reused by the next call, so a
+// batch costs no allocation at all once the buffer and the caller's []Record
+// have grown: the records' Key, Value and header values (and the headers
+// slices) are then valid only until the next NextInto or Next, which
+// overwrites them. Header keys stay valid (they are copied into a buffer of
+// the batch).
+//
+// Reuse is unsafe for a pipeline that keeps records past the next read: an
+// asynchronous or parallel stage, a batch or window operator, anything that
+// queues records or hands them to another goroutine. Use it only where each
+// batch is fully handled, or copied, before the next read.
+func (r *Reader) SetReuseBytes(reuse bool) { r.rb.reuse = reuse }
 
 // SetPosition moves the reader to offset: the next Next reads from there. A
 // replay keeps the end it started with. Nothing is checked until Next reads:

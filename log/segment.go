@@ -5,9 +5,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -260,72 +262,239 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// read returns records from offset off onwards, at most maxBytes of frames
-// but always at least one when one exists, and never reading at or beyond
-// byte position end. e is s.lookup(off), taken by the caller under the
-// partition lock (the index grows with appends); read itself touches only
-// the descriptor, so it runs without the lock. The records' slices alias one
-// buffer allocated for this call.
-func (s *segment) read(e indexEntry, off int64, maxBytes int, end int64, topic string, partition int32) ([]Record, error) {
+// readBuf is how one read lays out the bytes of the records it returns.
+//
+// By default (reuse false) a read preads into a pooled scratch buffer
+// (readScratch), verifies the frames there, and copies the bytes of the
+// frames it returns into one new buffer of exactly their size, which the
+// records' Key, Value and headers (keys included) alias: one allocation per
+// batch (two with headers: their []Header), never per record, and bytes that
+// stay valid for as long as the caller keeps them.
+//
+// With reuse (Reader.SetReuseBytes) the records alias buf itself, which the
+// next read overwrites: no copy and no allocation once buf has grown, and
+// record bytes valid only until the next read. Header keys are still copied,
+// into a buffer of the batch (strings must never change).
+type readBuf struct {
+	reuse bool
+	buf   []byte   // reuse: the buffer the records alias
+	used  int      // reuse: bytes of buf taken by earlier chunks of this read
+	hdrs  []Header // reuse: the headers of the last batch, reused
+}
+
+// readScratch recycles the pread buffers of default (copying) reads.
+var readScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// readSlack is what a read asks for beyond maxBytes: the frames between
+// the index entry it starts from and the offset it wants (the index has an
+// entry every WithIndexIntervalBytes, 4 KiB by default) and the end of the
+// frame that crosses the budget.
+const readSlack = 64 << 10
+
+// read appends records from offset off onwards to dst and returns the
+// extended slice: at most maxBytes of frames but always at least one when
+// one exists, and never reading at or beyond byte position end. e is
+// s.lookup(off), taken by the caller under the partition lock (the index
+// grows with appends); read itself touches only the descriptor, so it runs
+// without the lock. rb says where the records' bytes live (nil: the
+// default, see readBuf). Every frame returned is CRC-checked and decoded
+// again here, after the walk that verified it: a frame that changed since
+// is a *CorruptError.
+func (s *segment) read(dst []Record, e indexEntry, off int64, maxBytes int, end int64, topic string, partition int32, rb *readBuf) ([]Record, error) {
+	if rb == nil {
+		rb = &readBuf{}
+	}
+	rb.used = 0
+	if rb.reuse {
+		rb.hdrs = rb.hdrs[:0]
+	}
+	n0 := len(dst)
+	var skip Record // frames below off decode here, keys aliasing buf
+	var skipHdrs []Header
+	skipKeys := keyStore{alias: true}
 	pos := e.pos
-	// The index entry may lie up to one interval below off; read enough to
-	// skip it and still fill maxBytes.
-	want := int64(maxBytes) + (pos - e.pos) + 64<<10
-	var out []Record
+	want := int64(maxBytes) + readSlack
 	budget := int64(maxBytes)
 	for pos < end {
 		n := min(want, end-pos)
-		buf := make([]byte, n)
+		buf, scratch := rb.chunk(int(n))
 		if _, err := s.f.ReadAt(buf, pos); err != nil && err != io.EOF {
-			return out, fmt.Errorf("log: read segment %s at byte %d: %w", s.path, pos, err)
+			rb.done(scratch, buf)
+			return dst, fmt.Errorf("log: read segment %s at byte %d: %w", s.path, pos, err)
 		}
-		chunk := buf
-		progressed := false
-		for len(chunk) >= frameHeaderBytes {
-			bodyLen, crc := frameHeader(chunk)
-			need := int64(padded(frameHeaderBytes + int(bodyLen)))
-			if bodyLen == 0 || need > int64(len(chunk)) {
+		// First pass: verify the frames and find those the batch returns,
+		// [first, last) of buf, and how many headers and header key bytes
+		// they hold.
+		at, first, last := 0, -1, 0
+		nrec, nhdr, nkey := len(dst)-n0, 0, 0
+		chunkPos, chunkOff := pos, off
+		full, progressed := false, false
+		// fail returns the records verified before a bad frame, as a read
+		// always has, with the *CorruptError of the bad one.
+		fail := func() ([]Record, error) {
+			err := error(&CorruptError{Topic: topic, Partition: partition, Segment: s.path,
+				Position: pos, Offset: off, Reason: "frame changed after it was verified"})
+			if first >= 0 {
+				var derr error
+				if dst, derr = rb.decode(dst, buf[first:last], nrec-(len(dst)-n0), nhdr, nkey, chunkPos, chunkOff, s.path, topic, partition); derr != nil {
+					err = derr
+				}
+			}
+			rb.done(scratch, buf)
+			return dst, err
+		}
+		for len(buf)-at >= frameHeaderBytes {
+			bodyLen, crc := frameHeader(buf[at:])
+			need := padded(frameHeaderBytes + int(bodyLen))
+			if bodyLen == 0 || need > len(buf)-at {
 				break
 			}
-			body := chunk[frameHeaderBytes : frameHeaderBytes+int(bodyLen)]
-			var r Record
-			if crcOf(body) != crc || decodeBody(body, &r) != nil {
-				return out, &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
-					Position: pos, Offset: off, Reason: "frame changed after it was verified"}
+			body := buf[at+frameHeaderBytes : at+frameHeaderBytes+int(bodyLen)]
+			if crcOf(body) != crc || len(body) < bodyFixedBytes {
+				return fail()
 			}
 			progressed = true
-			pos += need
-			chunk = chunk[need:]
-			if r.Offset < off {
-				continue
+			o := bodyOffset(body)
+			if o < off {
+				// Between the index entry and off: skipped, but checked
+				// like every frame read.
+				var err error
+				if skipHdrs, err = decodeBodyInto(body, &skip, skipHdrs[:0], &skipKeys); err != nil {
+					return fail()
+				}
+			} else {
+				if nrec > 0 && budget < int64(need) {
+					full = true
+					break
+				}
+				h, k, ok := bodyHeaders(body)
+				if !ok {
+					return fail()
+				}
+				if first < 0 {
+					first, chunkPos, chunkOff = at, pos, off
+				}
+				budget -= int64(need)
+				nrec++
+				nhdr += h
+				nkey += k
+				last = at + need
+				off = o + 1
 			}
-			if len(out) > 0 && budget < need {
-				return out, nil
-			}
-			budget -= need
-			r.Topic, r.Partition = topic, partition
-			out = append(out, r)
-			off = r.Offset + 1
+			pos += int64(need)
+			at += need
 		}
-		if budget <= 0 {
-			return out, nil
+		if first >= 0 {
+			var err error
+			dst, err = rb.decode(dst, buf[first:last], nrec-(len(dst)-n0), nhdr, nkey, chunkPos, chunkOff, s.path, topic, partition)
+			if err != nil {
+				rb.done(scratch, buf)
+				return dst, err
+			}
+		}
+		rb.done(scratch, buf)
+		if full || budget <= 0 {
+			return dst, nil
 		}
 		if !progressed {
-			if len(chunk) >= frameHeaderBytes {
-				bodyLen, _ := frameHeader(chunk)
+			if len(buf)-at >= frameHeaderBytes {
+				bodyLen, _ := frameHeader(buf[at:])
 				want = int64(padded(frameHeaderBytes + int(bodyLen))) // one frame larger than the buffer
 				if bodyLen == 0 || pos+want > end {
-					return out, &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
+					return dst, &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
 						Position: pos, Offset: off, Reason: "frame runs past the verified end"}
 				}
 				continue
 			}
 			break
 		}
-		want = int64(maxBytes) + 64<<10
-		if len(out) > 0 {
+		want = int64(maxBytes) + readSlack
+		if len(dst) > n0 {
 			want = budget
 		}
 	}
-	return out, nil
+	return dst, nil
+}
+
+// chunk returns a buffer of n bytes to pread into: the next free part of
+// rb.buf with reuse (grown when too small; the records of earlier chunks of
+// this read keep the old array), a pooled scratch buffer otherwise (scratch
+// is its pool entry, for done).
+func (rb *readBuf) chunk(n int) (buf []byte, scratch *[]byte) {
+	if rb.reuse {
+		if cap(rb.buf)-rb.used < n {
+			rb.buf = make([]byte, max(n, 2*cap(rb.buf)))
+			rb.used = 0
+		}
+		buf = rb.buf[rb.used : rb.used+n]
+		return buf, nil
+	}
+	scratch = readScratch.Get().(*[]byte)
+	if cap(*scratch) < n {
+		*scratch = make([]byte, n)
+	}
+	return (*scratch)[:n], scratch
+}
+
+// done gives a chunk back: the scratch buffer to its pool, or with reuse
+// marks the part of rb.buf the chunk's records alias as taken.
+func (rb *readBuf) done(scratch *[]byte, buf []byte) {
+	if scratch != nil {
+		if cap(*scratch) <= 4*(1<<20+readSlack) {
+			readScratch.Put(scratch)
+		}
+		return
+	}
+	rb.used += len(buf)
+}
+
+// decode appends the records of frames, verified whole frames starting with
+// the one of offset off at byte position pos of the segment, to dst. nrec,
+// nhdr and nkey are the records, headers and header key bytes they hold
+// (bodyHeaders). By
+// default it first copies frames into a buffer of their exact size, which
+// the records alias, and carves their headers from one slice of nhdr; with
+// reuse the records alias frames and the headers rb.hdrs. A body that does
+// not decode is a *CorruptError, as in the read of a single frame.
+func (rb *readBuf) decode(dst []Record, frames []byte, nrec, nhdr, nkey int, pos, off int64, path, topic string, partition int32) ([]Record, error) {
+	var hdrs []Header
+	var ks keyStore
+	if rb.reuse {
+		hdrs = rb.hdrs
+		if nkey > 0 {
+			ks.buf = make([]byte, 0, nkey)
+		}
+	} else {
+		frames = append([]byte(nil), frames...)
+		ks.alias = true
+		if nhdr > 0 {
+			hdrs = make([]Header, 0, nhdr)
+		}
+	}
+	dst = slices.Grow(dst, nrec)
+	for len(frames) > 0 {
+		bodyLen, _ := frameHeader(frames)
+		need := padded(frameHeaderBytes + int(bodyLen))
+		body := frames[frameHeaderBytes : frameHeaderBytes+int(bodyLen)]
+		dst = append(dst, Record{})
+		r := &dst[len(dst)-1]
+		var err error
+		if hdrs, err = decodeBodyInto(body, r, hdrs, &ks); err != nil {
+			dst = dst[:len(dst)-1]
+			return dst, &CorruptError{Topic: topic, Partition: partition, Segment: path,
+				Position: pos, Offset: off, Reason: "frame changed after it was verified"}
+		}
+		pos += int64(need)
+		frames = frames[need:]
+		if r.Offset < off {
+			dst = dst[:len(dst)-1] // not reached in a verified segment: offsets are consecutive
+			continue
+		}
+		r.Topic, r.Partition = topic, partition
+		off = r.Offset + 1
+	}
+	if rb.reuse {
+		rb.hdrs = hdrs
+	}
+	return dst, nil
 }

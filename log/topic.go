@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -162,6 +164,93 @@ func (t *Topic) AppendAck(ctx context.Context, ack Ack, r Record) (partition int
 	partition = t.partitioner.Partition(r.Key, len(t.partitions))
 	offset, err = t.partitions[partition].AppendAck(ctx, ack, r)
 	return partition, offset, err
+}
+
+// AppendBatch appends recs to the partitions their keys pick, as Append
+// would one by one (Kafka's murmur2 for keys; round-robin for nil keys, the
+// counter moving once per nil-key record in the order of recs), but with one
+// Partition.Append per partition: the records of each partition keep their
+// order in recs and get consecutive offsets, written together (one encoding
+// pass, one write, as the group-commit writer takes several records). It
+// returns when the log's ack policy says (WithAck); AppendBatchAck chooses.
+// It is AppendBatchAck with the zero Ack, which documents the rest.
+func (t *Topic) AppendBatch(ctx context.Context, recs []Record) error {
+	return t.AppendBatchAck(ctx, 0, recs)
+}
+
+// batchScratch is the per-call working memory of AppendBatchAck, recycled:
+// a batch groups its records without allocating once the pool is warm.
+type batchScratch struct {
+	order []uint64 // partition<<32 | index in recs, sorted
+	recs  []Record // recs grouped by partition, each group in recs' order
+}
+
+var batchScratches = sync.Pool{New: func() any { return new(batchScratch) }}
+
+// AppendBatchAck is AppendBatch with the ack policy of this call (see
+// Partition.AppendAck; the zero Ack is the log's default). Partitions are
+// appended one after the other, in increasing partition number, each
+// returning when ack says: with AckSynced every partition written is synced
+// (a sync shared with that partition's concurrent appenders) before it
+// returns.
+//
+// Before appending anything it checks every record's size: a record whose
+// frame is larger than a segment fails the whole call with a
+// *RecordTooLargeError (ErrRecordTooLarge) naming its partition, and
+// nothing is appended. A later failure (an I/O error, ErrClosed, ctx ending
+// before a partition's records were accepted) stops at that partition: the
+// partitions before it stay appended, those after it are not, and the error
+// names the topic, the partition and how many of recs it carried. A retry of
+// the whole batch appends the first ones again (at-least-once). An empty
+// recs appends nothing. The records and the slices they point to are not
+// used after it returns. Errors: ErrReadOnly, ErrRecordTooLarge, ErrClosed,
+// an invalid ack, ctx.Err(), I/O errors naming the segment.
+func (t *Topic) AppendBatchAck(ctx context.Context, ack Ack, recs []Record) error {
+	if t.log.cfg.readOnly {
+		return fmt.Errorf("%w: append to topic %s", ErrReadOnly, t.name)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(recs) > math.MaxUint32 {
+		return fmt.Errorf("log: append batch to topic %s: %d records, at most %d per call", t.name, len(recs), uint64(math.MaxUint32))
+	}
+	sc := batchScratches.Get().(*batchScratch)
+	defer func() {
+		clear(sc.recs) // keep no caller's bytes alive in the pool
+		sc.order, sc.recs = sc.order[:0], sc.recs[:0]
+		batchScratches.Put(sc)
+	}()
+	n := len(t.partitions)
+	for i := range recs {
+		part := t.partitioner.Partition(recs[i].Key, n)
+		sc.order = append(sc.order, uint64(part)<<32|uint64(i))
+	}
+	segmentBytes := t.log.cfg.segmentBytes
+	for _, o := range sc.order {
+		if fs := int64(frameSize(&recs[uint32(o)])); fs > segmentBytes {
+			return &RecordTooLargeError{Topic: t.name, Partition: int32(o >> 32), FrameBytes: fs, SegmentBytes: segmentBytes}
+		}
+	}
+	slices.Sort(sc.order) // by partition, then by index: each group keeps recs' order
+	for _, o := range sc.order {
+		sc.recs = append(sc.recs, recs[uint32(o)])
+	}
+	for lo := 0; lo < len(sc.order); {
+		part := int32(sc.order[lo] >> 32)
+		hi := lo + 1
+		for hi < len(sc.order) && int32(sc.order[hi]>>32) == part {
+			hi++
+		}
+		if _, err := t.partitions[part].AppendAck(ctx, ack, sc.recs[lo:hi]...); err != nil {
+			return fmt.Errorf("log: append batch to topic %s: %d of %d records to partition %d: %w", t.name, hi-lo, len(recs), part, err)
+		}
+		lo = hi
+	}
+	return nil
 }
 
 // PartitionFor returns the partition a record with key would be appended

@@ -97,11 +97,9 @@ func (s *DeadLetterSink) Write(ctx context.Context, failures []stream.Failure) e
 	for i := range failures {
 		recs[i] = DeadLetterRecord(failures[i])
 	}
-	return appendRecords(ctx, s.t, s.cfg, recs, func(i int) string {
-		f := &failures[i]
-		return fmt.Sprintf("dead letter %d of %d (stage %s, %s/%d offset %d)",
-			i+1, len(failures), f.Stage, f.Topic, f.Partition, f.Offset)
-	})
+	f := &failures[0]
+	return appendRecords(ctx, s.t, s.cfg, recs, fmt.Sprintf("writing %d dead letters (the first: stage %s, %s/%d offset %d)",
+		len(failures), f.Stage, f.Topic, f.Partition, f.Offset))
 }
 
 // DeadLetterRecord returns the record a [DeadLetterSink] appends for f: the

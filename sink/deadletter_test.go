@@ -148,7 +148,7 @@ func TestDeadLetterWriteErrorNamesTheDeadLetterTopic(t *testing.T) {
 	var te *sink.TopicError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, "in.dlq", te.Topic)
-	require.Contains(t, err.Error(), "sink: topic in.dlq: dead letter 1 of 1 (stage parse, in/0 offset 1001): ")
+	require.Contains(t, err.Error(), "sink: topic in.dlq: writing 1 dead letters (the first: stage parse, in/0 offset 1001): ")
 
 	require.ErrorIs(t, sink.DeadLetter(nil).Write(context.Background(), nil), sink.ErrNilTopic)
 }

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/stream"
@@ -67,59 +66,38 @@ func Log(t *log.Topic, opts ...LogOption) *LogSink {
 	return &LogSink{t: t, cfg: cfg}
 }
 
-// Write appends recs in order with the topic's Append, which keeps the order
-// of records within each partition. With [Synced] it then syncs every
-// partition it wrote to, in partition order.
+// Write appends recs with the topic's AppendBatchAck: the records are
+// grouped by the partition the topic's partitioner picks (keeping their
+// order within each partition, round-robin for nil keys as one Append per
+// record would do) and each group is appended with one call. With [Synced]
+// every partition written is synced before Write returns (the groups are
+// appended with log.AckSynced, so one sync, shared with the partition's
+// concurrent appenders, covers each group).
 //
-// On failure it stops at the first record that could not be appended and
-// returns a [*TopicError]; the records before it stay appended, so a retry of
-// the whole batch writes them again (at-least-once). A record larger than the
-// topic's segment size fails with an error wrapping log.ErrRecordTooLarge. A
-// nil topic is [ErrNilTopic].
+// On failure it returns a [*TopicError] and nothing after the failing
+// partition's group is appended; the groups of lower partitions stay
+// appended, so a retry of the whole batch writes them again
+// (at-least-once). A record larger than the topic's segment size fails the
+// whole batch, before anything is appended, with an error wrapping
+// log.ErrRecordTooLarge. A nil topic is [ErrNilTopic].
 func (s *LogSink) Write(ctx context.Context, recs []log.Record) error {
 	if s.t == nil {
 		return ErrNilTopic
 	}
-	return appendRecords(ctx, s.t, s.cfg, recs, func(i int) string {
-		return fmt.Sprintf("appending record %d of %d", i+1, len(recs))
-	})
+	return appendRecords(ctx, s.t, s.cfg, recs, fmt.Sprintf("appending a batch of %d records", len(recs)))
 }
 
-// appendRecords appends recs to t in order and, when cfg says Synced, syncs
-// every partition written, in partition order. what(i) describes record i in
-// the error of a failed append.
-func appendRecords(ctx context.Context, t *log.Topic, cfg logConfig, recs []log.Record, what func(i int) string) error {
-	var written []int32 // partitions appended to, for Synced
-	for i, r := range recs {
-		p, _, err := t.Append(ctx, r)
-		if err != nil {
-			return &TopicError{
-				Topic:     t.Name(),
-				Partition: -1,
-				Err:       fmt.Errorf("%s: %w", what(i), err),
-			}
-		}
-		if cfg.synced && !slices.Contains(written, p) {
-			written = append(written, p)
-		}
+// appendRecords appends recs to t with one Topic.AppendBatchAck (one
+// Partition.Append per partition), with AckSynced when cfg says Synced, so
+// every partition written is synced before it returns. what describes the
+// batch in the error of a failed append.
+func appendRecords(ctx context.Context, t *log.Topic, cfg logConfig, recs []log.Record, what string) error {
+	ack := log.Ack(0) // the log's default
+	if cfg.synced {
+		ack = log.AckSynced
 	}
-	slices.Sort(written)
-	for _, id := range written {
-		if err := syncPartition(t, id); err != nil {
-			return &TopicError{Topic: t.Name(), Partition: id, Err: err}
-		}
-	}
-	return nil
-}
-
-// syncPartition forces partition id of t to disk.
-func syncPartition(t *log.Topic, id int32) error {
-	p, err := t.Partition(id)
-	if err != nil {
-		return err
-	}
-	if err := p.Sync(); err != nil {
-		return fmt.Errorf("syncing: %w", err)
+	if err := t.AppendBatchAck(ctx, ack, recs); err != nil {
+		return &TopicError{Topic: t.Name(), Partition: -1, Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	return nil
 }
