@@ -12,10 +12,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Log is a directory of topics. Open it once per process; it is safe for
-// concurrent use. A Log opened read-write takes each topic's writer lock
-// when the topic is first opened, so one process writes a topic while any
-// number of processes read it (opened with ReadOnly).
+// Log is a directory of topics. Open it once per process, for everything
+// the process reads and writes there; it is safe for concurrent use.
+//
+// One process writes a topic, holding the topic's writer lock; any number
+// read it. A Log opened read-write takes a topic's lock when it first
+// writes the topic (an append, a Truncate, EnforceRetention, CreateTopic) or
+// is asked to (Topic.LockWriter, WriteTopic), not when it opens it: until
+// then the topic is read exactly as through a Log opened ReadOnly, following
+// the appends of the process that writes it. So one Log can read topic A,
+// written by another process, and write topic B (see the package doc,
+// "Readers and writers in one process"). A write to a topic another
+// process holds fails with a *LockedError naming that process's pid, and
+// reading it goes on. A Log opened ReadOnly never writes or locks anything.
 type Log struct {
 	dir string
 	cfg config
@@ -88,6 +97,9 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 		if t.Partitions() != partitions {
 			return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, t.Partitions(), partitions)
 		}
+		if err := t.LockWriter(); err != nil {
+			return nil, err
+		}
 		if err := t.setRetention(&topts); err != nil {
 			return nil, err
 		}
@@ -131,12 +143,45 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 	return t, nil
 }
 
-// Topic opens an existing topic, recovering its partitions on first use
-// (see the package doc, "Recovery"), and returns the same *Topic on later
-// calls. A read-write log takes the topic's writer lock: a second writer,
-// in this process or another, gets a *LockedError naming the holder's pid.
-// Errors: ErrInvalidTopic, ErrUnknownTopic, ErrLocked, ErrCorrupt.
+// Topic opens an existing topic for reading, and returns the same *Topic on
+// later calls. It takes no lock, in a read-write log too: the topic is read
+// as through a ReadOnly log (following another process's appends) until
+// this process first writes it, which takes the topic's writer lock and
+// recovers its partitions for writing (see Topic.LockWriter and the package
+// doc, "Recovery"); WriteTopic does that at once. Errors: ErrInvalidTopic,
+// ErrUnknownTopic, ErrCorrupt (damage a reader can tell: a bad frame in a
+// sealed segment, or one with intact frames behind it).
 func (l *Log) Topic(name string) (*Topic, error) {
+	return l.openTopic(name, false)
+}
+
+// WriteTopic opens an existing topic for writing: Topic, then
+// Topic.LockWriter, so the lock is held and the partitions recovered for
+// writing (torn tail cut, recovery point checked, new epoch) when it
+// returns. Errors: those of Topic; ErrReadOnly in a ReadOnly log; a
+// *LockedError (ErrLocked) naming the holder's pid when another writer
+// holds the lock (the topic stays open for reading); ErrCorrupt from the
+// writer's recovery.
+func (l *Log) WriteTopic(name string) (*Topic, error) {
+	if l.cfg.readOnly {
+		return nil, fmt.Errorf("%w: cannot write topic %s in %s", ErrReadOnly, name, l.dir)
+	}
+	t, err := l.openTopic(name, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.LockWriter(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// openTopic is Topic, and with lock WriteTopic's open: a topic not open
+// yet is then locked first and opened straight for writing (so WithRepair
+// repairs what a read-only open would refuse); an open one is left to
+// LockWriter. A held lock is a *LockedError, and the topic is then opened
+// for reading.
+func (l *Log) openTopic(name string, lock bool) (*Topic, error) {
 	if err := ValidateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -152,26 +197,29 @@ func (l *Log) Topic(name string) (*Topic, error) {
 	if _, err := readTopicMeta(name, tdir); err != nil {
 		return nil, err
 	}
-	var lock *os.File
-	if !l.cfg.readOnly {
-		var err error
-		if lock, err = lockTopic(name, tdir); err != nil {
-			return nil, err
+	var lf *os.File
+	var lockErr error
+	if lock {
+		if lf, lockErr = lockTopic(name, tdir); lockErr != nil && !errors.Is(lockErr, ErrLocked) {
+			return nil, lockErr
 		}
 	}
 	m, err := loadTopicMeta(name, tdir)
 	if err != nil {
-		if lock != nil {
-			lock.Close()
+		if lf != nil {
+			lf.Close()
 		}
 		return nil, err
 	}
-	t, err := openTopic(l, name, tdir, m.Partitions, lock)
+	t, err := openTopic(l, name, tdir, m.Partitions, lf)
 	if err != nil {
 		return nil, err
 	}
 	t.retention.store(m)
 	l.topics[name] = t
+	if lockErr != nil {
+		return t, lockErr
+	}
 	return t, nil
 }
 

@@ -267,6 +267,32 @@
 // outlives its deletion while a read is in it); a read that overlapped a
 // Truncate reads again.
 //
+// # Readers and writers in one process
+//
+// Open a directory once per process, read-write, whatever the process
+// does with it. Log.Topic takes no lock: a topic is read exactly as through
+// a Log opened ReadOnly (refreshed on every read, followed through inotify,
+// retention deletions noticed) until the process first writes it: Append,
+// AppendAck, AppendBatch, AppendBatchAck, Truncate, EnforceRetention or
+// CreateTopic on it, or Topic.LockWriter and Log.WriteTopic, which ask for
+// the lock outright. That first write takes the topic's writer lock; when
+// another process holds it, the write fails with a *LockedError naming its
+// pid, nothing changes and reading goes on. Otherwise every partition is
+// switched in place, under its lock, from following to writing: the
+// followed segments are let go (reads in flight finish with them, then
+// read again), and the open of a writer runs (recovery point, torn tail
+// cut, corruption checks, a new epoch) before the first append. *Topic,
+// *Partition and Reader values stay valid across the switch. So a process
+// can read topic A, written by another process, and write topic B with one
+// Log; and it can take A over once its writer is gone.
+//
+// Recovery, and the *CorruptError of damage only a writer's open can tell
+// (an end below the recovery point, a torn tail), therefore come at the first
+// write of a topic opened with Log.Topic; Log.WriteTopic opens, locks and
+// recovers at once, as Log.Topic did before this rule. The background
+// retention check of a read-write Log applies only to the topics it holds
+// the lock of.
+//
 // # Retention
 //
 // A topic may bound how much each partition keeps, by size and by age, as

@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,4 +82,59 @@ func ExamplePartition_Follow() {
 	// 0 tick 0
 	// 1 tick 1
 	// 2 tick 2
+}
+
+// ExampleLog_Topic reads topic "orders", which another process writes, and
+// writes topic "totals" through the same Log: opening a topic takes no
+// lock, writing it does. (Here a second Log stands in for the other process;
+// in real use it would be another program holding the "orders" lock.)
+func ExampleLog_Topic() {
+	dir, _ := os.MkdirTemp("", "strom-example-")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	other, _ := log.Open(dir) // the process that writes "orders"
+	defer other.Close()
+	orders, _ := other.CreateTopic("orders", 1)
+	orders.AppendBatch(ctx, []log.Record{{Value: []byte("3")}, {Value: []byte("4")}})
+
+	lg, err := log.Open(dir) // this process: one Log, read-write
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	in, err := lg.Topic("orders") // read: no lock taken
+	if err != nil {
+		panic(err)
+	}
+	out, err := lg.CreateTopic("totals", 1) // write: the "totals" lock is ours
+	if err != nil {
+		panic(err)
+	}
+	p, _ := in.Partition(0)
+	r := p.Replay(0)
+	total := 0
+	for {
+		recs, err := r.Next(ctx, 1<<20)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			panic(err)
+		}
+		for _, rec := range recs {
+			var n int
+			fmt.Sscan(string(rec.Value), &n)
+			total += n
+		}
+	}
+	if err := out.AppendBatch(ctx, []log.Record{{Value: fmt.Appendf(nil, "%d", total)}}); err != nil {
+		panic(err)
+	}
+	fmt.Println("total", total)
+	_, _, err = in.Append(ctx, log.Record{Value: []byte("5")})
+	fmt.Println("writing orders:", errors.Is(err, log.ErrLocked))
+	// Output:
+	// total 7
+	// writing orders: true
 }

@@ -175,7 +175,7 @@ const unwatchAfter = time.Second
 // partition. Failure only costs followers in other processes their poll
 // interval, so it is not an error.
 func (p *Partition) openWaitersLocked() {
-	if p.cfg.readOnly || p.cfg.mode != ModeMmap {
+	if !p.ownsWrites() || p.cfg.mode != ModeMmap {
 		return
 	}
 	if w, err := openWaitersFile(p.dir, true); err == nil {
@@ -186,7 +186,7 @@ func (p *Partition) openWaitersLocked() {
 // signalFollowersLocked wakes followers in other processes when one waits
 // (see waitersFile). ModeFile needs nothing: its pwrite is the signal.
 func (p *Partition) signalFollowersLocked() {
-	if !p.cfg.readOnly && p.xproc.waiters != nil {
+	if !p.readOnly() && p.xproc.waiters != nil {
 		p.xproc.waiters.signal()
 	}
 }
@@ -218,7 +218,7 @@ func (p *Partition) armFollow() {
 	x := &p.xproc
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.closed {
+	if x.closed || !p.readOnly() {
 		return
 	}
 	if x.wd == 0 || x.fwd == 0 {
@@ -315,6 +315,20 @@ func (x *crossProcess) unwatchLocked(p *Partition) {
 	if x.fwd != 0 {
 		unwatchPath(x.fwd, p)
 		x.fwd = 0
+	}
+}
+
+// stopFollowLocked releases a read-only partition's watches and its
+// mapping of the waiters file when it becomes a writer (Partition.upgrade);
+// the writer maps the file again for itself.
+func (p *Partition) stopFollowLocked() {
+	x := &p.xproc
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.unwatchLocked(p)
+	if x.waiters != nil {
+		x.waiters.close()
+		x.waiters = nil
 	}
 }
 

@@ -152,7 +152,7 @@ func TestSecondWriterInSameProcessIsLocked(t *testing.T) {
 	_, err := lg.CreateTopic("events", 1)
 	require.NoError(t, err)
 	lg2 := openLog(t, dir)
-	_, err = lg2.Topic("events")
+	_, err = lg2.WriteTopic("events")
 	require.ErrorIs(t, err, log.ErrLocked)
 	var le *log.LockedError
 	require.True(t, errors.As(err, &le))
@@ -202,7 +202,7 @@ func TestHelperProcess(t *testing.T) {
 	case "lock":
 		lg, err := log.Open(args[0])
 		if err == nil {
-			_, err = lg.Topic("events")
+			_, err = lg.WriteTopic("events")
 		}
 		if err != nil {
 			fmt.Println(err)

@@ -31,6 +31,19 @@ type Partition struct {
 	id    int32
 	dir   string
 
+	// ro is true while the partition is read-only: always in a log opened
+	// ReadOnly; in a read-write log until its topic's writer lock is taken
+	// (Topic.LockWriter), when becomeWriter switches it, under mu, for good.
+	// Every write checks it first (writable).
+	ro atomic.Bool
+	// lockWriter takes the topic's writer lock and makes every partition of
+	// the topic a writer; writable calls it. nil in a ReadOnly log.
+	lockWriter func() error
+	// upgrading is true, under mu, while upgrade runs a writer's open of a
+	// partition still read-only to every other path (ro stays true until
+	// the writer is ready, so no append gets in before it).
+	upgrading bool
+
 	mu       sync.RWMutex
 	segments []*segment
 	walkBuf  []byte // walk buffer, reused by refreshes
@@ -52,67 +65,151 @@ type Partition struct {
 	rp    recoveryPoints // the recovery point file (recoverypoint.go)
 }
 
-func openPartition(cfg *config, topic string, id int32, dir string) (*Partition, error) {
+// openPartition opens partition id of topic in dir: read-only (ro, see
+// Partition.ro) or for writing, which recovers it (becomeWriterLocked).
+func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
 	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
-	if !cfg.readOnly {
+	p.ro.Store(ro)
+	if !ro {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
 		}
 	}
 	bases, err := listSegments(dir)
-	if err != nil && !(cfg.readOnly && errors.Is(err, fs.ErrNotExist)) {
+	if err != nil && !(ro && errors.Is(err, fs.ErrNotExist)) {
 		return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
 	}
-	if !cfg.readOnly {
-		if p.rp.loaded, err = loadRecoveryPoint(dir); err != nil && !cfg.repair {
-			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
-		}
-	}
-	if cfg.readOnly {
-		// The epochs before the walk: an epoch the writer begins after this
-		// load is new to the first refresh, which then compares it with
-		// what the walk saw (refreshLocked).
-		if err := p.reloadEpochsLocked(); err != nil {
+	if !ro {
+		if err := p.becomeWriterLocked(bases); err != nil {
+			p.close()
 			return nil, err
 		}
+		return p, nil
+	}
+	// The epochs before the walk: an epoch the writer begins after this
+	// load is new to the first refresh, which then compares it with what
+	// the walk saw (refreshLocked).
+	if err := p.reloadEpochsLocked(); err != nil {
+		return nil, err
 	}
 	err = p.recoverLocked(bases)
-	if err != nil && cfg.readOnly && errors.Is(err, fs.ErrNotExist) {
+	if err != nil && errors.Is(err, fs.ErrNotExist) {
 		err = p.recoverAfterDeletionLocked() // the writer's retention deleted a listed segment
 	}
 	if err != nil {
 		p.close()
 		return nil, err
 	}
-	if cfg.readOnly {
-		p.publishLocked()
-		return p, nil
+	p.publishLocked()
+	return p, nil
+}
+
+// becomeWriterLocked runs a writer's open of the partition over the
+// segments of bases: recovery point, recovery (torn tail cut, corruption
+// checks, repair), a new epoch, the waiters file, the group writer. The
+// partition holds no segment when it is called, and is not read-only.
+func (p *Partition) becomeWriterLocked(bases []int64) error {
+	var err error
+	if p.rp.loaded, err = loadRecoveryPoint(p.dir); err != nil && !p.cfg.repair {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	if err := p.recoverLocked(bases); err != nil {
+		return err
 	}
 	if len(p.segments) == 0 {
 		if err := p.createSegmentLocked(0); err != nil {
-			p.close()
-			return nil, err
+			return err
 		}
 	} else {
 		p.removeOrphanMarkersLocked()
 		if err := p.cutTailLocked(); err != nil {
-			p.close()
-			return nil, err
+			return err
 		}
 		if err := p.activateLocked(p.active()); err != nil {
-			p.close()
-			return nil, err
+			return err
 		}
 	}
 	if err := p.beginEpochLocked(); err != nil {
-		p.close()
-		return nil, err
+		return err
 	}
 	p.openWaitersLocked()
 	p.publishLocked()
 	p.startWriter()
-	return p, nil
+	return nil
 }
+
+// upgrade switches a read-only partition of a read-write log to writer
+// mode in place, once its topic's writer lock is held: under the partition
+// lock it drops the segments it followed, stops following, and runs the
+// open of a writer (becomeWriterLocked: recovery, torn-tail cut, new epoch)
+// before any append. Readers keep their *Partition: reads in flight finish
+// with the segments they hold (reference counted) and then read again (the
+// truncation generation moves), Readers step back through the new epoch
+// like after any reopen of the writer. On failure the partition goes back to
+// following read-only, and the error is returned.
+func (p *Partition) upgrade() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+	}
+	if !p.ro.Load() {
+		return nil
+	}
+	p.ret.cuts.Add(1) // reads in flight without the lock read again (see readInto)
+	for _, s := range p.segments {
+		s.close()
+	}
+	p.segments, p.report = nil, RecoveryReport{}
+	p.stopFollowLocked()
+	p.upgrading = true
+	bases, err := listSegments(p.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	} else {
+		err = nil
+		if merr := os.Mkdir(p.dir, 0o755); merr != nil && !errors.Is(merr, fs.ErrExist) {
+			err = fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, merr)
+		}
+	}
+	if err == nil {
+		err = p.becomeWriterLocked(bases)
+	}
+	p.upgrading = false
+	if err == nil {
+		p.ro.Store(false)
+		return nil
+	}
+	for _, s := range p.segments {
+		s.close()
+	}
+	p.segments = nil
+	p.epochSeen = nil
+	p.reloadEpochsLocked()
+	p.resetLocked()
+	return err
+}
+
+// writable returns nil when the partition may be written, taking its
+// topic's writer lock first when it has not been taken (Topic.LockWriter),
+// and an error wrapping ErrReadOnly in a log opened ReadOnly.
+func (p *Partition) writable(op string) error {
+	if !p.ro.Load() {
+		return nil
+	}
+	if p.lockWriter == nil {
+		return fmt.Errorf("%w: %s topic %s partition %d", ErrReadOnly, op, p.topic, p.id)
+	}
+	return p.lockWriter()
+}
+
+// readOnly reports whether the partition is read-only now (see ro).
+func (p *Partition) readOnly() bool { return p.ro.Load() }
+
+// ownsWrites reports whether the partition is, or is becoming under mu
+// (upgrade), its topic's writer: recovery and the waiters file then take
+// the writer's side.
+func (p *Partition) ownsWrites() bool { return !p.ro.Load() || p.upgrading }
 
 // beginEpochLocked starts a new epoch at the current end and records it
 // durably before anything is appended in it. A writer does this at every
@@ -179,7 +276,7 @@ func (p *Partition) rewrittenLocked(prev int32) bool {
 // log it is the latest epoch the writer recorded (-1 before it recorded
 // any).
 func (p *Partition) Epoch() int32 {
-	if p.cfg.readOnly {
+	if p.readOnly() {
 		p.refresh()
 	}
 	p.mu.RLock()
@@ -209,7 +306,7 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
 // [StartOffset, NextOffset]: a position beyond the log end is never a
 // silent jump.
 func (p *Partition) ResumeOffset(offset int64, epoch int32) (int64, error) {
-	if p.cfg.readOnly {
+	if p.readOnly() {
 		p.refresh() // ResumeOffset runs once per resume: look at the writer's latest epochs
 	}
 	offset = p.stepBack(offset, epoch)
@@ -342,7 +439,7 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 // stored. It rises when retention deletes segments; on a log opened
 // read-only it first looks whether the writing process deleted any.
 func (p *Partition) StartOffset() int64 {
-	if p.cfg.readOnly {
+	if p.readOnly() {
 		p.noticeDeleted()
 	}
 	p.mu.RLock()
@@ -357,7 +454,7 @@ func (p *Partition) StartOffset() int64 {
 // appended. On a log opened read-only it first looks for records appended
 // by the writing process.
 func (p *Partition) NextOffset() int64 {
-	if p.cfg.readOnly {
+	if p.readOnly() {
 		p.refresh()
 	}
 	return p.next.Load()
@@ -366,7 +463,7 @@ func (p *Partition) NextOffset() int64 {
 func (p *Partition) refresh() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed {
+	if !p.closed && p.readOnly() { // it may have become a writer since the caller looked
 		p.refreshLocked()
 	}
 }
@@ -451,7 +548,7 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
-	if p.cfg.readOnly {
+	if p.readOnly() {
 		p.refreshForRead(offset)
 	}
 	n0 := len(dst)
@@ -513,12 +610,13 @@ func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, u
 // appends of removed records still waiting for their sync fail with
 // ErrTruncated. The recovery point is lowered to offset first, segments
 // above it are deleted (directory fsynced) and the cut is forced to disk.
-// Errors:
-// ErrReadOnly, ErrClosed, ErrOffsetOutOfRange for an offset outside
+// Like every write it first takes the topic's writer lock
+// (Topic.LockWriter). Errors: ErrReadOnly, ErrLocked, ErrClosed,
+// ErrOffsetOutOfRange for an offset outside
 // [StartOffset, NextOffset], the partition's write or sync failure.
 func (p *Partition) Truncate(offset int64) error {
-	if p.cfg.readOnly {
-		return fmt.Errorf("%w: truncate topic %s partition %d", ErrReadOnly, p.topic, p.id)
+	if err := p.writable("truncate"); err != nil {
+		return err
 	}
 	if err := p.acquireWriter(); err != nil {
 		return err
@@ -627,7 +725,7 @@ func (p *Partition) waitChan() <-chan struct{} {
 // interval.
 func (p *Partition) wait(ctx context.Context, offset int64) error {
 	var tick *time.Ticker
-	if p.cfg.readOnly {
+	if p.readOnly() {
 		tick = time.NewTicker(p.cfg.pollInterval)
 		defer tick.Stop()
 		defer p.enterWait()()
@@ -640,7 +738,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 		if p.isClosed() {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 		}
-		if tick != nil {
+		if tick != nil && p.readOnly() {
 			p.armFollow() // watch, raise the flag, look again: likewise (follow.go)
 			if p.NextOffset() > offset {
 				return nil

@@ -63,10 +63,10 @@ func listSegments(dir string) ([]int64, error) {
 //     segments and report what was dropped.
 func (p *Partition) recoverLocked(bases []int64) error {
 	flag := os.O_RDWR
-	if p.cfg.readOnly {
+	if !p.ownsWrites() {
 		flag = os.O_RDONLY
 	}
-	if len(bases) == 0 && !p.cfg.readOnly {
+	if len(bases) == 0 && p.ownsWrites() {
 		return p.recoverTailLocked(nil, stopEOF)
 	}
 	pw := p.startPrewalk(bases)
@@ -92,7 +92,7 @@ func (p *Partition) recoverLocked(bases []int64) error {
 			// Trusted from its seal marker, or walked intact in parallel. The
 			// last segment still goes through the tail rules: its end is
 			// checked against the recovery point.
-			if last && !p.cfg.readOnly {
+			if last && p.ownsWrites() {
 				return p.recoverTailLocked(s, stopEOF)
 			}
 			continue
@@ -101,7 +101,7 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
 			return err
 		}
-		if last && !p.cfg.readOnly {
+		if last && p.ownsWrites() {
 			return p.recoverTailLocked(s, why) // end, torn tail or corruption (tail.go)
 		}
 		if why.intact() {
@@ -123,7 +123,7 @@ func (p *Partition) recoverLocked(bases []int64) error {
 // active segment.
 func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 	s := p.segments[i]
-	if !p.cfg.repair || p.cfg.readOnly {
+	if !p.cfg.repair || !p.ownsWrites() {
 		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path,
 			Position: pos, Offset: s.next, Reason: reason}
 	}

@@ -36,7 +36,7 @@ func reopen(t *testing.T, lg *log.Log, opts ...log.Option) (*log.Log, *log.Parti
 	t.Helper()
 	require.NoError(t, lg.Close())
 	lg2 := openLog(t, lg.Dir(), opts...)
-	tp, err := lg2.Topic("events")
+	tp, err := lg2.WriteTopic("events")
 	require.NoError(t, err)
 	p, err := tp.Partition(0)
 	require.NoError(t, err)
@@ -259,7 +259,7 @@ func TestOpenFailsOnCorruptionInSealedSegment(t *testing.T) {
 
 		lg2, err := log.Open(dir, opts...)
 		require.NoError(t, err)
-		_, err = lg2.Topic("events")
+		_, err = lg2.WriteTopic("events")
 		require.ErrorIs(t, err, log.ErrCorrupt)
 		var ce *log.CorruptError
 		require.True(t, errors.As(err, &ce))
@@ -272,7 +272,7 @@ func TestOpenFailsOnCorruptionInSealedSegment(t *testing.T) {
 		assert.Len(t, segments(t, dir, "events", 0), len(segments(t, dir, "events", 0)), "nothing deleted without repair")
 
 		lg3 := openLog(t, dir, append(opts, log.WithRepair())...)
-		tp, err := lg3.Topic("events")
+		tp, err := lg3.WriteTopic("events")
 		require.NoError(t, err)
 		p3, err := tp.Partition(0)
 		require.NoError(t, err)

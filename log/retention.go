@@ -203,11 +203,13 @@ type PartitionRetention struct {
 // A writable Log also runs it on every topic it has open every
 // WithRetentionCheckInterval (5 minutes by default). A partition that fails
 // (an I/O error) does not stop the others: the report holds what was
-// deleted and the error joins the failures. Errors: ErrReadOnly, ErrClosed.
+// deleted and the error joins the failures. Like every write it first takes
+// the topic's writer lock (Topic.LockWriter). Errors: ErrReadOnly, ErrLocked
+// (another process writes the topic), ErrClosed.
 func (t *Topic) EnforceRetention(now time.Time) (RetentionReport, error) {
 	rep := RetentionReport{Topic: t.name}
-	if t.log.cfg.readOnly {
-		return rep, fmt.Errorf("%w: enforce retention of topic %s", ErrReadOnly, t.name)
+	if err := t.LockWriter(); err != nil {
+		return rep, fmt.Errorf("log: enforce retention of topic %s: %w", t.name, err)
 	}
 	pol := t.Retention()
 	var errs []error
@@ -363,7 +365,7 @@ func (p *Partition) noticeDeleted() {
 func (p *Partition) refreshForRead(offset int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || !p.readOnly() {
 		return
 	}
 	p.noticeDeletedLocked(len(p.segments) > 1 && offset < p.segments[1].base)
@@ -377,7 +379,7 @@ func (p *Partition) refreshForRead(offset int64) {
 // rolled past them and retention deleted them between two looks) it
 // continues at the writer's oldest remaining segment.
 func (p *Partition) noticeDeletedLocked(force bool) {
-	if !p.cfg.readOnly || len(p.segments) == 0 {
+	if !p.readOnly() || len(p.segments) == 0 {
 		return
 	}
 	now := time.Now()
@@ -504,7 +506,9 @@ func (l *Log) enforceRetention(now time.Time) {
 	}
 	topics := make([]*Topic, 0, len(l.topics))
 	for _, t := range l.topics {
-		topics = append(topics, t)
+		if t.locked.Load() { // a topic only read here is its writer's to clean
+			topics = append(topics, t)
+		}
 	}
 	l.mu.Unlock()
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })

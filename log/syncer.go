@@ -171,7 +171,10 @@ func (p *Partition) syncActive() error {
 // and does nothing when everything is synced. Errors: ErrReadOnly,
 // ErrClosed, the partition's write or sync failure.
 func (p *Partition) Sync() error {
-	if p.cfg.readOnly {
+	if p.readOnly() {
+		if p.lockWriter != nil {
+			return nil // a read-write log's partition this process has not written: nothing of its to sync
+		}
 		return fmt.Errorf("%w: sync topic %s partition %d", ErrReadOnly, p.topic, p.id)
 	}
 	w := &p.w
@@ -189,7 +192,7 @@ func (p *Partition) Sync() error {
 // error, if any, or the first failed save of the recovery point.
 func (p *Partition) closeWriter() error {
 	w := &p.w
-	if p.cfg.readOnly || w.wrote.L == nil {
+	if p.readOnly() || w.wrote.L == nil {
 		return nil // never started: read-only, or failed to open
 	}
 	w.mu.Lock()

@@ -46,7 +46,7 @@ func openTopicErr(t *testing.T, dir string, opts ...log.Option) error {
 	lg, err := log.Open(dir, opts...)
 	require.NoError(t, err)
 	defer lg.Close()
-	_, err = lg.Topic("events")
+	_, err = lg.WriteTopic("events")
 	return err
 }
 

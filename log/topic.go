@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // Topic is a named set of partitions, fixed in number at creation. It is
@@ -22,9 +23,12 @@ type Topic struct {
 	name        string
 	dir         string
 	partitions  []*Partition
-	lock        *os.File // the writer lock; nil when read-only
 	partitioner Partitioner
 	retention   topicRetention // retention.go
+
+	lockMu sync.Mutex  // serialises LockWriter and close
+	lock   *os.File    // the writer lock; nil until taken (LockWriter)
+	locked atomic.Bool // lock is held and every partition is a writer
 }
 
 // topicMetaFile holds the topic's name and partition count, written at
@@ -101,8 +105,10 @@ func writeTopicMeta(tdir string, m topicMeta) error {
 	return nil
 }
 
-// openTopic opens (recovering) every partition, in parallel: recovery walks
-// each partition's last segment, and partitions share nothing.
+// openTopic opens every partition, in parallel: with lock (the topic's
+// writer lock, held) for writing, recovering them (recovery walks each
+// partition's last segment, and partitions share nothing); without, read-only,
+// following the writer, until LockWriter.
 func openTopic(l *Log, name, tdir string, n int, lock *os.File) (*Topic, error) {
 	t := &Topic{log: l, name: name, dir: tdir, lock: lock, partitioner: l.cfg.partitioner,
 		partitions: make([]*Partition, n)}
@@ -113,7 +119,10 @@ func openTopic(l *Log, name, tdir string, n int, lock *os.File) (*Topic, error) 
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			t.partitions[i], errs[i] = openPartition(&l.cfg, name, int32(i), filepath.Join(tdir, strconv.Itoa(i)))
+			t.partitions[i], errs[i] = openPartition(&l.cfg, name, int32(i), filepath.Join(tdir, strconv.Itoa(i)), lock == nil)
+			if errs[i] == nil && !l.cfg.readOnly {
+				t.partitions[i].lockWriter = t.LockWriter
+			}
 		})
 	}
 	wg.Wait()
@@ -121,13 +130,74 @@ func openTopic(l *Log, name, tdir string, n int, lock *os.File) (*Topic, error) 
 		t.close()
 		return nil, err
 	}
-	if !l.cfg.readOnly {
+	if lock != nil {
 		if err := syncDir(tdir); err != nil {
 			t.close()
 			return nil, err
 		}
+		t.locked.Store(true)
 	}
 	return t, nil
+}
+
+// LockWriter makes this process the topic's writer: it takes the topic's
+// writer lock (writer.lock, flock) and switches every partition from
+// following to writing, in place, running the recovery a writer's open runs
+// (torn tail cut, recovery point checks, a new epoch) before any append.
+// *Topic and *Partition handles, and Readers on them, stay valid.
+//
+// In a read-write Log a topic opened by Log.Topic is read, not written,
+// until then: it follows another process's appends like a topic of a
+// ReadOnly log. The first write (Append, AppendAck, AppendBatch,
+// AppendBatchAck, EnforceRetention, CreateTopic, and Partition.Append,
+// AppendAck and Truncate) calls LockWriter itself; call it, or open the topic
+// with Log.WriteTopic, to take the lock and learn of recovery and
+// corruption before the first write. It returns nil at once when the lock
+// is already held by this Topic.
+//
+// Errors: a *LockedError (ErrLocked) naming the holder's pid when another
+// process (or another Log of this process) holds the lock: nothing changes
+// and the topic goes on being read; ErrReadOnly in a ReadOnly log;
+// ErrClosed; the recovery errors of opening a partition for writing
+// (ErrCorrupt, I/O errors naming the segment), after which the lock stays
+// held and the failed partitions go on being read, to be retried by the
+// next write.
+func (t *Topic) LockWriter() error {
+	if t.locked.Load() {
+		return nil
+	}
+	if t.log.cfg.readOnly {
+		return fmt.Errorf("%w: topic %s", ErrReadOnly, t.name)
+	}
+	t.lockMu.Lock()
+	defer t.lockMu.Unlock()
+	if t.locked.Load() {
+		return nil
+	}
+	if t.lock == nil {
+		if t.partitions[0].isClosed() {
+			return fmt.Errorf("%w: topic %s", ErrClosed, t.name)
+		}
+		lock, err := lockTopic(t.name, t.dir)
+		if err != nil {
+			return err
+		}
+		t.lock = lock
+	}
+	errs := make([]error, len(t.partitions))
+	var wg sync.WaitGroup
+	for i, p := range t.partitions {
+		wg.Go(func() { errs[i] = p.upgrade() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := syncDir(t.dir); err != nil {
+		return err
+	}
+	t.locked.Store(true)
+	return nil
 }
 
 // Name returns the topic's name.
@@ -158,8 +228,8 @@ func (t *Topic) Append(ctx context.Context, r Record) (partition int32, offset i
 // AppendAck is Append with the ack policy of this call (see
 // Partition.AppendAck; the zero Ack is the log's default).
 func (t *Topic) AppendAck(ctx context.Context, ack Ack, r Record) (partition int32, offset int64, err error) {
-	if t.log.cfg.readOnly {
-		return 0, 0, fmt.Errorf("%w: append to topic %s", ErrReadOnly, t.name)
+	if err := t.LockWriter(); err != nil {
+		return 0, 0, fmt.Errorf("log: append to topic %s: %w", t.name, err)
 	}
 	partition = t.partitioner.Partition(r.Key, len(t.partitions))
 	offset, err = t.partitions[partition].AppendAck(ctx, ack, r)
@@ -206,11 +276,11 @@ var batchScratches = sync.Pool{New: func() any { return new(batchScratch) }}
 // used after it returns. Errors: ErrReadOnly, ErrRecordTooLarge, ErrClosed,
 // an invalid ack, ctx.Err(), I/O errors naming the segment.
 func (t *Topic) AppendBatchAck(ctx context.Context, ack Ack, recs []Record) error {
-	if t.log.cfg.readOnly {
-		return fmt.Errorf("%w: append to topic %s", ErrReadOnly, t.name)
-	}
 	if len(recs) == 0 {
 		return nil
+	}
+	if err := t.LockWriter(); err != nil {
+		return fmt.Errorf("log: append to topic %s: %w", t.name, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -271,6 +341,8 @@ func (t *Topic) Sync() error {
 }
 
 func (t *Topic) close() error {
+	t.lockMu.Lock() // no LockWriter half done
+	defer t.lockMu.Unlock()
 	var errs []error
 	for _, p := range t.partitions {
 		if p != nil {

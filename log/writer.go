@@ -141,12 +141,13 @@ func (p *Partition) startWriter() {
 // A failed write or sync fails the partition: that call, every appender
 // waiting with it, and every later append, Sync, Truncate and Close return
 // the error (a sync error may mean the kernel dropped the dirty pages, so a
-// retry could not be trusted); reopening the log recovers. Errors:
-// ErrReadOnly, ErrRecordTooLarge, ErrClosed, an invalid ack, ctx.Err(), I/O
+// retry could not be trusted); reopening the log recovers. The first append
+// to a topic opened without its lock takes it (Topic.LockWriter). Errors:
+// ErrReadOnly, ErrLocked (another process writes the topic), ErrRecordTooLarge, ErrClosed, an invalid ack, ctx.Err(), I/O
 // errors naming the segment.
 func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int64, error) {
-	if p.cfg.readOnly {
-		return 0, fmt.Errorf("%w: append to topic %s partition %d", ErrReadOnly, p.topic, p.id)
+	if err := p.writable("append to"); err != nil {
+		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -35,7 +35,7 @@ func writerProcess(t *testing.T, role string, args ...string) *exec.Cmd {
 func openEvents(t *testing.T, dir string, opts ...log.Option) (*log.Log, *log.Partition) {
 	t.Helper()
 	lg := openLog(t, dir, opts...)
-	tp, err := lg.Topic("events")
+	tp, err := lg.WriteTopic("events")
 	require.NoError(t, err)
 	p, err := tp.Partition(0)
 	require.NoError(t, err)
