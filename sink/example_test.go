@@ -1,6 +1,7 @@
 package sink_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -233,4 +234,64 @@ func Example_wholeTopicPipeline() {
 	// orders/0 position 2 of 2
 	// orders/1 position 0 of 0
 	// orders/2 position 4 of 4
+}
+
+// The relay: one Log per process reads topic "raw" and writes topic
+// "clean". Reading a topic never takes its writer lock (another process may
+// be writing "raw"); the first write to "clean" takes that topic's lock.
+// Positions in "raw" are saved only after the records are in "clean".
+func Example_relay() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	// Another process would write "raw"; here a second Log plays that role.
+	writer, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	raw, err := writer.CreateTopic("raw", 1)
+	if err != nil {
+		panic(err)
+	}
+	for _, v := range []string{" a ", "b  ", "  c"} {
+		if _, _, err := raw.Append(context.Background(), log.Record{Value: []byte(v)}); err != nil {
+			panic(err)
+		}
+	}
+
+	lg, err := log.Open(dir) // the relay's one Log: reads "raw", writes "clean"
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	clean, err := lg.CreateTopic("clean", 1)
+	if err != nil {
+		panic(err)
+	}
+	var store checkpoint.MemoryStore
+	err = stream.From(source.Partition(lg, "raw", 0, source.FromStore(&store), source.Replay())).
+		Map(func(_ context.Context, r log.Record) (log.Record, error) {
+			return log.Record{Key: r.Key, Value: bytes.TrimSpace(r.Value)}, nil
+		}).
+		To(sink.Log(clean, sink.Synced())).
+		Checkpointing(&store).
+		Run(context.Background())
+	fmt.Println("relay:", err)
+	writer.Close()
+
+	p, _ := clean.Partition(0)
+	recs, _ := p.Read(0, 0)
+	for _, r := range recs {
+		fmt.Printf("%q\n", r.Value)
+	}
+	pos, _, _ := store.Load(context.Background(), "raw", 0)
+	fmt.Println("raw position:", pos.Offset)
+	// Output:
+	// relay: <nil>
+	// "a"
+	// "b"
+	// "c"
+	// raw position: 3
 }

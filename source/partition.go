@@ -92,6 +92,7 @@ type PartitionSource struct {
 	reader  *log.Reader                  // nil while closed
 	pos     int64                        // next offset Read will return; -1 while unknown
 	pending error                        // an error that arrived with a batch, returned by the next Read
+	recs    []log.Record                 // scratch for the reader's batch
 	elems   []stream.Element[log.Record] // the batch Read returns, reused by the next Read when reuse is set
 	// reuse is set for a source handed to a pipeline, which owns a batch
 	// only until its next Read; a TopicSource reads ahead, holding batches
@@ -172,12 +173,16 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 			return nil, err
 		}
 	}
-	recs, err := s.reader.Next(ctx, s.cfg.maxBytes)
+	// The []Record is scratch reused by every Read (its records are copied
+	// into the elements); their bytes are one new buffer per batch, so they
+	// stay valid however long the pipeline keeps them.
+	recs, err := s.reader.NextInto(ctx, s.recs[:0], s.cfg.maxBytes)
 	for to, ok := s.resetOnOutOfRange(err); ok; to, ok = s.resetOnOutOfRange(err) {
 		s.reader.SetPosition(to) // retention passed the position: apply the policy
 		s.pos = to
-		recs, err = s.reader.Next(ctx, s.cfg.maxBytes)
+		recs, err = s.reader.NextInto(ctx, s.recs[:0], s.cfg.maxBytes)
 	}
+	s.recs = recs
 	if len(recs) > 0 {
 		s.pos = s.reader.Position()
 	}
