@@ -247,7 +247,7 @@ func BenchmarkTrackerMemory(b *testing.B) {
 	epochs := make([]int32, 1024)
 	var bytes int
 	for b.Loop() {
-		p := checkpoint.NewTracker(1 << 20).Partition("t", 0)
+		p := checkpoint.NewTracker(1<<20).Partition("t", 0)
 		for base := int64(0); base < n; base += int64(len(offs)) {
 			k := min(len(offs), int(n-base))
 			for i := range k {
