@@ -29,6 +29,9 @@ type stageRun struct {
 func apply[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(context.Context, T) (U, bool, error)) (U, outcome, error) {
 	cfg := sr.cfg
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			sr.ctr.retried.Add(1) // every call after the first is a retry, failed or not
+		}
 		v, ok, err := callKeep(cfg.recoverPanics, ctx, fn, e.Value)
 		if err == nil {
 			if !ok {
@@ -41,9 +44,6 @@ func apply[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(c
 			return zero, dropped, errAbandoned
 		}
 		sr.ctr.failed.Add(1)
-		if attempt > 1 {
-			sr.ctr.retried.Add(1)
-		}
 		f := Failure{Stage: cfg.name, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset,
 			Attempt: attempt, Err: err, Value: e.Value}
 		for _, h := range cfg.hooks {
