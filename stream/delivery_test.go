@@ -918,3 +918,48 @@ func TestForeverReturnsStageErrorAtOnce(t *testing.T) {
 	assert.Equal(t, 1, builds)
 	assert.False(t, errors.Is(err, stream.ErrPermanent))
 }
+
+// TestBatchLargerThanMaxInFlightDoesNotDeadlock ensures a batch size above
+// WithMaxInFlight does not wait forever for records the source may not read
+// until the batch's records finish.
+func TestBatchLargerThanMaxInFlightDoesNotDeadlock(t *testing.T) {
+	var store streamtest.RecordingStore
+	var sizes []int
+	s := stream.Batch(stream.From[int](streamtest.Slice(ints(100)), stream.WithMaxInFlight(10)), 20, 0).
+		Tap(func(_ context.Context, vs []int) error { sizes = append(sizes, len(vs)); return nil }).
+		Checkpointing(&store)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, recv(t, runAsync(ctx, s), "Run (a deadlock otherwise)"))
+	pos, _ := store.Position(streamtest.Topic, 0)
+	assert.Equal(t, int64(100), pos)
+	assert.Equal(t, []int{10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, sizes, "batches lowered to the bound")
+}
+
+// TestDrainTimeoutLetsInFlightRecordsFinish ensures that with a drain
+// timeout a record in flight at the cancel finishes and is saved.
+func TestDrainTimeoutLetsInFlightRecordsFinish(t *testing.T) {
+	var store streamtest.RecordingStore
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started, release := make(chan struct{}), make(chan struct{})
+	s := stream.From[int](&partSource{n: 10, block: true}, stream.WithDrainTimeout(time.Hour)).
+		Tap(func(ctx context.Context, v int) error {
+			if v == 3 {
+				close(started)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}).Checkpointing(&store)
+	done := runAsync(ctx, s)
+	recv(t, started, "r3 in the handler")
+	cancel()
+	close(release)
+	require.NoError(t, recv(t, done, "Run"))
+	pos, _ := store.Position(streamtest.Topic, 0)
+	assert.Equal(t, int64(10), pos, "the batch read before the cancel finished within the drain")
+}
