@@ -140,6 +140,14 @@ func (p *PartitionTracker) beginLocked(off int64, epoch int32) bool {
 		if off-p.base < int64(len(p.ring)) {
 			break
 		}
+		if p.base == p.end && off > p.end {
+			// Nothing in flight: every offset below off finished or was
+			// never begun, so the gap is crossed without slots for it. A
+			// gap wider than the bound (a compacted topic) would otherwise
+			// wait for room forever.
+			p.base, p.end, p.epoch, p.moved = off, off, epoch, true
+			continue
+		}
 		if !p.growLocked(off - p.base + 1) {
 			return false
 		}
@@ -195,7 +203,7 @@ func (p *PartitionTracker) WaitRoom(ctx context.Context, offset int64) error {
 			if p.base == p.end {
 				return nil
 			}
-		case offset-p.base < int64(p.max):
+		case offset-p.base < int64(p.max), p.base == p.end:
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -12,7 +12,10 @@ import (
 // carries the lineage of its first record, and its records are finished
 // when the slice is: a batch written to a sink counts only once the sink
 // returned, so positions never pass a record of a batch still open. A
-// size < 1 is 1; a linger <= 0 waits for a full batch (or the end).
+// size < 1 is 1, and a size above the pipeline's [WithMaxInFlight] is
+// lowered to it (the source waits at that many unfinished records, so a
+// larger batch would never fill); a linger <= 0 waits for a full batch (or
+// the end).
 //
 // The stage runs on its upstream goroutine, and on a timer goroutine for
 // the linger; stages downstream of it see one batch at a time.
@@ -20,6 +23,10 @@ func Batch[T any](s *Stream[T], size int, linger time.Duration) *Stream[[]T] {
 	size = max(size, 1)
 	ctr := s.p.counters(StageBatch)
 	return chain(s, func(rt *runtime, down outlet[[]T]) outlet[T] {
+		// A batch holds its records unfinished until it is handed on, and
+		// the source stops reading at WithMaxInFlight unfinished records of
+		// a partition: a larger batch could never fill.
+		size := min(size, rt.p.cfg.maxInFlight)
 		b := &batchStage[T]{rt: rt, ctr: ctr, size: size, linger: linger, down: down,
 			arm: make(chan time.Time, 1), quit: make(chan struct{})}
 		if linger > 0 {

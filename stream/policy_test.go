@@ -13,16 +13,6 @@ import (
 )
 
 // stageStats returns the counters of the stage named name.
-func stageStats(t *testing.T, stats []stream.StageStats, name string) stream.StageStats {
-	t.Helper()
-	for _, s := range stats {
-		if s.Name == name {
-			return s
-		}
-	}
-	t.Fatalf("no stage %q in %+v", name, stats)
-	return stream.StageStats{}
-}
 
 // failures collects what an OnError hook or a dead-letter sink is given.
 type failures struct {
