@@ -65,7 +65,7 @@
 // wake it through inotify, see package log, "Readers"). With [Replay] it ends instead:
 // Read returns io.EOF at the high watermark as it was when the source opened,
 // and records appended after that are not returned. [MaxBytes] bounds a batch
-// (default 1 MiB).
+// (default 256 KiB).
 //
 // # Topics
 //

@@ -27,6 +27,7 @@ func Batch[T any](s *Stream[T], size int, linger time.Duration) *Stream[[]T] {
 		// the source stops reading at WithMaxInFlight unfinished records of
 		// a partition: a larger batch could never fill.
 		size := min(size, rt.p.cfg.maxInFlight)
+		rt.holds = true
 		b := &batchStage[T]{rt: rt, ctr: ctr, size: size, linger: linger, down: down,
 			arm: make(chan time.Time, 1), quit: make(chan struct{})}
 		if linger > 0 {

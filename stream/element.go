@@ -93,3 +93,11 @@ type Resumer interface {
 type Sink[T any] interface {
 	Write(ctx context.Context, values []T) error
 }
+
+// BytesReuser is implemented by sources that may reuse the memory their
+// values point into from one Read to the next (source.ReuseBytes). Run
+// refuses such a source, with [ErrReusedBytes], in a pipeline with a stage
+// that holds values past the next Read: Parallel, KeyOrdered, Batch.
+type BytesReuser interface {
+	ReusesBytes() bool
+}

@@ -99,7 +99,7 @@ func newParallel[T, U any](sr *stageRun, fn func(context.Context, T) (U, bool, e
 	} else {
 		st.in = []chan Element[T]{make(chan Element[T], n*2)}
 	}
-	sr.rt.async = true
+	sr.rt.async, sr.rt.holds = true, true
 	st.workers.Add(n)
 	for w := range n {
 		ch := st.in[0]

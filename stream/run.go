@@ -34,6 +34,9 @@ type runtime struct {
 	// (Parallel, KeyOrdered, Batch's linger): CheckpointEachBatch then also
 	// saves when they finish, not only after each source batch.
 	async bool
+	// holds is set when a stage keeps elements past its push (Parallel,
+	// KeyOrdered, Batch): a source must not reuse their memory then.
+	holds bool
 	clock Clock
 
 	starts []func() error
@@ -44,9 +47,10 @@ type runtime struct {
 	panicked bool
 	panicVal any
 
-	finished atomic.Int64  // records finished since the last save
-	progress chan struct{} // capacity 1: something finished
-	saveReq  chan chan error
+	finished     atomic.Int64  // records finished since the last save
+	wantProgress bool          // the checkpoint policy counts records or saves each batch
+	progress     chan struct{} // capacity 1: something finished
+	saveReq      chan chan error
 
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
@@ -158,6 +162,9 @@ var errSaveFailed = errors.New("stream: an earlier checkpoint save failed")
 
 // noteFinished tells the checkpointer that n records finished.
 func (rt *runtime) noteFinished(n int) {
+	if !rt.wantProgress {
+		return // only the timer saves: no need to wake the coordinator
+	}
 	rt.finished.Add(int64(n))
 	select {
 	case rt.progress <- struct{}{}:
@@ -204,8 +211,19 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 	defer rt.srcCancel()
 	defer rt.stageCancel()
 	s.connect(rt, &terminal[T]{rt: rt})
+	if rt.holds {
+		for _, src := range p.sources {
+			if r, ok := src.(BytesReuser); ok && r.ReusesBytes() {
+				for _, src := range p.sources {
+					_ = src.Close()
+				}
+				return ErrReusedBytes
+			}
+		}
+	}
 	p.running.Store(rt)
 	defer p.running.Store(nil)
+	rt.wantProgress = len(p.stores) > 0 && (p.cp.records > 0 || (p.cp.eachBatch && rt.async))
 	rt.start()
 	err = rt.coordinate(ctx)
 	for _, src := range p.sources {

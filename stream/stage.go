@@ -135,28 +135,13 @@ func recordError[T any](stage string, e *Element[T], err error) *RecordError {
 	return &RecordError{Stage: stage, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Err: err}
 }
 
-// oneToOne builds a stage that maps each element to at most one: Map,
-// Filter, Tap, MapTo. inPlace says T and U are the same type and the
-// output may overwrite the input slice (reuse returns it as []Element[U]).
-func oneToOne[T, U any](s *Stream[T], name string, opts []StageOption,
-	fn func(context.Context, T) (U, bool, error), reuse func([]Element[T]) []Element[U]) *Stream[U] {
-	cfg := newStageConfig(name, opts)
-	ctr := s.p.counters(cfg.name)
-	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
-		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
-		if cfg.parallel > 1 {
-			return newParallel(sr, fn, down)
-		}
-		return &seqStage[T, U]{sr: sr, fn: fn, reuse: reuse, down: down}
-	})
-}
-
 // seqStage runs a one-to-one function on the goroutine of its upstream, a
 // batch at a time.
 type seqStage[T, U any] struct {
 	sr    *stageRun
 	fn    func(context.Context, T) (U, bool, error)
-	reuse func([]Element[T]) []Element[U] // nil: out is the stage's own buffer
+	reuse func([]Element[T]) []Element[U]     // nil: out is the stage's own buffer
+	mapTo func(context.Context, T) (U, error) // MapTo's function, called without fn's wrapper
 	down  outlet[U]
 	buf   []Element[U]
 	drop  []Element[T]
@@ -182,8 +167,13 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 		if direct {
 			// The common case, without the policy's indirection: a
 			// failure takes the slow path from its first error on.
-			var ok bool
-			if v, ok, err = st.fn(ctx, e.Value); err != nil {
+			ok := true
+			if st.mapTo != nil {
+				v, err = st.mapTo(ctx, e.Value)
+			} else {
+				v, ok, err = st.fn(ctx, e.Value)
+			}
+			if err != nil {
 				v, oc, err = failed(ctx, st.sr, e, st.fn, err)
 			} else if !ok {
 				oc = dropped
@@ -234,10 +224,10 @@ func (st *seqStage[T, U]) close(ctx context.Context) error { return st.down.clos
 // stops with a [*RecordError] (Stage "map"). It panics if fn is nil.
 func (s *Stream[T]) Map(fn func(context.Context, T) (T, error), opts ...StageOption) *Stream[T] {
 	mustFunc("Map", fn == nil)
-	return oneToOne(s, StageMap, opts, func(ctx context.Context, v T) (T, bool, error) {
+	return inPlace(s, StageMap, opts, &inPlaceStage[T]{kind: kindMap, mapFn: fn}, func(ctx context.Context, v T) (T, bool, error) {
 		out, err := fn(ctx, v)
 		return out, true, err
-	}, sameSlice[T])
+	})
 }
 
 // Filter returns a Stream that keeps the values for which fn returns true.
@@ -246,10 +236,10 @@ func (s *Stream[T]) Map(fn func(context.Context, T) (T, error), opts ...StageOpt
 // [*RecordError] (Stage "filter"). It panics if fn is nil.
 func (s *Stream[T]) Filter(fn func(context.Context, T) (bool, error), opts ...StageOption) *Stream[T] {
 	mustFunc("Filter", fn == nil)
-	return oneToOne(s, StageFilter, opts, func(ctx context.Context, v T) (T, bool, error) {
+	return inPlace(s, StageFilter, opts, &inPlaceStage[T]{kind: kindFilter, filterFn: fn}, func(ctx context.Context, v T) (T, bool, error) {
 		ok, err := fn(ctx, v)
 		return v, ok, err
-	}, sameSlice[T])
+	})
 }
 
 // Tap returns a Stream that calls fn with each value and passes the values
@@ -259,9 +249,9 @@ func (s *Stream[T]) Filter(fn func(context.Context, T) (bool, error), opts ...St
 // nil.
 func (s *Stream[T]) Tap(fn func(context.Context, T) error, opts ...StageOption) *Stream[T] {
 	mustFunc("Tap", fn == nil)
-	return oneToOne(s, StageTap, opts, func(ctx context.Context, v T) (T, bool, error) {
+	return inPlace(s, StageTap, opts, &inPlaceStage[T]{kind: kindTap, tapFn: fn}, func(ctx context.Context, v T) (T, bool, error) {
 		return v, true, fn(ctx, v)
-	}, sameSlice[T])
+	})
 }
 
 // MapTo returns a Stream of U that replaces each value v of s with
@@ -273,13 +263,121 @@ func (s *Stream[T]) Tap(fn func(context.Context, T) error, opts ...StageOption) 
 // The returned Stream shares s's pipeline: run it, not s.
 func MapTo[T, U any](s *Stream[T], fn func(context.Context, T) (U, error), opts ...StageOption) *Stream[U] {
 	mustFunc("MapTo", fn == nil)
-	return oneToOne(s, StageMapTo, opts, func(ctx context.Context, v T) (U, bool, error) {
+	cfg := newStageConfig(StageMapTo, opts)
+	ctr := s.p.counters(cfg.name)
+	wrapped := func(ctx context.Context, v T) (U, bool, error) {
 		out, err := fn(ctx, v)
 		return out, true, err
-	}, nil)
+	}
+	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
+		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
+		if cfg.parallel > 1 {
+			return newParallel(sr, wrapped, down)
+		}
+		return &seqStage[T, U]{sr: sr, fn: wrapped, mapTo: fn, down: down}
+	})
 }
 
 func sameSlice[T any](e []Element[T]) []Element[T] { return e }
+
+// inPlace builds a Map, Filter or Tap stage: sequential ones are an
+// inPlaceStage (proto, copied per Run), which calls the user's function
+// with no wrapper and rewrites the batch in place; parallel ones, and those
+// with Recover, go through the generic stages with fn.
+func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlaceStage[T], fn func(context.Context, T) (T, bool, error)) *Stream[T] {
+	cfg := newStageConfig(name, opts)
+	ctr := s.p.counters(cfg.name)
+	return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
+		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
+		switch {
+		case cfg.parallel > 1:
+			return newParallel(sr, fn, down)
+		case cfg.recoverPanics:
+			return &seqStage[T, T]{sr: sr, fn: fn, reuse: sameSlice[T], down: down}
+		}
+		st := *proto
+		st.sr, st.fn, st.down = sr, fn, down
+		return &st
+	})
+}
+
+// The kinds of inPlaceStage.
+const (
+	kindMap = iota
+	kindFilter
+	kindTap
+)
+
+// inPlaceStage is a sequential Map, Filter or Tap: the hot path of a
+// pipeline. It calls the user's function directly (no wrapper per record),
+// writes a Map's result into the element, moves elements only after a
+// drop, and takes the failure policy's path only from a first error on.
+// Measured on 64 B records (internal/bench BenchmarkThree), going through
+// one generic wrapper per record cost about a third of the time.
+type inPlaceStage[T any] struct {
+	kind     int
+	mapFn    func(context.Context, T) (T, error)
+	filterFn func(context.Context, T) (bool, error)
+	tapFn    func(context.Context, T) error
+
+	sr   *stageRun
+	fn   func(context.Context, T) (T, bool, error) // for the failure path
+	down outlet[T]
+	drop []Element[T]
+	offs []int64
+}
+
+func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
+	st.sr.ctr.in.Add(int64(len(elems)))
+	st.drop = st.drop[:0]
+	w := 0 // elems[:w] are the outputs so far
+	for i := range elems {
+		e := &elems[i]
+		kept := true
+		var err error
+		switch st.kind {
+		case kindMap:
+			var v T
+			if v, err = st.mapFn(ctx, e.Value); err == nil {
+				e.Value = v
+			}
+		case kindFilter:
+			kept, err = st.filterFn(ctx, e.Value)
+		default:
+			err = st.tapFn(ctx, e.Value)
+		}
+		if err != nil {
+			v, oc, ferr := failed(ctx, st.sr, e, st.fn, err)
+			if ferr != nil {
+				return ferr
+			}
+			kept = oc == keep
+			if kept {
+				e.Value = v
+			}
+		}
+		if !kept {
+			st.drop = append(st.drop, *e)
+			continue
+		}
+		if w != i {
+			elems[w] = *e
+		}
+		w++
+	}
+	if len(st.drop) > 0 {
+		st.offs = finish(st.drop, st.offs)
+		st.sr.rt.noteFinished(len(st.drop))
+		clear(st.drop)
+	}
+	st.sr.ctr.out.Add(int64(w))
+	if w == 0 {
+		return nil
+	}
+	return st.down.push(ctx, elems[:w:w])
+}
+
+func (st *inPlaceStage[T]) close(ctx context.Context) error { return st.down.close(ctx) }
 
 // To returns a Stream that writes each batch's values to sink with one
 // Write call and passes the values on, so stages and sinks may follow: a

@@ -176,6 +176,7 @@ func pipelineRows() []row {
 		rillB   = "BenchmarkThree/rill"
 		fromLog = "BenchmarkThreeFromLog/rw"
 		roLog   = "BenchmarkThreeFromLog/ro"
+		reuse   = "BenchmarkThreeFromLog/rw-reuse"
 		keyed   = "BenchmarkKeyOrdered/n="
 	)
 	perRecord := func(v float64) bool { return v < 0.01 } // per batch at most, never per record
@@ -187,6 +188,8 @@ func pipelineRows() []row {
 		{figure: "3 stages from memory, strom allocations", bench: three, unit: "allocs/op",
 			target: "< 0.01/record", formatter: allocs, meets: perRecord},
 		{figure: "3 stages from a log replay + FileStore vs go-streams in memory", bench: fromLog, unit: "records/s",
+			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
+		{figure: "  same, with source.ReuseBytes (record bytes valid until the next Read)", bench: reuse, unit: "records/s",
 			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
 		{figure: "3 stages from a log replay + FileStore, allocations", bench: fromLog, unit: "allocs/record",
 			target: "< 0.01/record", formatter: allocs, meets: perRecord},
