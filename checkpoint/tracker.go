@@ -53,7 +53,7 @@ func (t *Tracker) Partition(topic string, partition int32) *PartitionTracker {
 			return p
 		}
 	}
-	p := &PartitionTracker{topic: topic, partition: partition, max: nextPow2(t.maxInFlight)}
+	p := &PartitionTracker{topic: topic, partition: partition, max: nextPow2(t.maxInFlight), limit: int64(t.maxInFlight)}
 	p.room = sync.NewCond(&p.mu)
 	t.parts = append(t.parts, p)
 	return p
@@ -75,7 +75,8 @@ func (t *Tracker) Partitions(dst []*PartitionTracker) []*PartitionTracker {
 type PartitionTracker struct {
 	topic     string
 	partition int32
-	max       int // ring size bound, a power of two
+	max       int   // ring size bound, a power of two
+	limit     int64 // the bound itself: offsets in flight span less than this
 
 	mu   sync.Mutex
 	room *sync.Cond // signalled when the position advances or the tracker is reset
@@ -134,6 +135,12 @@ func (p *PartitionTracker) beginLocked(off int64, epoch int32) bool {
 			return false
 		}
 		p.base, p.end = off, off
+	}
+	if off-p.base >= p.limit {
+		p.advanceLocked()
+		if off-p.base >= p.limit && p.base < p.end {
+			return false // full: the records in flight span the bound
+		}
 	}
 	for off-p.base >= int64(len(p.ring)) {
 		p.advanceLocked()
@@ -203,7 +210,7 @@ func (p *PartitionTracker) WaitRoom(ctx context.Context, offset int64) error {
 			if p.base == p.end {
 				return nil
 			}
-		case offset-p.base < int64(p.max), p.base == p.end:
+		case offset-p.base < p.limit, p.base == p.end:
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -16,8 +16,9 @@
 // Every element carries the log.Record as its Value and the record's Topic,
 // Partition and Offset as its lineage, which is what the checkpoint saves.
 // The source opens lazily, on its first Read; the log stays the caller's and
-// is never closed by the source. A consumer opens its log with
-// log.ReadOnly(), which can tail a log another process writes.
+// is never closed by the source. Reading takes no writer lock: a process
+// opens its log directory once, read-write if it also writes some topic
+// (log.ReadOnly() otherwise), and follows topics another process writes.
 //
 // # Where reading starts
 //

@@ -139,9 +139,10 @@ var (
 // beginning at start (see [Earliest], [Latest], [At], [FromStore]). By default
 // it follows the partition forever; with [Replay] it ends with io.EOF.
 //
-// The log is the caller's: the source never closes it. A consumer should open
-// its log with log.ReadOnly(), which reads while another process writes; a
-// read-write log also works, but taking the topic takes its writer lock.
+// The log is the caller's: the source never closes it. Reading takes no
+// writer lock, so the log may be the process's one read-write Log (which
+// also writes other topics) or one opened with log.ReadOnly(); either
+// follows a topic another process writes.
 // Errors (unknown topic, partition out of range, start out of range, a failing
 // store) are returned by the first Read, as a [*PartitionError].
 func Partition(lg *log.Log, topic string, partition int32, start Start, opts ...PartitionOption) *PartitionSource {

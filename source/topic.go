@@ -147,8 +147,8 @@ var (
 //
 // The source opens lazily, on its first Read (or Resume), and learns the
 // partitions then. The log is the caller's and is never closed by the
-// source; a consumer opens it with log.ReadOnly(), a read-write log also
-// works. Errors (a nil log, an unknown topic, a partition id out of range,
+// source; reading takes no writer lock, so it may be the process's one
+// read-write Log or one opened with log.ReadOnly(). Errors (a nil log, an unknown topic, a partition id out of range,
 // a start out of range, a failing store) are returned by Read as a
 // [*PartitionError] naming the topic and, where one is at fault, the
 // partition.

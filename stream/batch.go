@@ -8,9 +8,11 @@ import (
 
 // Batch returns a Stream of slices of up to size values of s, in order:
 // a slice is handed on when it is full, or linger after its first value
-// arrived (on the pipeline's [Clock]), or when the source ends. Each slice
-// carries the lineage of its first record, and its records are finished
-// when the slice is: a batch written to a sink counts only once the sink
+// arrived (on the pipeline's [Clock]), or when the source ends, or when the
+// source must wait for records to finish before it may read more
+// ([WithMaxInFlight]): a batch never waits for records that cannot come.
+// Each slice carries the lineage of its first record, and its records are
+// finished when the slice is: a batch written to a sink counts only once the sink
 // returned, so positions never pass a record of a batch still open. A
 // size < 1 is 1, and a size above the pipeline's [WithMaxInFlight] is
 // lowered to it (the source waits at that many unfinished records, so a
@@ -30,6 +32,7 @@ func Batch[T any](s *Stream[T], size int, linger time.Duration) *Stream[[]T] {
 		rt.holds = true
 		b := &batchStage[T]{rt: rt, ctr: ctr, size: size, linger: linger, down: down,
 			arm: make(chan time.Time, 1), quit: make(chan struct{})}
+		rt.flushers = append(rt.flushers, b.flush)
 		if linger > 0 {
 			rt.async = true
 			rt.spawn(b.lingerLoop)
@@ -189,6 +192,13 @@ func (b *batchStage[T]) lingerLoop() error {
 			return err
 		}
 	}
+}
+
+// flush hands on the current partial batch, if any.
+func (b *batchStage[T]) flush(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.emitLocked(ctx)
 }
 
 func (b *batchStage[T]) close(ctx context.Context) error {

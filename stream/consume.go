@@ -122,9 +122,12 @@ func WithCheckpointPolicy(opts ...CheckpointOption) ConsumeOption {
 //   - at once, a source failure marked [Permanent] (a closed log, a
 //     partition that does not exist, corrupt data).
 //
-// Any other failure of Read or Resume is retried: ConsumeForever calls the
-// [OnSourceError] hook, closes the source if Run has not, waits (see
-// [WithBackoff]) and resumes. A panic in handle is not recovered.
+// Any other failure of Read or Resume is retried, among them a topic that
+// does not exist yet (its publisher may not have created it): a misspelt
+// topic name retries forever, reported to [OnSourceError] each time. For
+// each, ConsumeForever calls the [OnSourceError] hook, closes the source if
+// Run has not, waits (see [WithBackoff]) and resumes. A panic in handle is
+// not recovered.
 func ConsumeForever[T any](ctx context.Context, src Source[T], store checkpoint.Store,
 	handle func(context.Context, T) error, opts ...ConsumeOption) error {
 	switch {

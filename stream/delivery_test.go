@@ -970,3 +970,60 @@ func TestDrainTimeoutLetsInFlightRecordsFinish(t *testing.T) {
 	pos, _ := store.Position(streamtest.Topic, 0)
 	assert.Equal(t, int64(10), pos, "the batch read before the cancel finished within the drain")
 }
+
+// gappedSource yields n elements of partition 0 at offsets 0, 2, 4, ...,
+// one batch, then io.EOF: offsets with gaps use up the tracker's span
+// twice as fast as records.
+type gappedSource struct {
+	n, read int
+}
+
+func (g *gappedSource) Read(context.Context) ([]stream.Element[int], error) {
+	if g.read >= g.n {
+		return nil, io.EOF
+	}
+	var out []stream.Element[int]
+	for ; g.read < g.n; g.read++ {
+		out = append(out, stream.Element[int]{Value: g.read, Topic: "gaps", Offset: int64(2 * g.read)})
+	}
+	return out, nil
+}
+
+func (g *gappedSource) Close() error { return nil }
+
+// TestBatchesNeverWaitForRecordsTheTrackerHoldsBack proves a pipeline whose
+// batches need more unfinished records than WithMaxInFlight lets the source
+// read (nested batches; offsets with gaps) hands its partial batches on
+// instead of hanging, and still saves the last position.
+func TestBatchesNeverWaitForRecordsTheTrackerHoldsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t.Run("nested", func(t *testing.T) {
+		var store streamtest.RecordingStore
+		inner := stream.Batch(stream.From[int](streamtest.Slice(ints(100)), stream.WithMaxInFlight(10)), 5, 0)
+		out := streamtest.Collect[[][]int]()
+		require.NoError(t, stream.Batch(inner, 5, 0).To(out).Checkpointing(&store).Run(ctx))
+		total := 0
+		for _, outer := range out.Values() {
+			for _, b := range outer {
+				total += len(b)
+			}
+		}
+		assert.Equal(t, 100, total)
+		pos, _ := store.Position(streamtest.Topic, 0)
+		assert.Equal(t, int64(100), pos)
+	})
+	t.Run("gaps", func(t *testing.T) {
+		var store streamtest.RecordingStore
+		out := streamtest.Collect[[]int]()
+		require.NoError(t, stream.Batch(stream.From[int](&gappedSource{n: 100}, stream.WithMaxInFlight(10)), 10, 0).
+			To(out).Checkpointing(&store).Run(ctx))
+		total := 0
+		for _, b := range out.Values() {
+			total += len(b)
+		}
+		assert.Equal(t, 100, total)
+		pos, _ := store.Position("gaps", 0)
+		assert.Equal(t, int64(199), pos)
+	})
+}

@@ -61,7 +61,7 @@ var ErrNotRunning = errors.New("stream: the pipeline is not running")
 // function's error: errors.Is(err, handlerErr) holds for the error Run
 // returns. The positions of the failed batch are not saved.
 type RecordError struct {
-	Stage     string // one of StageMap, StageFilter, StageTap, StageSink, StageMapTo
+	Stage     string // the stage's name: StageMap, StageFilter, ... or what Name gave it
 	Topic     string // "" when the record has no lineage
 	Partition int32
 	Offset    int64

@@ -17,6 +17,8 @@ type hooked interface {
 	setHooks(onSave func(), onCheckpoint func(topic string, partition int32, position checkpoint.Position))
 }
 
+func (s *Stream[T]) isNil() bool { return s == nil }
+
 func (s *Stream[T]) setHooks(onSave func(), onCheckpoint func(string, int32, checkpoint.Position)) {
 	s.p.onSave, s.p.onCheckpoint = onSave, onCheckpoint
 }
@@ -43,7 +45,7 @@ func Forever(ctx context.Context, build func() Runner, opts ...ConsumeOption) er
 	cfg := newConsumeConfig(opts)
 	return retryLoop(ctx, &cfg, func(progressed *bool) (error, bool) {
 		r := build()
-		if r == nil {
+		if n, ok := r.(interface{ isNil() bool }); r == nil || (ok && n.isNil()) {
 			return errors.New("stream: Forever: build returned a nil pipeline"), true
 		}
 		if h, ok := r.(hooked); ok {

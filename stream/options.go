@@ -42,7 +42,10 @@ func WithClock(c Clock) Option {
 // context for d, then their context is cancelled and whatever is still in
 // flight is abandoned, unsaved (it is read again after a restart). The
 // default, 0, cancels the stages' context together with Run's: a handler
-// blocked on its context returns at once.
+// blocked on its context returns at once. Run always waits for the
+// functions it called to return (no goroutine outlives it), so a handler
+// that ignores its context holds Run until it returns; its record is then
+// abandoned all the same.
 func WithDrainTimeout(d time.Duration) Option {
 	return pipelineOptionFunc(func(pc *pipelineConfig) { pc.drainTimeout = max(d, 0) })
 }
@@ -206,6 +209,7 @@ func Retry(attempts int, minWait, maxWait time.Duration) StageOption {
 // Skip drops a record whose function failed (after any [Retry]) and goes
 // on: the record counts as finished, so its position is saved, and as
 // skipped in [Stream.Stats]. The error is seen by [OnError] hooks only.
+// Of Skip and [DeadLetter], the last given to a stage applies.
 func Skip() StageOption {
 	return stageOptionFunc(func(c *stageConfig) { c.onFail, c.deadLetter = failSkip, nil })
 }

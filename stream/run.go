@@ -37,7 +37,10 @@ type runtime struct {
 	// holds is set when a stage keeps elements past its push (Parallel,
 	// KeyOrdered, Batch): a source must not reuse their memory then.
 	holds bool
-	clock Clock
+	// flushers hand on the partial batches of Batch stages (waitRoom), in
+	// the order the stages were wired: downstream first.
+	flushers []func(context.Context) error
+	clock    Clock
 
 	starts []func() error
 	wg     sync.WaitGroup
@@ -159,6 +162,31 @@ var errAbandoned = errors.New("stream: record abandoned on cancel")
 
 // errSaveFailed answers a save asked for after a save failed.
 var errSaveFailed = errors.New("stream: an earlier checkpoint save failed")
+
+// waitRoom waits until pt can begin offset. Records held by Batch stages
+// are unfinished until their batch is handed on, and a batch that needs
+// more records than the tracker lets the source read would wait forever
+// (nested batches, or offsets with gaps that use up the tracker's span), so
+// while it waits it hands on every partial batch, upstream ones first, and
+// does so again every 20ms for records that reach a batch meanwhile.
+func (rt *runtime) waitRoom(pt *checkpoint.PartitionTracker, offset int64) error {
+	if len(rt.flushers) == 0 {
+		return pt.WaitRoom(rt.srcCtx, offset)
+	}
+	for {
+		for i := len(rt.flushers) - 1; i >= 0; i-- { // registered downstream first
+			if err := rt.flushers[i](rt.stageCtx); err != nil {
+				return err
+			}
+		}
+		ctx, cancel := context.WithTimeout(rt.srcCtx, 20*time.Millisecond)
+		err := pt.WaitRoom(ctx, offset)
+		cancel()
+		if err == nil || rt.srcCtx.Err() != nil {
+			return err
+		}
+	}
+}
 
 // noteFinished tells the checkpointer that n records finished.
 func (rt *runtime) noteFinished(n int) {

@@ -385,11 +385,15 @@ func (st *inPlaceStage[T]) close(ctx context.Context) error { return st.down.clo
 // goes to the stage's failure policy for the whole batch (Retry calls Write
 // again with the same values; Skip drops the batch, DeadLetter writes each
 // value of it); by default Run stops with a [*RecordError] (Stage "sink")
-// naming the batch's first record. [Parallel] does not apply to a sink. To
-// write to several sinks, use [Broadcast]. It panics if sink is nil.
+// naming the batch's first record. To write to several sinks, use
+// [Broadcast]. It panics if sink is nil or if given [Parallel] or
+// [KeyOrdered], which do not apply to a sink.
 func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 	mustFunc("To", sink == nil)
 	cfg := newStageConfig(StageSink, opts)
+	if cfg.parallel > 1 {
+		panic("stream: Parallel and KeyOrdered do not apply to To: a sink takes a batch at a time")
+	}
 	ctr := s.p.counters(cfg.name)
 	return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
 		st := &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
@@ -488,12 +492,14 @@ func (b broadcast[T]) Write(ctx context.Context, values []T) error {
 // FlatMap returns a Stream of U with the values fn(ctx, v) returns for each
 // value v of s, in order, each with v's lineage. A record that fn splits
 // into several is finished when all of them are; one that fn maps to none
-// is finished at once. Sequential (Parallel does not apply); failures as
-// for [Stream.Map] (Stage "flatmap"). It panics if fn is nil.
+// is finished at once. Sequential: it panics if given Parallel or
+// KeyOrdered, or a nil fn; failures as for [Stream.Map] (Stage "flatmap").
 func FlatMap[T, U any](s *Stream[T], fn func(context.Context, T) ([]U, error), opts ...StageOption) *Stream[U] {
 	mustFunc("FlatMap", fn == nil)
 	cfg := newStageConfig(StageFlatMap, opts)
-	cfg.parallel = 0
+	if cfg.parallel > 1 {
+		panic("stream: Parallel and KeyOrdered do not apply to FlatMap: put them on a stage before or after it")
+	}
 	ctr := s.p.counters(cfg.name)
 	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
 		return &flatStage[T, U]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, fn: func(ctx context.Context, v T) ([]U, bool, error) {

@@ -166,7 +166,7 @@ func (r *registrar[T]) push(ctx context.Context, elems []Element[T], out outlet[
 				}
 				from = i
 			}
-			if err := pt.WaitRoom(r.rt.srcCtx, elems[i].Offset); err != nil {
+			if err := r.rt.waitRoom(pt, elems[i].Offset); err != nil {
 				if r.rt.stopped() || r.rt.parent.Err() != nil {
 					return nil
 				}
@@ -206,7 +206,9 @@ func mustFunc(op string, isNil bool) {
 // ([CheckpointInterval], [CheckpointRecords], [CheckpointEachBatch]), and
 // always once more when Run returns. It panics if store is nil.
 func (s *Stream[T]) Checkpointing(store checkpoint.Store, opts ...CheckpointOption) *Stream[T] {
-	mustFunc("Checkpointing", store == nil)
+	if store == nil {
+		panic("stream: Checkpointing called with a nil store")
+	}
 	s.p.stores = append(s.p.stores, store)
 	if len(opts) > 0 {
 		cp := defaultCheckpointConfig()
