@@ -199,8 +199,13 @@ func TestTopicFairnessBacklogDoesNotStarveOtherPartitions(t *testing.T) {
 		all = append(all, batch...)
 	}
 	require.Greater(t, len(order), 100, "partition 0 takes many batches")
-	require.Contains(t, order[:6], int32(1), "partition 1 is served among the first Reads: %v", order[:6])
-	require.Contains(t, order[:6], int32(2), "partition 2 is served among the first Reads: %v", order[:6])
+	// Partitions take turns among those with a batch ready; a partition's
+	// reading goroutine may start late on a loaded machine (seen: 5 Reads of
+	// partition 0 before partition 2's first batch was ready under make
+	// test), so the bound is 30 of the ~1,200 Reads the backlog takes, far
+	// below what starving would give.
+	require.Contains(t, order[:30], int32(1), "partition 1 is served among the first Reads: %v", order[:30])
+	require.Contains(t, order[:30], int32(2), "partition 2 is served among the first Reads: %v", order[:30])
 	got := offsetsByPartition(all)
 	require.Equal(t, span(0, 100_000), got[0])
 	require.Equal(t, span(0, 10), got[1])
