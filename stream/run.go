@@ -249,6 +249,12 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 			}
 		}
 	}
+	for _, src := range p.sources {
+		if pa, ok := src.(PositionsAware); ok {
+			pa.SetPositions(trackerPositions{rt.tracker})
+			defer pa.SetPositions(nil)
+		}
+	}
 	p.running.Store(rt)
 	defer p.running.Store(nil)
 	rt.wantProgress = len(p.stores) > 0 && (p.cp.records > 0 || (p.cp.eachBatch && rt.async))

@@ -95,8 +95,7 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 				fs = sr.batch.split(f)
 			}
 			if derr := cfg.deadLetter.Write(ctx, fs); derr != nil {
-				return zero, dropped, fmt.Errorf("stream: dead-letter write for %w failed: %w",
-					recordError(cfg.name, e, err), derr)
+				return zero, dropped, fmtDeadLetter(recordError(cfg.name, e, err), derr)
 			}
 			sr.ctr.deadLettered.Add(int64(len(fs)))
 			return zero, dropped, nil
@@ -104,6 +103,12 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 			return zero, dropped, recordError(cfg.name, e, err)
 		}
 	}
+}
+
+// fmtDeadLetter is the error of a dead-letter write that failed for the
+// failure rerr: both errors, each testable with errors.Is and errors.As.
+func fmtDeadLetter(rerr *RecordError, derr error) error {
+	return fmt.Errorf("stream: dead-letter write for %w failed: %w", rerr, derr)
 }
 
 // wait sleeps d on the pipeline's clock, or until ctx or the pipeline ends.
@@ -395,6 +400,15 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 		panic("stream: Parallel and KeyOrdered do not apply to To: a sink takes a batch at a time")
 	}
 	ctr := s.p.counters(cfg.name)
+	if as, ok := sink.(AsyncSink[T]); ok {
+		if cfg.attempts > 1 {
+			panic("stream: Retry does not apply to an AsyncSink: it retries on its own (franz-go's record retries for sink.Kafka)")
+		}
+		return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
+			rt.async = true
+			return &asyncSinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: as, down: down}
+		})
+	}
 	return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
 		st := &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
 		st.sr.batch = st
