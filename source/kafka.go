@@ -1,0 +1,732 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/stream"
+)
+
+// DefaultKafkaMaxRecords is the default bound on the records one
+// [KafkaSource.Read] returns: 2,500, about what a 256 KiB batch of the log
+// source holds at 100 B records (see [DefaultMaxBytes] for why a batch of
+// that size is the fast one). Override it with [KafkaMaxRecords].
+const DefaultKafkaMaxRecords = 2500
+
+// DefaultKafkaTimeout is the default of [KafkaTimeout]: how long opening
+// the source waits for the brokers to answer and the topics to exist, and
+// how long one commit may take. 10 s.
+const DefaultKafkaTimeout = 10 * time.Second
+
+// KafkaOption configures a [KafkaSource]; pass options to [Kafka].
+type KafkaOption func(*kafkaConfig)
+
+type kafkaConfig struct {
+	start      Start         // Earliest or Latest: where a partition with no commit starts
+	clientOpts []kgo.Opt     // KafkaClientOpts
+	maxRecords int           // KafkaMaxRecords
+	timeout    time.Duration // KafkaTimeout
+}
+
+// KafkaStart sets where a partition the group has never committed starts:
+// [Earliest] (the default, Kafka's auto.offset.reset=earliest) or [Latest]
+// (only records produced after the member is assigned the partition). A
+// partition with a commit always resumes at it. Any other Start makes
+// [Kafka] return an error.
+func KafkaStart(start Start) KafkaOption {
+	return func(c *kafkaConfig) { c.start = start }
+}
+
+// KafkaClientOpts adds franz-go options to the source's client: TLS, SASL,
+// a logger, [kgo.FetchMaxWait], session and heartbeat timings... They are
+// applied after the source's own, so they may override them, except for
+// the ones the source depends on: the group, the topics, disabled
+// auto-commit, [kgo.BlockRebalanceOnPoll] and the partition callbacks are
+// set again after them.
+func KafkaClientOpts(opts ...kgo.Opt) KafkaOption {
+	return func(c *kafkaConfig) { c.clientOpts = append(c.clientOpts, opts...) }
+}
+
+// KafkaMaxRecords bounds the records one Read returns (default
+// [DefaultKafkaMaxRecords]); n <= 0 keeps the default.
+func KafkaMaxRecords(n int) KafkaOption {
+	return func(c *kafkaConfig) {
+		if n > 0 {
+			c.maxRecords = n
+		}
+	}
+}
+
+// KafkaTimeout bounds how long opening the source (the first Read, or
+// Resume) waits for a broker to answer and for every topic to exist, and
+// how long one commit may take (default [DefaultKafkaTimeout]); d <= 0
+// keeps the default.
+func KafkaTimeout(d time.Duration) KafkaOption {
+	return func(c *kafkaConfig) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// KafkaError is the error a [KafkaSource] returns for a failure that is not
+// one partition's: no broker answered, the client failed. It names the
+// brokers and the group and wraps the cause.
+type KafkaError struct {
+	Brokers []string // the seed brokers, as given to Kafka
+	Group   string   // the consumer group
+	Err     error    // the cause
+}
+
+// Error returns "source: kafka group G at brokers B1,B2: cause".
+func (e *KafkaError) Error() string {
+	return fmt.Sprintf("source: kafka group %s at brokers %s: %v", e.Group, strings.Join(e.Brokers, ","), e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *KafkaError) Unwrap() error { return e.Err }
+
+// KafkaStats counts what a [KafkaSource] did with commits and rebalances.
+type KafkaStats struct {
+	Commits        int64 // positions committed to the group (one per partition per commit)
+	DroppedSaves   int64 // saves not committed: the partition was not assigned to this member (revoked meanwhile), or the position was below the group's commit
+	DroppedRecords int64 // records polled for a partition no longer assigned, not handed on
+	Revoked        int64 // partitions revoked from this member (their finished positions committed first)
+	Lost           int64 // partitions lost (session expired): nothing committed for them
+}
+
+// KafkaSource reads topics of a Kafka cluster as a member of a consumer
+// group, as a stream.Source[log.Record]. Build it with [Kafka].
+//
+// Each element carries the record as a [log.Record] (Key, Value, Headers,
+// Timestamp in milliseconds, Topic, Partition, Offset, and the record's
+// leader epoch as Epoch) and the same lineage, so the handlers written for
+// the log work unchanged.
+//
+// # Commits go through the pipeline's checkpoints
+//
+// Auto-commit is off. A KafkaSource is also the [checkpoint.Store] of its
+// group: Save commits a position (the next offset to read, with the leader
+// epoch of the record below it) and Load returns the group's commit. Give
+// the source to Checkpointing:
+//
+//	src, err := source.Kafka(brokers, "billing", []string{"orders"})
+//	...
+//	err = stream.From(src).Map(handle).Checkpointing(src).Run(ctx)
+//
+// The pipeline's completion tracker then decides what is committed, exactly
+// as with the log: a partition's commit is the lowest offset not yet
+// finished, so with Parallel stages, filters, splits and batches no commit
+// passes a record that has not been handled. The same source works with
+// stream.Forever and stream.ConsumeForever(ctx, src, src, handle).
+//
+// A save for a partition that is not assigned to this member (revoked since
+// its records were read) is dropped and counted in [KafkaStats]: the new
+// owner commits it, and a late commit from here could move its commit back.
+// A save below the offset the current assignment of a partition started at,
+// or below what this member already committed for it, is dropped too: it
+// comes from records of an earlier assignment still finishing, and would
+// move the group's commit backwards.
+//
+// # Rebalances
+//
+// The source implements [stream.PositionsAware]: Run hands it the
+// tracker's finished positions. When partitions are revoked (a member
+// joined or left, or the source closes) their finished positions are
+// committed synchronously before they are given up; when partitions are
+// lost (the session expired: the group already gave them to someone else)
+// nothing is committed. Records of a revoked partition are never handed on
+// after the revocation. Records of it already in the pipeline still run to
+// their end (at-least-once: the new owner starts at the commit and may
+// handle some of them again).
+//
+// # Opening, errors, Resume
+//
+// The source opens on the first Read (or Resume): it checks, within
+// [KafkaTimeout], that a broker answers and that every topic exists, and
+// then joins the group. An unreachable broker is a [*KafkaError] naming the
+// brokers; a missing topic a [*PartitionError] for [AllPartitions] of that
+// topic wrapping [log.ErrUnknownTopic]: a topic that does not exist when
+// the timeout ends is an error, not a silent wait. Both are retryable
+// (stream.ConsumeForever and stream.Forever back off and try again, as for
+// a log topic not yet created). A fetch error from the client comes back
+// from Read as a *PartitionError naming the topic and partition (a
+// *KafkaError when it concerns no partition), also retryable. Once joined,
+// a broker that goes away is retried by the client: Read waits.
+//
+// Resume (stream.Resumer) opens the client again after Close: the group
+// resumes from its commits. The store passed to Resume is used only to
+// check it is not nil: positions always come from the group's commits,
+// which is where this source saves them. A pipeline that also saves to
+// another store (a FileStore, for example) keeps it up to date, but a
+// KafkaSource never reads it.
+//
+// # Concurrency
+//
+// Read, Resume and Close are called by one goroutine at a time, as for
+// every source; Save, Load and Stats may be called concurrently with them.
+type KafkaSource struct {
+	brokers []string
+	group   string
+	topics  []string
+	cfg     kafkaConfig
+
+	mu        sync.Mutex                    // guards what follows, and orders commits with revocations
+	cl        *kgo.Client                   // the group member; nil while closed
+	adm       *kgo.Client                   // a plain client for metadata and Load; nil while closed
+	assigned  map[topicPartition]*kafkaPart // partitions this member owns now
+	positions stream.Positions              // the running pipeline's, or nil
+
+	pending error // an error that came with records, returned by the next Read
+
+	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// kafkaPart is the state of an assigned partition.
+type kafkaPart struct {
+	// ready is false between the assignment and the fetch of the group's
+	// commit: no save is committed then, since its floor is not known.
+	ready bool
+	// floor is the highest offset committed for the partition that this
+	// member knows of in this assignment (the commit it started from, or
+	// its own last commit); -1 for none. A save at or below it is dropped.
+	floor int64
+}
+
+// The interfaces a KafkaSource implements.
+var (
+	_ stream.Source[log.Record] = (*KafkaSource)(nil)
+	_ stream.Resumer            = (*KafkaSource)(nil)
+	_ stream.PositionsAware     = (*KafkaSource)(nil)
+	_ checkpoint.Store          = (*KafkaSource)(nil)
+)
+
+// Kafka returns a source consuming topics from the Kafka cluster at brokers
+// as a member of the consumer group group. Nothing is contacted until the
+// first Read or Resume. It returns an error for an empty broker list, group
+// or topic list, a topic name Kafka would refuse, or a [KafkaStart] other
+// than Earliest or Latest.
+func Kafka(brokers []string, group string, topics []string, opts ...KafkaOption) (*KafkaSource, error) {
+	cfg := kafkaConfig{start: Earliest, maxRecords: DefaultKafkaMaxRecords, timeout: DefaultKafkaTimeout}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	switch {
+	case len(brokers) == 0:
+		return nil, errors.New("source: Kafka: no brokers")
+	case group == "":
+		return nil, errors.New("source: Kafka: empty group")
+	case len(topics) == 0:
+		return nil, errors.New("source: Kafka: no topics")
+	case cfg.start.kind != startEarliest && cfg.start.kind != startLatest:
+		return nil, fmt.Errorf("source: Kafka: start %s: only Earliest and Latest apply to a consumer group", cfg.start)
+	}
+	for _, t := range topics {
+		if err := log.ValidateTopicName(t); err != nil {
+			return nil, fmt.Errorf("source: Kafka: %w", err)
+		}
+	}
+	return &KafkaSource{
+		brokers:  append([]string(nil), brokers...),
+		group:    group,
+		topics:   append([]string(nil), topics...),
+		cfg:      cfg,
+		assigned: make(map[topicPartition]*kafkaPart),
+	}, nil
+}
+
+// Group returns the consumer group.
+func (s *KafkaSource) Group() string { return s.group }
+
+// Stats returns the source's counters since it was built.
+func (s *KafkaSource) Stats() KafkaStats {
+	return KafkaStats{
+		Commits:        s.commits.Load(),
+		DroppedSaves:   s.droppedSaves.Load(),
+		DroppedRecords: s.droppedRecords.Load(),
+		Revoked:        s.revoked.Load(),
+		Lost:           s.lost.Load(),
+	}
+}
+
+// SetPositions is called by Run (stream.PositionsAware) with the pipeline's
+// finished positions, and with nil when Run ends.
+func (s *KafkaSource) SetPositions(p stream.Positions) {
+	s.mu.Lock()
+	s.positions = p
+	s.mu.Unlock()
+}
+
+func (s *KafkaSource) kafkaErr(err error) error {
+	return &KafkaError{Brokers: s.brokers, Group: s.group, Err: err}
+}
+
+// open creates the clients unless they exist: it checks the brokers answer
+// and the topics exist, then joins the group.
+func (s *KafkaSource) open(ctx context.Context) error {
+	s.mu.Lock()
+	open := s.cl != nil
+	s.mu.Unlock()
+	if open {
+		return nil
+	}
+	adm, err := s.admin()
+	if err != nil {
+		return err
+	}
+	if err := s.checkTopics(ctx, adm); err != nil {
+		return err
+	}
+	start := kgo.NewOffset().AtStart()
+	if s.cfg.start.kind == startLatest {
+		start = kgo.NewOffset().AtEnd()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.brokers...),
+		kgo.ConsumeStartOffset(start),
+		// An offset out of range (retention passed the commit) resumes at
+		// the log start, as the log sources' default ResetEarliest does:
+		// every record that still exists is read.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	opts = append(opts, s.cfg.clientOpts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(s.group),
+		kgo.ConsumeTopics(s.topics...),
+		kgo.DisableAutoCommit(),
+		// Read polls, converts and filters, then allows rebalances before
+		// it returns: a revocation therefore runs either before a poll (and
+		// kgo returns no record of a revoked partition after it) or after
+		// Read returned the records it polled, never in between. The
+		// alternative, a mutex around the whole of Read, would hold the
+		// revocation up for as long as Read waits for records; this holds
+		// it up only while Read copies a batch it already has.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.AdjustFetchOffsetsFn(s.onOffsetsFetched),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return s.kafkaErr(err)
+	}
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+	return nil
+}
+
+// admin returns the plain client used for metadata and Load, creating it.
+func (s *KafkaSource) admin() (*kgo.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.adm != nil {
+		return s.adm, nil
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(s.brokers...)}, s.cfg.clientOpts...)
+	adm, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, s.kafkaErr(err)
+	}
+	s.adm = adm
+	return adm, nil
+}
+
+// checkTopics waits, within the timeout, until a broker answers and every
+// topic exists.
+func (s *KafkaSource) checkTopics(ctx context.Context, adm *kgo.Client) error {
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	ac := kadm.NewClient(adm)
+	missing := "" // a topic found missing, kept when the last try times out
+	for {
+		details, err := ac.ListTopics(tctx, s.topics...)
+		if err == nil {
+			missing = ""
+			for _, t := range s.topics {
+				d, ok := details[t]
+				if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+					missing = t
+					break
+				}
+				if d.Err != nil {
+					err = &PartitionError{Topic: t, Partition: AllPartitions, Err: d.Err}
+					break
+				}
+			}
+			if err == nil && missing == "" {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if tctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+			switch {
+			case missing != "":
+				return &PartitionError{Topic: missing, Partition: AllPartitions,
+					Err: fmt.Errorf("kafka: %w: not in the cluster after %v", log.ErrUnknownTopic, s.cfg.timeout)}
+			case errors.As(err, new(*PartitionError)):
+				return err
+			case err != nil && !errors.Is(err, context.DeadlineExceeded):
+				return s.kafkaErr(err)
+			default:
+				return s.kafkaErr(fmt.Errorf("no broker answered within %v", s.cfg.timeout))
+			}
+		}
+		// The topic may be being created: look again shortly.
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-tctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// onAssigned records newly assigned partitions; their saves wait for the
+// group's commit (onOffsetsFetched).
+func (s *KafkaSource) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range assigned {
+		for _, p := range ps {
+			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1}
+		}
+	}
+}
+
+// onOffsetsFetched learns where each new assignment starts: saves below it
+// would move the group's commit back.
+func (s *KafkaSource) onOffsetsFetched(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range offsets {
+		for p, o := range ps {
+			if st := s.assigned[topicPartition{t, p}]; st != nil {
+				st.ready = true
+				if at := o.EpochOffset().Offset; at >= 0 {
+					st.floor = at
+				}
+			}
+		}
+	}
+	return offsets, nil
+}
+
+// onRevoked commits the finished positions of the revoked partitions, then
+// forgets them: a later Save for them is dropped.
+func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commitFinishedLocked(ctx, cl, revoked)
+	for t, ps := range revoked {
+		for _, p := range ps {
+			if _, ok := s.assigned[topicPartition{t, p}]; ok {
+				delete(s.assigned, topicPartition{t, p})
+				s.revoked.Add(1)
+			}
+		}
+	}
+}
+
+// onLost forgets lost partitions without committing: the group has given
+// them to another member already.
+func (s *KafkaSource) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, ps := range lost {
+		for _, p := range ps {
+			if _, ok := s.assigned[topicPartition{t, p}]; ok {
+				delete(s.assigned, topicPartition{t, p})
+				s.lost.Add(1)
+			}
+		}
+	}
+}
+
+// commitFinishedLocked commits the pipeline's finished positions of the
+// given partitions (nil: every assigned one). Errors are not returned: a
+// revocation cannot be refused, and a commit that failed only means the
+// next owner handles those records again.
+func (s *KafkaSource) commitFinishedLocked(ctx context.Context, cl *kgo.Client, which map[string][]int32) {
+	if s.positions == nil {
+		return
+	}
+	offsets := make(map[string]map[int32]kgo.EpochOffset)
+	add := func(tp topicPartition, st *kafkaPart) {
+		pos, ok := s.positions.Position(tp.topic, tp.partition)
+		if !ok || !st.ready || pos.Offset <= st.floor {
+			return
+		}
+		if offsets[tp.topic] == nil {
+			offsets[tp.topic] = make(map[int32]kgo.EpochOffset)
+		}
+		offsets[tp.topic][tp.partition] = kgo.EpochOffset{Epoch: pos.Epoch, Offset: pos.Offset}
+	}
+	if which == nil {
+		for tp, st := range s.assigned {
+			add(tp, st)
+		}
+	} else {
+		for t, ps := range which {
+			for _, p := range ps {
+				if st := s.assigned[topicPartition{t, p}]; st != nil {
+					add(topicPartition{t, p}, st)
+				}
+			}
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	if s.commitLocked(ctx, cl, offsets) == nil {
+		for t, ps := range offsets {
+			for p, eo := range ps {
+				s.assigned[topicPartition{t, p}].floor = eo.Offset
+			}
+		}
+	}
+}
+
+// commitLocked commits offsets synchronously, within the timeout.
+func (s *KafkaSource) commitLocked(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
+	defer cancel()
+	var cerr error
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+					cerr = &PartitionError{Topic: t.Topic, Partition: p.Partition, Err: fmt.Errorf("kafka commit: %w", err)}
+				}
+			}
+		}
+	})
+	if cerr == nil {
+		for _, ps := range offsets {
+			s.commits.Add(int64(len(ps)))
+		}
+	}
+	return cerr
+}
+
+// Save commits position for topic-partition to the group (checkpoint.Store),
+// when the partition is assigned to this member and position is past what
+// the group has; otherwise it drops the save, counted in
+// [KafkaStats].DroppedSaves, and returns nil. A failed commit returns the
+// error.
+func (s *KafkaSource) Save(ctx context.Context, topic string, partition int32, position checkpoint.Position) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.assigned[topicPartition{topic, partition}]
+	if s.cl == nil || st == nil || !st.ready || position.Offset <= st.floor {
+		s.droppedSaves.Add(1)
+		return nil
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{topic: {partition: {Epoch: position.Epoch, Offset: position.Offset}}}
+	if err := s.commitLocked(ctx, s.cl, offsets); err != nil {
+		var pe *PartitionError
+		if errors.As(err, &pe) {
+			return err
+		}
+		return &PartitionError{Topic: topic, Partition: partition, Err: fmt.Errorf("kafka commit: %w", err)}
+	}
+	st.floor = position.Offset
+	return nil
+}
+
+// Load returns the group's committed position for topic-partition
+// (checkpoint.Store): found is false when the group has no commit for it.
+// It opens a plain client (not a group member) when the source has none.
+func (s *KafkaSource) Load(ctx context.Context, topic string, partition int32) (checkpoint.Position, bool, error) {
+	adm, err := s.admin()
+	if err != nil {
+		return checkpoint.Position{}, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	resp, err := kadm.NewClient(adm).FetchOffsets(ctx, s.group)
+	if err != nil {
+		return checkpoint.Position{}, false, s.kafkaErr(fmt.Errorf("fetching the group's commits: %w", err))
+	}
+	o, ok := resp.Lookup(topic, partition)
+	if !ok || o.At < 0 {
+		return checkpoint.Position{}, false, nil
+	}
+	if o.Err != nil {
+		return checkpoint.Position{}, false, &PartitionError{Topic: topic, Partition: partition, Err: o.Err}
+	}
+	epoch := o.LeaderEpoch
+	if epoch < checkpoint.NoEpoch {
+		epoch = checkpoint.NoEpoch
+	}
+	return checkpoint.Position{Offset: o.At, Epoch: epoch}, true, nil
+}
+
+// Read returns the next records polled from the partitions assigned to
+// this member, at most [KafkaMaxRecords], opening the source on the first
+// call (see the type's doc). It waits until records arrive or ctx is done,
+// and then returns ctx.Err(). Records of a partition revoked meanwhile are
+// dropped, counted in [KafkaStats].DroppedRecords.
+func (s *KafkaSource) Read(ctx context.Context) ([]stream.Element[log.Record], error) {
+	if err := s.pending; err != nil {
+		s.pending = nil
+		return nil, err
+	}
+	if err := s.open(ctx); err != nil {
+		return nil, err
+	}
+	for {
+		fetches := s.cl.PollRecords(ctx, s.cfg.maxRecords)
+		elems, err := s.take(ctx, fetches)
+		s.cl.AllowRebalance()
+		if err != nil {
+			if len(elems) == 0 {
+				return nil, err
+			}
+			s.pending = err
+		}
+		if len(elems) > 0 {
+			return elems, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// take converts what a poll returned, dropping records of partitions not
+// assigned, and returns the first error of the poll.
+func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.Element[log.Record], error) {
+	var ferr error
+	if errs := fetches.Errors(); len(errs) > 0 {
+		fe := errs[0]
+		switch {
+		case errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded):
+			if ctx.Err() != nil {
+				ferr = ctx.Err()
+			} else {
+				ferr = s.kafkaErr(fe.Err)
+			}
+		case fe.Topic == "":
+			ferr = s.kafkaErr(fe.Err)
+		default:
+			ferr = &PartitionError{Topic: fe.Topic, Partition: fe.Partition, Err: fmt.Errorf("kafka fetch: %w", fe.Err)}
+		}
+	}
+	n := fetches.NumRecords()
+	if n == 0 {
+		return nil, ferr
+	}
+	elems := make([]stream.Element[log.Record], 0, n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		if st := s.assigned[topicPartition{p.Topic, p.Partition}]; st == nil {
+			s.droppedRecords.Add(int64(len(p.Records)))
+			return
+		}
+		for _, r := range p.Records {
+			var hs []log.Header
+			if len(r.Headers) > 0 {
+				hs = make([]log.Header, len(r.Headers))
+				for i, h := range r.Headers {
+					hs[i] = log.Header{Key: h.Key, Value: h.Value}
+				}
+			}
+			elems = append(elems, stream.Element[log.Record]{
+				Value: log.Record{
+					Key:       r.Key,
+					Value:     r.Value,
+					Timestamp: r.Timestamp.UnixMilli(),
+					Headers:   hs,
+					Topic:     r.Topic,
+					Partition: r.Partition,
+					Offset:    r.Offset,
+					Epoch:     r.LeaderEpoch,
+				},
+				Topic:     r.Topic,
+				Partition: r.Partition,
+				Offset:    r.Offset,
+				Epoch:     r.LeaderEpoch,
+			})
+		}
+	})
+	return elems, ferr
+}
+
+// Resume opens the source again if it was closed (stream.Resumer); the
+// group resumes from its commits. store must not be nil, but is otherwise
+// not read: positions come from the group (see the type's doc). On an open
+// source Resume closes it first (committing finished positions, as Close
+// does), so records handed out but not committed are read again.
+func (s *KafkaSource) Resume(ctx context.Context, store checkpoint.Store) error {
+	if store == nil {
+		return s.kafkaErr(ErrNilStore)
+	}
+	s.mu.Lock()
+	open := s.cl != nil
+	s.mu.Unlock()
+	if open {
+		if err := s.Close(); err != nil {
+			return err
+		}
+	}
+	s.pending = nil
+	return s.open(ctx)
+}
+
+// Close commits the finished positions of the assigned partitions (when a
+// pipeline is running, or has just ended), leaves the group and closes the
+// client. The source may be opened again by Read or Resume. Close returns
+// nil.
+func (s *KafkaSource) Close() error {
+	s.mu.Lock()
+	cl, adm := s.cl, s.adm
+	if cl != nil {
+		s.commitFinishedLocked(context.Background(), cl, nil)
+	}
+	s.cl, s.adm = nil, nil
+	s.mu.Unlock()
+	if cl != nil {
+		// Leaving the group revokes every partition: onRevoked commits
+		// what finished since (nothing, normally) and forgets them.
+		cl.CloseAllowingRebalance()
+	}
+	if adm != nil {
+		adm.Close()
+	}
+	s.mu.Lock()
+	clear(s.assigned)
+	s.mu.Unlock()
+	s.pending = nil
+	return nil
+}
