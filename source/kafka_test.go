@@ -321,16 +321,22 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 		}
 	}()
 
-	bHandled := newHandledSet()
+	aHandled, bHandled := newHandledSet(), newHandledSet()
 	bStarted := make(chan struct{})
-	var aCount int
+	aPer := map[int32]int{}
+	held := false
+	aHolds := make(chan struct{})
 	srcA := newKafkaSource(t, brokers, "g-reb", []string{"events"}, source.KafkaMaxRecords(50))
 	doneA := runAsync(ctx, stream.From[log.Record](srcA).Tap(func(ctx context.Context, r log.Record) error {
 		handled.add(r)
-		aCount++
-		if aCount == 500 {
-			// Hold A mid-stream until B has joined and handled something:
-			// B then shares the partitions with A while records remain.
+		aHandled.add(r)
+		aPer[r.Partition]++
+		if !held && len(aPer) == 4 {
+			// Hold A mid-stream, with progress in every partition and this
+			// record unfinished, until B has joined and handled something:
+			// the partitions B takes over are revoked from A part-way.
+			held = true
+			close(aHolds)
 			select {
 			case <-bStarted:
 			case <-ctx.Done():
@@ -342,7 +348,11 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 		return nil
 	}).Checkpointing(srcA, stream.CheckpointEachBatch()))
 
-	eventually(t, "A handling its first 500 records", func() bool { return handled.distinct() >= 500 })
+	select {
+	case <-aHolds:
+	case <-time.After(kafkaWait):
+		t.Fatal("A never handled records of every partition")
+	}
 	srcB := newKafkaSource(t, brokers, "g-reb", []string{"events"}, source.KafkaMaxRecords(50))
 	var once sync.Once
 	doneB := runAsync(ctx, stream.From[log.Record](srcB).Tap(func(_ context.Context, r log.Record) error {
@@ -368,7 +378,13 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 			require.True(t, handled.has(p, off), "partition %d committed at %d, offset %d not handled", p, c, off)
 		}
 	}
-	t.Logf("A: %+v, B: %+v, B handled %d", srcA.Stats(), srcB.Stats(), bHandled.distinct())
+	dup := 0
+	for k := range bHandled.recs {
+		if _, ok := aHandled.recs[k]; ok {
+			dup++
+		}
+	}
+	t.Logf("A: %+v, B: %+v, A handled %d, B %d, both %d", srcA.Stats(), srcB.Stats(), aHandled.distinct(), bHandled.distinct(), dup)
 }
 
 func TestKafkaRestartResumesFromTheCommit(t *testing.T) {
