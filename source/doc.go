@@ -102,6 +102,47 @@
 // failed read) names that partition and ends the Read that meets it, while
 // the batches of other partitions already returned stay returned.
 //
+// # Kafka
+//
+// [Kafka] reads topics of a Kafka cluster as a member of a consumer group.
+// Its elements are log.Records (key, value, headers, timestamp in
+// milliseconds, topic, partition, offset, and the record's leader epoch as
+// Epoch), so the handlers written for the log work on Kafka unchanged.
+//
+// Auto-commit is off: the source is its group's checkpoint.Store, and the
+// pipeline's checkpoints are the group's commits:
+//
+//	src, err := source.Kafka(brokers, "billing", []string{"orders"})
+//	...
+//	err = stream.From(src).Map(handle).Checkpointing(src).Run(ctx)
+//	// or: stream.ConsumeForever(ctx, src, src, handle)
+//
+// A commit is therefore the completion tracker's position, the lowest
+// offset not yet finished per partition: with parallel stages, filters and
+// batches no commit passes a record not yet handled, exactly as with the
+// log. A save for a partition no longer assigned to the member, or one that
+// would move the group's commit backwards, is dropped (counted in
+// [KafkaStats]).
+//
+// On a rebalance the finished positions of the revoked partitions are
+// committed before they are given up (the source is a
+// stream.PositionsAware: Run hands it those positions), and no record of a
+// revoked partition is handed on after the revocation; lost partitions
+// (an expired session) are given up without a commit. Records of a revoked
+// partition already in the pipeline finish, and the new owner may handle
+// some of them again: at-least-once.
+//
+// A partition the group never committed starts at [Earliest] (the default)
+// or [Latest] ([KafkaStart]). The source opens on its first Read or Resume
+// and checks, within [KafkaTimeout] (10 s by default), that a broker
+// answers and that every topic exists: an unreachable broker is a
+// [*KafkaError] naming the brokers, a missing topic a [*PartitionError]
+// naming it and wrapping log.ErrUnknownTopic, both retryable, so
+// ConsumeForever backs off and tries again. Resume reopens a closed source;
+// positions always come from the group's commits, never from the store
+// passed to Resume. [KafkaClientOpts] passes franz-go options (TLS, SASL,
+// timings) through; [KafkaMaxRecords] bounds a batch.
+//
 // # Lines of a file
 //
 // [Lines] yields the lines of a file as strings, in batches of up to 500

@@ -8,9 +8,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
 )
 
 // ExamplePartition replays a partition from its start to the high watermark.
@@ -178,4 +182,56 @@ func ExampleTopic() {
 	// partition 0: 4 records, position 4
 	// partition 1: 2 records, position 2
 	// partition 2: 7 records, position 7
+}
+
+// ExampleKafka consumes a topic of an in-process Kafka cluster (kfake) as
+// a consumer group, and commits through the pipeline's checkpoints: the
+// source is also the group's checkpoint store.
+func ExampleKafka() {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		panic(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		panic(err)
+	}
+	for _, v := range []string{"apple", "pear", "plum"} {
+		if err := producer.ProduceSync(context.Background(), &kgo.Record{Topic: "orders", Value: []byte(v)}).FirstErr(); err != nil {
+			panic(err)
+		}
+	}
+	producer.Close()
+
+	src, err := source.Kafka(brokers, "billing", []string{"orders"})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := 0
+	err = stream.From[log.Record](src).Tap(func(_ context.Context, r log.Record) error {
+		fmt.Printf("%d: %s\n", r.Offset, r.Value)
+		if seen++; seen == 3 {
+			cancel() // stop: Run commits what finished, then closes the source
+		}
+		return nil
+	}).Checkpointing(src).Run(ctx)
+	if err != nil {
+		panic(err)
+	}
+	pos, _, err := src.Load(context.Background(), "orders", 0)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("committed:", pos.Offset)
+	_ = src.Close() // Load opened a client: close it
+	// Output:
+	// 0: apple
+	// 1: pear
+	// 2: plum
+	// committed: 3
 }

@@ -562,7 +562,8 @@ func (s *KafkaSource) Save(ctx context.Context, topic string, partition int32, p
 
 // Load returns the group's committed position for topic-partition
 // (checkpoint.Store): found is false when the group has no commit for it.
-// It opens a plain client (not a group member) when the source has none.
+// It uses a plain client (not a group member), opened when needed and
+// closed by Close.
 func (s *KafkaSource) Load(ctx context.Context, topic string, partition int32) (checkpoint.Position, bool, error) {
 	adm, err := s.admin()
 	if err != nil {
