@@ -47,8 +47,8 @@ func (f kafkaOptionFunc) applyKafka(c *kafkaConfig) { f(c) }
 
 // KafkaClient makes the sink produce with cl instead of a client of its
 // own: brokers, acks, partitioner, timeouts and the rest are then cl's, the
-// brokers given to [Kafka] and the options [KafkaClientOpts] and
-// [KafkaDeliveryTimeout] are ignored, and Close leaves cl open. cl must
+// brokers given to [Kafka] and [KafkaClientOpts] are ignored, and Close
+// leaves cl open. cl must
 // not use kgo.ManualPartitioner (the sink does not set partitions), and
 // [KafkaSink.Flush] flushes everything cl buffers, not only the sink's
 // records.
@@ -65,14 +65,20 @@ func KafkaClientOpts(opts ...kgo.Opt) KafkaOption {
 	return kafkaOptionFunc(func(c *kafkaConfig) { c.opts = append(c.opts, opts...) })
 }
 
-// KafkaDeliveryTimeout bounds how long a record may wait to be
-// acknowledged, retries included (kgo.RecordDeliveryTimeout, Kafka's
-// delivery.timeout.ms); a record not acknowledged in time fails, and so
-// does its write. The default is [DefaultKafkaDeliveryTimeout]. It bounds
-// how long an unreachable broker or a missing topic takes to surface as an
-// error. With the idempotent producer, a record already sent is failed
-// only once its request is answered (or the connection times out), so
-// duplicates cannot slip in.
+// KafkaDeliveryTimeout bounds how long the records of one write may take
+// to be acknowledged, from the moment the write starts, retries and the
+// wait for buffer space included (Kafka's delivery.timeout.ms); a record
+// not acknowledged in time fails with kgo.ErrRecordTimeout, and so does
+// its write. The default is [DefaultKafkaDeliveryTimeout]; 0 means no
+// bound. It bounds how long an unreachable broker takes to surface as an
+// error, and applies with [KafkaClient] too. With the idempotent producer
+// a record already sent fails only once its request is answered (or its
+// connection times out), so that no duplicate can slip in.
+//
+// It is the context of the records, not franz-go's
+// kgo.RecordDeliveryTimeout, which counts from each record's Timestamp: a
+// relay of records written last week would time out at once. Do not pass
+// that option through [KafkaClientOpts] for the same reason.
 func KafkaDeliveryTimeout(d time.Duration) KafkaOption {
 	return kafkaOptionFunc(func(c *kafkaConfig) { c.deliveryTimeout = d })
 }
@@ -100,7 +106,8 @@ type KafkaSink struct {
 	cl      *kgo.Client
 	own     bool // cl was made by Kafka: Close closes it
 	topic   string
-	brokers []string // for errors: the seed brokers, when the sink made the client
+	brokers []string      // for errors: the seed brokers, when the sink made the client
+	timeout time.Duration // KafkaDeliveryTimeout
 	closed  atomic.Bool
 
 	mu      sync.Mutex
@@ -130,7 +137,7 @@ func Kafka(brokers []string, topic string, opts ...KafkaOption) (*KafkaSink, err
 	if topic == "" {
 		return nil, errors.New("sink: Kafka: empty topic")
 	}
-	s := &KafkaSink{topic: topic}
+	s := &KafkaSink{topic: topic, timeout: cfg.deliveryTimeout}
 	if cfg.client != nil {
 		s.cl = cfg.client
 		return s, nil
@@ -142,7 +149,6 @@ func Kafka(brokers []string, topic string, opts ...KafkaOption) (*KafkaSink, err
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-		kgo.RecordDeliveryTimeout(cfg.deliveryTimeout),
 		// A missing topic fails its records after this many metadata
 		// retries (franz-go's default 4, about 1 s): the topic will not
 		// appear by itself, auto-creation being off.
@@ -184,6 +190,13 @@ func (s *KafkaSink) WriteAsync(ctx context.Context, recs []log.Record, ack func(
 		return nil
 	}
 	w := s.newWrite(recs, ack)
+	if s.timeout > 0 {
+		// The delivery timeout is the records' context: franz-go's own
+		// RecordDeliveryTimeout counts from each record's Timestamp, which
+		// here is the source's (a relay of last week's log would time out
+		// at once).
+		ctx, w.cancel = context.WithTimeout(ctx, s.timeout)
+	}
 	s.begin()
 	for i := range w.krecs {
 		if err := ctx.Err(); err != nil {
@@ -237,20 +250,21 @@ func (s *KafkaSink) Flush(ctx context.Context) error {
 	}
 }
 
-// Close flushes (waiting at most twice the delivery timeout) and closes the
-// client if the sink made it. Writes after Close fail with [ErrSinkClosed].
+// Close flushes (waiting at most about twice the delivery timeout) and
+// closes the client if the sink made it. Writes after Close fail with [ErrSinkClosed].
 func (s *KafkaSink) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	var err error
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if s.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, 2*s.timeout+time.Second)
+	}
+	err = s.Flush(ctx)
+	cancel()
 	if s.own {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*s.cl.OptValue(kgo.RecordDeliveryTimeout).(time.Duration)+time.Second)
-		err = s.Flush(ctx)
-		cancel()
 		s.cl.Close()
-	} else {
-		err = s.Flush(context.Background())
 	}
 	return err
 }
@@ -278,8 +292,9 @@ type kafkaWrite struct {
 	ack    func(int, error)
 	krecs  []kgo.Record
 	src    []lineage
-	left   atomic.Int64 // records not yet answered
-	failed atomic.Bool  // ack was called with an error
+	cancel context.CancelFunc // ends the delivery timeout's context; nil without one
+	left   atomic.Int64       // records not yet answered
+	failed atomic.Bool        // ack was called with an error
 }
 
 // lineage is where a record was read.
@@ -344,7 +359,13 @@ func (w *kafkaWrite) promise(r *kgo.Record, err error) {
 			w.s.done()
 		}()
 	}
-	if w.left.Add(-1) == 0 && !w.failed.Load() {
+	if w.left.Add(-1) != 0 {
+		return
+	}
+	if w.cancel != nil {
+		w.cancel()
+	}
+	if !w.failed.Load() {
 		w.ack(-1, nil)
 		w.s.done()
 	}
@@ -361,6 +382,9 @@ func (w *kafkaWrite) index(r *kgo.Record) int {
 }
 
 func (s *KafkaSink) produceError(r *kgo.Record, src lineage, err error) *ProduceError {
+	if errors.Is(err, context.DeadlineExceeded) && s.timeout > 0 {
+		err = fmt.Errorf("%w: not acknowledged within the delivery timeout of %v: %w", kgo.ErrRecordTimeout, s.timeout, err)
+	}
 	pe := &ProduceError{Topic: s.topic, Partition: r.Partition,
 		SourceTopic: src.topic, SourcePartition: src.partition, SourceOffset: src.offset, Err: err}
 	if r.Partition < 0 && s.brokers != nil {
