@@ -43,11 +43,12 @@
 // topic and partition (the seed brokers when no partition was picked), the
 // record's source, and the cause; it goes through the stage's failure
 // policy (stop by default, Skip, DeadLetter; Retry does not apply:
-// franz-go retries what can be retried). A failed record fails those
-// buffered behind it in its partition, so what reaches Kafka has no gap;
-// on restart the pipeline produces again from the saved position
-// (at-least-once: records acknowledged but not yet saved are produced
-// twice). [KafkaClientOpts] passes franz-go options (linger, compression,
+// franz-go retries what can be retried). franz-go fails the records
+// buffered behind a failed one in its partition, and a stopping pipeline
+// withdraws what was not yet sent; on restart it produces again from the
+// saved position, never past the failed record (at-least-once: records
+// acknowledged but not yet saved are produced twice; a record already in
+// flight behind the failed one may reach Kafka before it, and again after). [KafkaClientOpts] passes franz-go options (linger, compression,
 // TLS, SASL); [KafkaClient] brings a client of your own. Package kafkatest
 // starts an in-process Kafka for tests.
 //
