@@ -16,6 +16,42 @@
 //	...
 //	err = stream.From(src).Filter(isAlert).To(sink.Log(out, sink.Synced())).Checkpointing(store).Run(ctx)
 //
+// # Kafka
+//
+// [Kafka] produces to a Kafka topic with franz-go. It is a
+// stream.AsyncSink: under stream.Stream.To its writes are pipelined (the
+// next batch is read while Kafka acknowledges the last), and a record
+// counts as finished, so its source position may be saved, only once Kafka
+// acknowledged it; Run returns only after every record written was
+// acknowledged. That is "flush Kafka before saving the position" without
+// the stall.
+//
+//	out, err := sink.Kafka([]string{"kafka-1:9092"}, "alerts")
+//	...
+//	defer out.Close()
+//	err = stream.From(src).Filter(isAlert).To(out).Checkpointing(store).Run(ctx)
+//
+// The producer is idempotent with acks=all; keys pick partitions with
+// Kafka's murmur2 (kgo.StickyKeyPartitioner(nil)), so a key lands in the
+// same partition number as in the log; records without a key are sticky
+// (one partition per batch), not round-robin. Key, Value, Headers and
+// Timestamp are sent; the record's Topic, Partition and Offset (where it
+// was read) are not, but name it in errors. A record Kafka refuses, or
+// that is not acknowledged within [KafkaDeliveryTimeout] (30 s by default:
+// an unreachable broker, a topic that does not exist, as topics are not
+// auto-created), fails its write with a [*ProduceError] naming the Kafka
+// topic and partition (the seed brokers when no partition was picked), the
+// record's source, and the cause; it goes through the stage's failure
+// policy (stop by default, Skip, DeadLetter; Retry does not apply:
+// franz-go retries what can be retried). franz-go fails the records
+// buffered behind a failed one in its partition, and a stopping pipeline
+// withdraws what was not yet sent; on restart it produces again from the
+// saved position, never past the failed record (at-least-once: records
+// acknowledged but not yet saved are produced twice; a record already in
+// flight behind the failed one may reach Kafka before it, and again after). [KafkaClientOpts] passes franz-go options (linger, compression,
+// TLS, SASL); [KafkaClient] brings a client of your own. Package kafkatest
+// starts an in-process Kafka for tests.
+//
 // # Dead letters
 //
 // A record a stage cannot handle (a line that does not parse, a value a

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/kafkatest"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
@@ -294,4 +295,63 @@ func Example_relay() {
 	// "b"
 	// "c"
 	// raw position: 3
+}
+
+// ExampleKafka relays a log topic to Kafka (here an in-process one from
+// kafkatest): each record's position is saved only once Kafka acknowledged
+// it, and each key lands in the partition Kafka's partitioner picks.
+func ExampleKafka() {
+	kc, err := kafkatest.Start(kafkatest.Topics("orders"), kafkatest.Partitions(3))
+	if err != nil {
+		panic(err)
+	}
+	defer kc.Close()
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	in, err := lg.CreateTopic("orders", 1)
+	if err != nil {
+		panic(err)
+	}
+	err = in.AppendBatch(context.Background(), []log.Record{
+		{Key: []byte("alice"), Value: []byte("book")},
+		{Key: []byte("carol"), Value: []byte("lamp")},
+		{Key: []byte("alice"), Value: []byte("pen")},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	out, err := sink.Kafka(kc.Brokers(), "orders")
+	if err != nil {
+		panic(err)
+	}
+	defer out.Close()
+	store := &checkpoint.MemoryStore{}
+	src := source.Partition(lg, "orders", 0, source.FromStore(store), source.Replay())
+	if err := stream.From(src).To(out).Checkpointing(store).Run(context.Background()); err != nil {
+		panic(err)
+	}
+
+	got, err := kc.ReadAll(context.Background(), "orders")
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range got {
+		fmt.Printf("partition %d offset %d: %s %s\n", r.Partition, r.Offset, r.Key, r.Value)
+	}
+	pos, _, _ := store.Load(context.Background(), "orders", 0)
+	fmt.Println("position saved:", pos.Offset)
+	// Output:
+	// partition 0 offset 0: alice book
+	// partition 0 offset 1: alice pen
+	// partition 2 offset 0: carol lamp
+	// position saved: 3
 }
