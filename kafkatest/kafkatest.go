@@ -175,7 +175,13 @@ func (c *Cluster) Records(t testing.TB, topic string) []*kgo.Record {
 // ReadAll returns every record the topic holds now (up to each partition's
 // high watermark when ReadAll starts), ordered by partition, then offset.
 func (c *Cluster) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, error) {
-	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...))
+	return ReadTopic(ctx, c.Brokers(), topic)
+}
+
+// ReadTopic is [Cluster.ReadAll] against any cluster: every record topic
+// holds now on brokers, ordered by partition, then offset.
+func ReadTopic(ctx context.Context, brokers []string, topic string) ([]*kgo.Record, error) {
+	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +212,7 @@ func (c *Cluster) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, err
 	}
 	var recs []*kgo.Record
 	if remaining > 0 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers()...),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
 		if err != nil {
 			return nil, err

@@ -1,0 +1,548 @@
+// Command relay moves records between a strom log and Kafka, at-least-once,
+// in the direction --direction says.
+//
+//	go run ./examples/relay --direction kafka-to-log --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh
+//	go run ./examples/relay --direction log-to-kafka --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh-back --state /tmp/relay-state
+//
+// kafka-to-log reads the Kafka topic --from with a consumer group (--group)
+// and appends each record, with its key, headers and timestamp, to the log
+// topic --to (created with --partitions partitions, 3 by default: with the
+// same count on both sides a key lands in the same partition number,
+// murmur2 on both). Its position is the group's committed offsets, and a
+// record's offset is committed only after the record was appended to the
+// log: a crash between the two appends it again on restart, never skips it.
+//
+// log-to-kafka reads every partition of the log topic --from, from the
+// positions in a checkpoint.FileStore in --state, and produces each record
+// to the Kafka topic --to (acks=all, idempotent, murmur2 on the key); a
+// position is saved only once Kafka acknowledged every record below it.
+//
+// Every record written carries two headers naming where it came from:
+// strom.relay.partition and strom.relay.offset (its source partition and
+// offset, decimal), replacing any the record had. At startup the relay
+// reads the last records it wrote (up to 10,000 per partition) to learn the
+// highest source offset already relayed per source partition, and counts a
+// record read again at or below it as delivered again: what at-least-once
+// costs after a crash.
+//
+// Both directions run the pipeline under stream.Forever: a broker that goes
+// away, or a topic that does not exist yet, is retried with backoff and the
+// relay resumes from its last position.
+//
+// # Flags and environment
+//
+//	--direction   STROM_DIRECTION   kafka-to-log or log-to-kafka (required)
+//	--brokers     KAFKA_BROKERS     Kafka bootstrap brokers, comma-separated (required)
+//	--dir         STROM_DIR         log directory (required)
+//	--from        STROM_FROM        topic to read (required)
+//	--to          STROM_TO          topic to write (required)
+//	--partitions  STROM_PARTITIONS  partitions of the log topic kafka-to-log creates, default 3
+//	--group       STROM_GROUP       Kafka consumer group of kafka-to-log, default "strom-relay"
+//	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there)
+//	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
+//
+// # HTTP
+//
+//	GET /stats   {"direction","relayed","deliveredAgain","lastIn":{partition:offset},
+//	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects"}
+//	GET /health  200 "ok"
+//
+// relayed counts records this process wrote (handed to the sink);
+// deliveredAgain those of them already relayed before a restart; lastIn the
+// last source offset read per source partition; lastOut the highest
+// offset written per destination partition (log-to-kafka: the Kafka
+// topic's high watermarks minus one); positions the saved positions (log-to-kafka: FileStore;
+// kafka-to-log: the group's commits); lag the records of the source not yet
+// covered by a position.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/service"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
+	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
+)
+
+// The headers naming a relayed record's source partition and offset.
+const (
+	headerPartition = "strom.relay.partition"
+	headerOffset    = "strom.relay.offset"
+)
+
+// tailRecords is how many of its last records per partition the relay
+// reads at startup to learn what it had relayed.
+const tailRecords = 10_000
+
+const (
+	toLog   = "kafka-to-log"
+	toKafka = "log-to-kafka"
+)
+
+type config struct {
+	direction  string
+	brokers    []string
+	dir        string
+	from, to   string
+	partitions int
+	group      string
+	state      string
+	addr       string
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var env service.Env
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	direction := fs.String("direction", env.String("STROM_DIRECTION", ""), "kafka-to-log or log-to-kafka (env STROM_DIRECTION)")
+	brokers := fs.String("brokers", env.String("KAFKA_BROKERS", ""), "Kafka brokers, comma-separated (env KAFKA_BROKERS)")
+	dir := fs.String("dir", env.String("STROM_DIR", ""), "log directory (env STROM_DIR)")
+	from := fs.String("from", env.String("STROM_FROM", ""), "topic to read (env STROM_FROM)")
+	to := fs.String("to", env.String("STROM_TO", ""), "topic to write (env STROM_TO)")
+	partitions := fs.Int("partitions", int(env.Int("STROM_PARTITIONS", 3)), "partitions of the log topic kafka-to-log creates (env STROM_PARTITIONS)")
+	group := fs.String("group", env.String("STROM_GROUP", "strom-relay"), "Kafka consumer group of kafka-to-log (env STROM_GROUP)")
+	state := fs.String("state", env.String("STROM_STATE", ""), "checkpoint folder of log-to-kafka (env STROM_STATE)")
+	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7080"), "HTTP address (env STROM_ADDR)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if env.Err != nil {
+		return config{}, env.Err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
+		group: *group, state: *state, addr: *addr}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.brokers = append(cfg.brokers, b)
+		}
+	}
+	switch {
+	case cfg.direction != toLog && cfg.direction != toKafka:
+		return config{}, fmt.Errorf("--direction %q: want %s or %s", cfg.direction, toLog, toKafka)
+	case len(cfg.brokers) == 0:
+		return config{}, errors.New("--brokers (or KAFKA_BROKERS) is required")
+	case cfg.dir == "":
+		return config{}, errors.New("--dir (or STROM_DIR) is required")
+	case cfg.from == "" || cfg.to == "":
+		return config{}, errors.New("--from and --to are required")
+	case cfg.direction == toKafka && cfg.state == "":
+		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka")
+	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
+		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
+	}
+	return cfg, nil
+}
+
+// relay holds the counters /stats reports.
+type relay struct {
+	cfg config
+
+	mu             sync.Mutex
+	relayed        int64
+	deliveredAgain int64
+	reconnects     int64
+	lastIn         map[int32]int64
+	lastOut        map[int32]int64
+	positions      map[int32]int64
+	before         map[int32]int64 // highest source offset relayed before this process, per source partition
+	lag            func(context.Context) (int64, error)
+	lastOutFn      func(context.Context) map[int32]int64 // log-to-kafka: Kafka's high watermarks - 1
+}
+
+func run(cfg config) error {
+	ln, err := service.Listen(cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+
+	lg, err := log.Open(cfg.dir)
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	r := &relay{cfg: cfg, lastIn: map[int32]int64{}, lastOut: map[int32]int64{}, positions: map[int32]int64{}}
+
+	var pipeline func(ctx context.Context) error
+	switch cfg.direction {
+	case toLog:
+		pipeline, err = r.kafkaToLog(ctx, lg)
+	default:
+		pipeline, err = r.logToKafka(ctx, lg)
+	}
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", r.handleStats)
+	mux.HandleFunc("GET /health", service.Health)
+	served := make(chan error, 1)
+	go func() { served <- service.Serve(ctx, ln, mux) }()
+	fmt.Fprintf(os.Stderr, "relay %s: %s -> %s; stats on http://%s/stats\n", cfg.direction, cfg.from, cfg.to, ln.Addr())
+
+	relayed := make(chan error, 1)
+	go func() { relayed <- pipeline(ctx) }()
+	var relayErr, serveErr error
+	select {
+	case relayErr = <-relayed:
+		cancel()
+		serveErr = <-served
+	case serveErr = <-served:
+		cancel()
+		relayErr = <-relayed
+	}
+	if relayErr != nil && !errors.Is(relayErr, context.Canceled) {
+		return relayErr
+	}
+	if serveErr != nil {
+		return fmt.Errorf("http: %w", serveErr)
+	}
+	return nil
+}
+
+// kafkaToLog builds the Kafka -> log pipeline runner.
+func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Context) error, error) {
+	out, err := lg.CreateTopic(r.cfg.to, r.cfg.partitions)
+	if err != nil {
+		return nil, err
+	}
+	r.before = logTail(out)
+	adm, err := admin(r.cfg.brokers)
+	if err != nil {
+		return nil, err
+	}
+	r.lag = func(ctx context.Context) (int64, error) {
+		commits, err := adm.FetchOffsetsForTopics(ctx, r.cfg.group, r.cfg.from)
+		if err != nil {
+			return 0, err
+		}
+		ends, err := adm.ListEndOffsets(ctx, r.cfg.from)
+		if err != nil {
+			return 0, err
+		}
+		var lag int64
+		ends.Each(func(e kadm.ListedOffset) {
+			c, ok := commits.Lookup(e.Topic, e.Partition)
+			pos := int64(0)
+			if ok && c.At >= 0 {
+				pos = c.At
+			}
+			lag += max(e.Offset-pos, 0)
+		})
+		return lag, nil
+	}
+	return func(ctx context.Context) error {
+		defer adm.Close()
+		return stream.Forever(ctx, func() stream.Runner {
+			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from})
+			if err != nil {
+				return failed{err}
+			}
+			return stream.From(src).
+				Map(r.tag).
+				To(sink.Log(out)).
+				Tap(r.wroteLog(out)).
+				Checkpointing(src)
+		}, r.foreverOpts()...)
+	}, nil
+}
+
+// logToKafka builds the log -> Kafka pipeline runner.
+func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Context) error, error) {
+	store, err := checkpoint.NewFileStore(r.cfg.state)
+	if err != nil {
+		return nil, err
+	}
+	out, err := sink.Kafka(r.cfg.brokers, r.cfg.to)
+	if err != nil {
+		return nil, err
+	}
+	r.before = kafkaTail(ctx, r.cfg.brokers, out.Client(), r.cfg.to)
+	adm := kadm.NewClient(out.Client())
+	r.lastOutFn = func(ctx context.Context) map[int32]int64 {
+		ends, err := adm.ListEndOffsets(ctx, r.cfg.to)
+		if err != nil {
+			return nil
+		}
+		m := map[int32]int64{}
+		ends.Each(func(e kadm.ListedOffset) {
+			if e.Err == nil && e.Offset > 0 {
+				m[e.Partition] = e.Offset - 1
+			}
+		})
+		return m
+	}
+	r.lag = func(ctx context.Context) (int64, error) {
+		t, err := lg.Topic(r.cfg.from)
+		if err != nil {
+			return 0, err
+		}
+		var lag int64
+		for p := range int32(t.Partitions()) {
+			part, err := t.Partition(p)
+			if err != nil {
+				return 0, err
+			}
+			pos, _, err := store.Load(ctx, r.cfg.from, p)
+			if err != nil {
+				return 0, err
+			}
+			lag += max(part.NextOffset()-pos.Offset, 0)
+		}
+		return lag, nil
+	}
+	return func(ctx context.Context) error {
+		defer out.Close()
+		return stream.Forever(ctx, func() stream.Runner {
+			return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store))).
+				Map(r.tag).
+				To(out).
+				Checkpointing(store)
+		}, r.foreverOpts()...)
+	}, nil
+}
+
+func (r *relay) foreverOpts() []stream.ConsumeOption {
+	return []stream.ConsumeOption{
+		stream.WithBackoff(50*time.Millisecond, 2*time.Second),
+		stream.OnSourceError(func(err error, attempt int) {
+			r.mu.Lock()
+			r.reconnects++
+			r.mu.Unlock()
+			fmt.Fprintf(os.Stderr, "relay %s: attempt %d: %v\n", r.cfg.direction, attempt, err)
+		}),
+		stream.OnCheckpoint(func(_ string, partition int32, pos checkpoint.Position) {
+			r.mu.Lock()
+			r.positions[partition] = pos.Offset
+			r.mu.Unlock()
+		}),
+	}
+}
+
+// tag marks a record with its source partition and offset, and counts it.
+func (r *relay) tag(_ context.Context, rec log.Record) (log.Record, error) {
+	hs := make([]log.Header, 0, len(rec.Headers)+2)
+	for _, h := range rec.Headers {
+		if h.Key != headerPartition && h.Key != headerOffset {
+			hs = append(hs, h)
+		}
+	}
+	hs = append(hs,
+		log.Header{Key: headerPartition, Value: []byte(strconv.Itoa(int(rec.Partition)))},
+		log.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))})
+	r.mu.Lock()
+	r.relayed++
+	r.lastIn[rec.Partition] = rec.Offset
+	if b, ok := r.before[rec.Partition]; ok && rec.Offset <= b {
+		r.deliveredAgain++
+	}
+	r.mu.Unlock()
+	return log.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: hs,
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Epoch: rec.Epoch}, nil
+}
+
+// wroteLog records the log's high watermarks after a batch was appended.
+func (r *relay) wroteLog(out *log.Topic) func(context.Context, log.Record) error {
+	return func(_ context.Context, rec log.Record) error {
+		p := out.PartitionFor(rec.Key)
+		if rec.Key == nil {
+			return nil // round-robin: where it went is not known here
+		}
+		part, err := out.Partition(p)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.lastOut[p] = part.NextOffset() - 1
+		r.mu.Unlock()
+		return nil
+	}
+}
+
+func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {
+	var lag *int64
+	var lastOut map[int32]int64
+	ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+	defer cancel()
+	if r.lag != nil {
+		if l, err := r.lag(ctx); err == nil {
+			lag = &l
+		}
+	}
+	if r.lastOutFn != nil {
+		lastOut = r.lastOutFn(ctx)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lastOut == nil {
+		lastOut = r.lastOut
+	}
+	service.WriteJSON(w, http.StatusOK, map[string]any{
+		"direction":      r.cfg.direction,
+		"relayed":        r.relayed,
+		"deliveredAgain": r.deliveredAgain,
+		"lastIn":         clone(r.lastIn),
+		"lastOut":        clone(lastOut),
+		"positions":      clone(r.positions),
+		"lag":            lag,
+		"reconnects":     r.reconnects,
+	})
+}
+
+func clone(m map[int32]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[strconv.Itoa(int(k))] = v
+	}
+	return out
+}
+
+// failed is a Runner that fails at once with err (a source that could not
+// be built: bad arguments, which retrying cannot cure).
+type failed struct{ err error }
+
+func (f failed) Run(context.Context) error { return f.err }
+
+// sourceOffset returns the relay headers of rec: its source partition and
+// offset.
+func sourceOffset(hs []log.Header) (int32, int64, bool) {
+	var p, o int64 = -1, -1
+	for _, h := range hs {
+		switch h.Key {
+		case headerPartition:
+			p, _ = strconv.ParseInt(string(h.Value), 10, 32)
+		case headerOffset:
+			o, _ = strconv.ParseInt(string(h.Value), 10, 64)
+		}
+	}
+	return int32(p), o, p >= 0 && o >= 0
+}
+
+// logTail reads the last records of every partition of out and returns
+// the highest source offset relayed per source partition.
+func logTail(out *log.Topic) map[int32]int64 {
+	seen := map[int32]int64{}
+	for p := range int32(out.Partitions()) {
+		part, err := out.Partition(p)
+		if err != nil {
+			continue
+		}
+		from := max(part.StartOffset(), part.NextOffset()-tailRecords)
+		rd := part.Replay(from)
+		for {
+			recs, err := rd.Next(context.Background(), 0)
+			if err != nil || len(recs) == 0 {
+				break
+			}
+			for _, rec := range recs {
+				if sp, so, ok := sourceOffset(rec.Headers); ok {
+					if cur, had := seen[sp]; !had || so > cur {
+						seen[sp] = so
+					}
+				}
+			}
+		}
+	}
+	return seen
+}
+
+// kafkaTail reads the last records of every partition of the Kafka topic
+// and returns the highest source offset relayed per source partition. A
+// topic that cannot be read yet (it does not exist) gives an empty map.
+func kafkaTail(ctx context.Context, brokers []string, cl *kgo.Client, topic string) map[int32]int64 {
+	seen := map[int32]int64{}
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return seen
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return seen
+	}
+	offsets := map[string]map[int32]kgo.Offset{topic: {}}
+	want := 0
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Err != nil || e.Offset <= 0 {
+			return
+		}
+		from := e.Offset - tailRecords
+		if s, ok := starts.Lookup(topic, e.Partition); ok && s.Offset > from {
+			from = s.Offset
+		}
+		offsets[topic][e.Partition] = kgo.NewOffset().At(from)
+		want += int(e.Offset - from)
+	})
+	if want == 0 {
+		return seen
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(offsets))
+	if err != nil {
+		return seen
+	}
+	defer rd.Close()
+	for got := 0; got < want && ctx.Err() == nil; {
+		fs := rd.PollFetches(ctx)
+		fs.EachRecord(func(rec *kgo.Record) {
+			got++
+			hs := make([]log.Header, len(rec.Headers))
+			for i, h := range rec.Headers {
+				hs[i] = log.Header{Key: h.Key, Value: h.Value}
+			}
+			if sp, so, ok := sourceOffset(hs); ok {
+				if cur, had := seen[sp]; !had || so > cur {
+					seen[sp] = so
+				}
+			}
+		})
+	}
+	return seen
+}
+
+// admin returns a Kafka admin client over brokers.
+func admin(brokers []string) (*kadm.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
+}
