@@ -2,6 +2,7 @@ SHELL := /bin/bash
 # strom: make demo, make test (see README.md).
 #
 #   make demo                                   the end-to-end demo on synthetic events
+#   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector
 #   make bench [BENCHTIME=1s]                   the log's and the pipeline's (internal/bench) benchmarks as one table
@@ -15,10 +16,13 @@ BENCHTIME ?= 1s
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo test bench lint build
+.PHONY: demo demo-relay test bench lint build
 
 demo:
 	@./scripts/demo.sh
+
+demo-relay:
+	@./scripts/demo-relay.sh
 
 test:
 	$(GO) vet ./... && $(GO) test -race ./...
@@ -34,4 +38,4 @@ lint:
 
 build:
 	$(GO) build ./...
-	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check
+	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./internal/cmd/kafkatool

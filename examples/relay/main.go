@@ -40,6 +40,11 @@
 //	--group       STROM_GROUP       Kafka consumer group of kafka-to-log, default "strom-relay"
 //	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there)
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
+//	--batch       STROM_BATCH       records per read: Kafka records per poll, and about 128 bytes
+//	                                each of log records; default 256. A position is saved at most
+//	                                every 200ms, and only below finished batches
+//	--delay       STROM_DELAY       time spent per record, default 0 (the demo slows the
+//	                                relays down with it so its kill -9 lands mid-way)
 //
 // # HTTP
 //
@@ -105,6 +110,8 @@ type config struct {
 	group      string
 	state      string
 	addr       string
+	delay      time.Duration
+	batch      int
 }
 
 func main() {
@@ -134,6 +141,8 @@ func parseFlags(args []string) (config, error) {
 	group := fs.String("group", env.String("STROM_GROUP", "strom-relay"), "Kafka consumer group of kafka-to-log (env STROM_GROUP)")
 	state := fs.String("state", env.String("STROM_STATE", ""), "checkpoint folder of log-to-kafka (env STROM_STATE)")
 	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7080"), "HTTP address (env STROM_ADDR)")
+	delay := fs.Duration("delay", env.Duration("STROM_DELAY", 0), "time spent per record (env STROM_DELAY)")
+	batch := fs.Int("batch", int(env.Int("STROM_BATCH", 256)), "records per read (Kafka), about 128 bytes each from the log (env STROM_BATCH)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -144,7 +153,7 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
-		group: *group, state: *state, addr: *addr}
+		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -161,6 +170,10 @@ func parseFlags(args []string) (config, error) {
 		return config{}, errors.New("--from and --to are required")
 	case cfg.direction == toKafka && cfg.state == "":
 		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka")
+	case cfg.batch < 1:
+		return config{}, fmt.Errorf("--batch %d: must be at least 1", cfg.batch)
+	case cfg.delay < 0:
+		return config{}, fmt.Errorf("--delay %v: must not be negative", cfg.delay)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
 		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
 	}
@@ -271,7 +284,12 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	return func(ctx context.Context) error {
 		defer adm.Close()
 		return stream.Forever(ctx, func() stream.Runner {
-			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from})
+			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from},
+				source.KafkaMaxRecords(r.cfg.batch),
+				// A member killed with kill -9 holds its partitions until
+				// its session times out (45s by default); 6s is Kafka's
+				// group.min.session.timeout.ms, so a restart resumes soon.
+				source.KafkaClientOpts(kgo.SessionTimeout(6*time.Second)))
 			if err != nil {
 				return failed{err}
 			}
@@ -331,7 +349,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 	return func(ctx context.Context) error {
 		defer out.Close()
 		return stream.Forever(ctx, func() stream.Runner {
-			return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store))).
+			return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store), source.MaxBytes(r.cfg.batch*128))).
 				Map(r.tag).
 				To(out).
 				Checkpointing(store)
@@ -357,7 +375,14 @@ func (r *relay) foreverOpts() []stream.ConsumeOption {
 }
 
 // tag marks a record with its source partition and offset, and counts it.
-func (r *relay) tag(_ context.Context, rec log.Record) (log.Record, error) {
+func (r *relay) tag(ctx context.Context, rec log.Record) (log.Record, error) {
+	if r.cfg.delay > 0 {
+		select {
+		case <-time.After(r.cfg.delay):
+		case <-ctx.Done():
+			return log.Record{}, ctx.Err()
+		}
+	}
 	hs := make([]log.Header, 0, len(rec.Headers)+2)
 	for _, h := range rec.Headers {
 		if h.Key != headerPartition && h.Key != headerOffset {

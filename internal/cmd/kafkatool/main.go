@@ -4,6 +4,7 @@
 //
 //	kafkatool serve --port 9092 --partitions 3 --topics ssh,ssh-back
 //	kafkatool produce --brokers 127.0.0.1:9092 --topic ssh --file OpenSSH_2k.log --key '([0-9]+[.][0-9]+[.][0-9]+[.][0-9]+)'
+//	kafkatool create --brokers 127.0.0.1:9092 --topics ssh,ssh-back --partitions 3
 //	kafkatool count --brokers 127.0.0.1:9092 --topic ssh-back
 //	kafkatool roundtrip --brokers 127.0.0.1:9092 --in ssh --out ssh-back
 //
@@ -32,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -40,7 +42,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kafkatool serve|produce|count|roundtrip [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kafkatool serve|create|produce|count|roundtrip [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -52,6 +54,8 @@ func main() {
 		err = produce(os.Args[2:])
 	case "count":
 		err = count(os.Args[2:])
+	case "create":
+		err = create(os.Args[2:])
 	case "roundtrip":
 		var ok bool
 		ok, err = roundtrip(os.Args[2:])
@@ -153,6 +157,28 @@ func produce(args []string) error {
 	}
 	fmt.Printf("produced %d records to %s\n", len(recs), *topic)
 	return nil
+}
+
+func create(args []string) error {
+	fs := flag.NewFlagSet("create", flag.ContinueOnError)
+	brokers := brokersFlag(fs)
+	topics := fs.String("topics", "", "topics to create, comma-separated")
+	partitions := fs.Int("partitions", 3, "partitions of each topic")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cl, err := client(*brokers)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, int32(*partitions), 1, nil, strings.Split(*topics, ",")...)
+	if err != nil {
+		return err
+	}
+	return res.Error()
 }
 
 func count(args []string) error {
