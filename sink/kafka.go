@@ -198,14 +198,17 @@ func (s *KafkaSink) WriteAsync(ctx context.Context, recs []log.Record, ack func(
 		ctx, w.cancel = context.WithTimeout(ctx, s.timeout)
 	}
 	s.begin()
+	// One func value for the whole write: the method value w.promise,
+	// evaluated in the loop, would allocate a closure per record.
+	promise := w.promise
 	for i := range w.krecs {
 		if err := ctx.Err(); err != nil {
 			for j := i; j < len(w.krecs); j++ { // not handed to the client: fail them here
-				w.promise(&w.krecs[j], err)
+				promise(&w.krecs[j], err)
 			}
 			break
 		}
-		s.cl.Produce(ctx, &w.krecs[i], w.promise)
+		s.cl.Produce(ctx, &w.krecs[i], promise)
 	}
 	return nil
 }

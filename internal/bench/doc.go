@@ -3,7 +3,8 @@
 // pipeline, the same pipeline over a log partition with a FileStore, a
 // read-only follower's replay against the writer's, a tail follower's
 // checkpoint rate and latency, KeyOrdered scaling and the completion
-// tracker's memory. Everything is in _test.go files, so go-streams and rill
+// tracker's memory; and issue 7's Kafka relay in both directions against
+// kfake, beside a plain franz-go loop. Everything is in _test.go files, so go-streams and rill
 // stay test dependencies of this internal package only and never reach the
 // public packages.
 //
@@ -29,4 +30,16 @@
 //   - BenchmarkKeyOrdered/n=*: 1,024 records through a 1 ms handler.
 //   - BenchmarkTrackerMemory: one Begin+Done of one offset, beside a
 //     tracker holding 1,000,000 offsets in flight.
+//   - BenchmarkRelayLogToKafka/{100B,1KiB}/{strom,franz} (issue 7): one
+//     relay of a whole 3-partition log topic (100,000 records of 100 B, or
+//     20,000 of 1 KiB) to a fresh kfake topic; strom is source.Topic ->
+//     sink.Kafka checkpointing to a FileStore, franz a plain franz-go
+//     produce loop (acks=all, idempotent) over log.Reader replays.
+//   - BenchmarkRelayKafkaToLog/{100B,1KiB}/{strom,franz} (issue 7): one
+//     relay of a whole 3-partition kfake topic (same sizes) into a fresh
+//     log topic as a fresh consumer group; strom is source.Kafka ->
+//     sink.Log checkpointing to the group, franz a plain consumer group
+//     loop (PollFetches, Topic.AppendBatch, CommitUncommittedOffsets).
+//     Both relay benchmarks report records/s; strom/franz is the cost of
+//     strom's guarantees (target >= 0.8x).
 package bench

@@ -1,16 +1,18 @@
 // Command benchtable reads `go test -bench` output on stdin and prints the
-// log engine's figures (issue 3) and the pipeline's (issue 6) as one table,
-// each beside the baseline measured in the same run, with the ratio and the
-// target. Where a benchmark reports its own x-baseline (synced appends,
-// recovery: the baseline measured beside each case, because this disk's
-// sync latency and the page cache swing within minutes), that ratio is
-// shown. The pipeline's baselines are go-streams v0.13.0 and rill v0.7.0
-// running the same three stages (internal/bench), the read-write log's
-// replay for the read-only follower's, and KeyOrdered with one worker for
-// more workers. A figure without a baseline is judged on its value alone
-// (allocations, checkpoint saves per second, memory). `make bench` pipes
-// the log package's and internal/bench's benchmarks through it; the raw
-// output is kept in bench.out.
+// log engine's figures (issue 3), the pipeline's (issue 6) and the Kafka
+// relay's (issue 7) as one table, each beside the baseline measured in the
+// same run, with the ratio and the target. Where a benchmark reports its
+// own x-baseline (synced appends, recovery: the baseline measured beside
+// each case, because this disk's sync latency and the page cache swing
+// within minutes), that ratio is shown. The pipeline's baselines are
+// go-streams v0.13.0 and rill v0.7.0 running the same three stages
+// (internal/bench), the read-write log's replay for the read-only
+// follower's, and KeyOrdered with one worker for more workers; the Kafka
+// relay's is a plain franz-go produce or consumer group loop doing the same
+// work against the same kfake cluster. A figure without a baseline is
+// judged on its value alone (allocations, checkpoint saves per second,
+// memory). `make bench` pipes the log package's and internal/bench's
+// benchmarks through it; the raw output is kept in bench.out.
 //
 // A figure whose benchmark did not run (filtered out, or skipped by size)
 // prints "-" and is not judged. The exit status is 0 even when a target is
@@ -165,7 +167,34 @@ func rows() []row {
 		formatter: mib,
 		meets:     func(v float64) bool { return v < 64 },
 	})
-	return append(rs, pipelineRows()...)
+	rs = append(rs, pipelineRows()...)
+	return append(rs, relayRows()...)
+}
+
+// relayRows are issue 7's figures, from internal/bench: the Kafka relay in
+// both directions against kfake, strom beside a plain franz-go loop doing
+// the same work in the same run (the ratio is the cost of strom's
+// guarantees).
+func relayRows() []row {
+	var rs []row
+	for _, dir := range []struct{ name, figure string }{
+		{"BenchmarkRelayLogToKafka", "relay log -> Kafka (kfake)"},
+		{"BenchmarkRelayKafkaToLog", "relay Kafka -> log (kfake)"},
+	} {
+		for _, size := range []struct{ name, figure string }{{"100B", "100 B"}, {"1KiB", "1 KiB"}} {
+			rs = append(rs, row{
+				figure:    fmt.Sprintf("%s, %s, strom vs plain franz-go loop", dir.figure, size.figure),
+				bench:     dir.name + "/" + size.name + "/strom",
+				unit:      "records/s",
+				baseline:  dir.name + "/" + size.name + "/franz",
+				baseUnit:  "records/s",
+				target:    ">= 0.8x",
+				minRatio:  0.8,
+				formatter: rate,
+			})
+		}
+	}
+	return rs
 }
 
 // pipelineRows are issue 6's figures, from internal/bench.

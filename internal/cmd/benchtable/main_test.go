@@ -67,3 +67,24 @@ PASS
 	assert.Regexp(t, `Begin\+Done, allocations\s+0 allocs/op\s+-\s+-\s+0\s+met`, s)
 	assert.Regexp(t, `memory per record\s+8.39 B/record`, s)
 }
+
+// TestRenderRelayFigures ensures issue 7's rows pair each strom relay with
+// the plain franz-go loop of the same direction and size in the same run,
+// judge the 0.8x target, and mark a direction that did not run.
+func TestRenderRelayFigures(t *testing.T) {
+	in := `pkg: github.com/strom-dev/strom/internal/bench
+BenchmarkRelayLogToKafka/100B/strom-2   	      16	  66891806 ns/op	   1500000 records/s
+BenchmarkRelayLogToKafka/100B/franz-2   	      28	  45513834 ns/op	   2000000 records/s
+BenchmarkRelayLogToKafka/1KiB/strom-2   	      30	  40250319 ns/op	    450000 records/s
+BenchmarkRelayLogToKafka/1KiB/franz-2   	      55	  48628188 ns/op	    500000 records/s
+PASS
+`
+	m, err := parse(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	render(&out, m)
+	s := out.String()
+	assert.Regexp(t, `relay log -> Kafka \(kfake\), 100 B, strom vs plain franz-go loop\s+1500000 records/s\s+2000000 records/s\s+0.75x\s+>= 0.8x\s+MISSED`, s)
+	assert.Regexp(t, `relay log -> Kafka \(kfake\), 1 KiB, strom vs plain franz-go loop\s+450000 records/s\s+500000 records/s\s+0.90x\s+>= 0.8x\s+met`, s)
+	assert.Regexp(t, `relay Kafka -> log \(kfake\), 100 B, strom vs plain franz-go loop\s+-\s+-\s+-\s+>= 0.8x\s+not run`, s)
+}
