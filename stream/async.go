@@ -49,11 +49,22 @@ func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error
 	st.sr.ctr.in.Add(int64(len(elems)))
 	st.values = st.values[:0]
 	g := &group{pending: len(elems) + 1, members: make([]member, 0, len(elems))}
-	lineage := make([]Element[T], len(elems)) // for errors and dead letters: lineage and value
+	// The lineage of each record, for the error of a failed write; its value
+	// too only when a policy or hook will need it (dead letters, OnError),
+	// since copying every element cost as much as the write in the log ->
+	// Kafka relay benchmark.
+	keepValues := st.sr.cfg.onFail == failDeadLetter || len(st.sr.cfg.hooks) > 0
+	b := &asyncBatch[T]{lineage: make([]lineage, len(elems))}
+	if keepValues {
+		b.values = make([]T, len(elems))
+	}
 	for i := range elems {
 		e := &elems[i]
 		st.values = append(st.values, e.Value)
-		lineage[i] = Element[T]{Value: e.Value, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch}
+		b.lineage[i] = lineage{topic: e.Topic, partition: e.Partition, offset: e.Offset}
+		if keepValues {
+			b.values[i] = e.Value
+		}
 		if e.owner != nil {
 			g.members = append(g.members, member{owner: e.owner, offset: e.Offset})
 		}
@@ -62,12 +73,12 @@ func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error
 	rt := st.sr.rt
 	err := st.sink.WriteAsync(ctx, st.values, func(failed int, err error) {
 		if err != nil {
-			if ferr := st.failed(lineage, failed, err); ferr != nil {
+			if ferr := st.failed(b, failed, err); ferr != nil {
 				rt.fail(ferr)
 				return // the batch stays unfinished: its positions are never saved
 			}
 		} else {
-			st.sr.ctr.out.Add(int64(len(lineage)))
+			st.sr.ctr.out.Add(int64(len(b.lineage)))
 		}
 		g.Done(-1)
 	})
@@ -78,34 +89,56 @@ func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error
 	return st.down.push(ctx, elems)
 }
 
+// lineage is where a record came from.
+type lineage struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// asyncBatch is what a failed write's policy needs of its batch.
+type asyncBatch[T any] struct {
+	lineage []lineage
+	values  []T // nil unless a dead-letter sink or an OnError hook needs them
+}
+
+// failure returns the Failure of record i of b.
+func (b *asyncBatch[T]) failure(stage string, i int, err error) Failure {
+	l := &b.lineage[i]
+	f := Failure{Stage: stage, Topic: l.topic, Partition: l.partition, Offset: l.offset, Attempt: 1, Err: err}
+	if b.values != nil {
+		f.Value = b.values[i]
+	}
+	return f
+}
+
 // failed applies the stage's failure policy to a batch whose write failed
 // at index i; nil means the batch counts as finished.
-func (st *asyncSinkStage[T]) failed(lineage []Element[T], i int, err error) error {
+func (st *asyncSinkStage[T]) failed(b *asyncBatch[T], i int, err error) error {
 	cfg := st.sr.cfg
-	i = min(max(i, 0), len(lineage)-1)
-	e := &lineage[i]
+	i = min(max(i, 0), len(b.lineage)-1)
+	f := b.failure(cfg.name, i, err)
+	rerr := &RecordError{Stage: cfg.name, Topic: f.Topic, Partition: f.Partition, Offset: f.Offset, Err: err}
 	st.sr.ctr.failed.Add(1)
-	f := Failure{Stage: cfg.name, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Attempt: 1, Err: err, Value: e.Value}
 	for _, h := range cfg.hooks {
 		h(f)
 	}
 	switch cfg.onFail {
 	case failSkip:
-		st.sr.ctr.skipped.Add(int64(len(lineage)))
+		st.sr.ctr.skipped.Add(int64(len(b.lineage)))
 		return nil
 	case failDeadLetter:
-		fs := make([]Failure, len(lineage))
-		for j := range lineage {
-			l := &lineage[j]
-			fs[j] = Failure{Stage: cfg.name, Topic: l.Topic, Partition: l.Partition, Offset: l.Offset, Attempt: 1, Err: err, Value: l.Value}
+		fs := make([]Failure, len(b.lineage))
+		for j := range fs {
+			fs[j] = b.failure(cfg.name, j, err)
 		}
 		if derr := cfg.deadLetter.Write(st.sr.rt.stageCtx, fs); derr != nil {
-			return fmtDeadLetter(recordError(cfg.name, e, err), derr)
+			return fmtDeadLetter(rerr, derr)
 		}
 		st.sr.ctr.deadLettered.Add(int64(len(fs)))
 		return nil
 	default:
-		return recordError(cfg.name, e, err)
+		return rerr
 	}
 }
 
