@@ -39,7 +39,21 @@
 //	--partitions  STROM_PARTITIONS  partitions of the log topic kafka-to-log creates, default 3
 //	--group       STROM_GROUP       Kafka consumer group of kafka-to-log, default "strom-relay"
 //	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there)
+//	--timeout     STROM_KAFKA_TIMEOUT  log-to-kafka: how long a record may wait for Kafka's
+//	                                   acknowledgement (sink.KafkaDeliveryTimeout); kafka-to-log:
+//	                                   how long joining the group or a commit may take
+//	                                   (source.KafkaTimeout); default 30s
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
+//
+// # Test hook
+//
+//	STROM_RELAY_CRASH_AFTER_APPEND=N
+//
+// For tests only: kafka-to-log sends itself SIGKILL right after the
+// record that brings the count of records appended to the log by this
+// process to N was appended, and before that record is finished, so before
+// its offset can be committed to Kafka: the crash between append and commit
+// that at-least-once must survive. log-to-kafka ignores it.
 //
 // # HTTP
 //
@@ -105,7 +119,12 @@ type config struct {
 	group      string
 	state      string
 	addr       string
+	timeout    time.Duration
+	crashAfter int64 // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
+
+// crashAfterAppendEnv names the test hook (see the package doc).
+const crashAfterAppendEnv = "STROM_RELAY_CRASH_AFTER_APPEND"
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -134,6 +153,8 @@ func parseFlags(args []string) (config, error) {
 	group := fs.String("group", env.String("STROM_GROUP", "strom-relay"), "Kafka consumer group of kafka-to-log (env STROM_GROUP)")
 	state := fs.String("state", env.String("STROM_STATE", ""), "checkpoint folder of log-to-kafka (env STROM_STATE)")
 	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7080"), "HTTP address (env STROM_ADDR)")
+	timeout := fs.Duration("timeout", env.Duration("STROM_KAFKA_TIMEOUT", sink.DefaultKafkaDeliveryTimeout), "Kafka delivery (log-to-kafka) or group and commit (kafka-to-log) timeout (env STROM_KAFKA_TIMEOUT)")
+	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -144,7 +165,7 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
-		group: *group, state: *state, addr: *addr}
+		group: *group, state: *state, addr: *addr, timeout: *timeout, crashAfter: int64(crashAfter)}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -161,6 +182,8 @@ func parseFlags(args []string) (config, error) {
 		return config{}, errors.New("--from and --to are required")
 	case cfg.direction == toKafka && cfg.state == "":
 		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka")
+	case cfg.timeout <= 0:
+		return config{}, fmt.Errorf("--timeout %v: want more than 0", cfg.timeout)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
 		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
 	}
@@ -178,6 +201,7 @@ type relay struct {
 	lastIn         map[int32]int64
 	lastOut        map[int32]int64
 	positions      map[int32]int64
+	appended       int64           // records that went past the log sink, for crashAfterAppend
 	before         map[int32]int64 // highest source offset relayed before this process, per source partition
 	lag            func(context.Context) (int64, error)
 	lastOutFn      func(context.Context) map[int32]int64 // log-to-kafka: Kafka's high watermarks - 1
@@ -271,7 +295,7 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	return func(ctx context.Context) error {
 		defer adm.Close()
 		return stream.Forever(ctx, func() stream.Runner {
-			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from})
+			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout))
 			if err != nil {
 				return failed{err}
 			}
@@ -279,6 +303,7 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 				Map(r.tag).
 				To(sink.Log(out)).
 				Tap(r.wroteLog(out)).
+				Tap(r.crashAfterAppend).
 				Checkpointing(src)
 		}, r.foreverOpts()...)
 	}, nil
@@ -290,7 +315,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	out, err := sink.Kafka(r.cfg.brokers, r.cfg.to)
+	out, err := sink.Kafka(r.cfg.brokers, r.cfg.to, sink.KafkaDeliveryTimeout(r.cfg.timeout))
 	if err != nil {
 		return nil, err
 	}
@@ -394,6 +419,26 @@ func (r *relay) wroteLog(out *log.Topic) func(context.Context, log.Record) error
 		r.mu.Unlock()
 		return nil
 	}
+}
+
+// crashAfterAppend is the test hook STROM_RELAY_CRASH_AFTER_APPEND (see the
+// package doc): it SIGKILLs the process once r.cfg.crashAfter records were
+// appended to the log, before the record that reached the count finishes
+// (so before it can be committed).
+func (r *relay) crashAfterAppend(context.Context, log.Record) error {
+	if r.cfg.crashAfter <= 0 {
+		return nil
+	}
+	r.mu.Lock()
+	r.appended++
+	n := r.appended
+	r.mu.Unlock()
+	if n >= r.cfg.crashAfter {
+		fmt.Fprintf(os.Stderr, "relay %s: %s: %d records appended, killing myself before the commit\n", r.cfg.direction, crashAfterAppendEnv, n)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // SIGKILL is not delivered synchronously everywhere: never return
+	}
+	return nil
 }
 
 func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {
