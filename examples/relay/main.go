@@ -43,6 +43,10 @@
 //	                                   acknowledgement (sink.KafkaDeliveryTimeout); kafka-to-log:
 //	                                   how long joining the group or a commit may take
 //	                                   (source.KafkaTimeout); default 30s
+//	--session-timeout STROM_KAFKA_SESSION_TIMEOUT  kafka-to-log: the consumer group
+//	                                   session timeout (heartbeats every third of it); default 45s.
+//	                                   A relay killed with kill -9 holds its partitions
+//	                                   until it expires, so a restart waits that long
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
 //
 // # Test hook
@@ -120,7 +124,8 @@ type config struct {
 	state      string
 	addr       string
 	timeout    time.Duration
-	crashAfter int64 // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
+	session    time.Duration // consumer group session timeout
+	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
 
 // crashAfterAppendEnv names the test hook (see the package doc).
@@ -154,6 +159,7 @@ func parseFlags(args []string) (config, error) {
 	state := fs.String("state", env.String("STROM_STATE", ""), "checkpoint folder of log-to-kafka (env STROM_STATE)")
 	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7080"), "HTTP address (env STROM_ADDR)")
 	timeout := fs.Duration("timeout", env.Duration("STROM_KAFKA_TIMEOUT", sink.DefaultKafkaDeliveryTimeout), "Kafka delivery (log-to-kafka) or group and commit (kafka-to-log) timeout (env STROM_KAFKA_TIMEOUT)")
+	session := fs.Duration("session-timeout", env.Duration("STROM_KAFKA_SESSION_TIMEOUT", 45*time.Second), "consumer group session timeout of kafka-to-log (env STROM_KAFKA_SESSION_TIMEOUT)")
 	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -165,7 +171,7 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
-		group: *group, state: *state, addr: *addr, timeout: *timeout, crashAfter: int64(crashAfter)}
+		group: *group, state: *state, addr: *addr, timeout: *timeout, session: *session, crashAfter: int64(crashAfter)}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -184,6 +190,8 @@ func parseFlags(args []string) (config, error) {
 		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka")
 	case cfg.timeout <= 0:
 		return config{}, fmt.Errorf("--timeout %v: want more than 0", cfg.timeout)
+	case cfg.session < 30*time.Millisecond:
+		return config{}, fmt.Errorf("--session-timeout %v: want at least 30ms", cfg.session)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
 		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
 	}
@@ -295,7 +303,8 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	return func(ctx context.Context) error {
 		defer adm.Close()
 		return stream.Forever(ctx, func() stream.Runner {
-			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout))
+			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
+				source.KafkaClientOpts(kgo.SessionTimeout(r.cfg.session), kgo.HeartbeatInterval(r.cfg.session/3)))
 			if err != nil {
 				return failed{err}
 			}
