@@ -27,7 +27,9 @@
 //
 // Both directions run the pipeline under stream.Forever: a broker that goes
 // away, or a topic that does not exist yet, is retried with backoff and the
-// relay resumes from its last position.
+// relay resumes from its last position. log-to-kafka also retries a record
+// Kafka did not acknowledge (within --timeout) with a new producer client,
+// from its saved positions, printing each failed attempt on stderr.
 //
 // # Flags and environment
 //
@@ -329,7 +331,12 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		return nil, err
 	}
 	r.before = kafkaTail(ctx, r.cfg.brokers, out.Client(), r.cfg.to)
-	adm := kadm.NewClient(out.Client())
+	// Its own client: the sink's is replaced after a failure.
+	adm, err := admin(r.cfg.brokers)
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
 	r.lastOutFn = func(ctx context.Context) map[int32]int64 {
 		ends, err := adm.ListEndOffsets(ctx, r.cfg.to)
 		if err != nil {
@@ -363,13 +370,39 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		return lag, nil
 	}
 	return func(ctx context.Context) error {
-		defer out.Close()
-		return stream.Forever(ctx, func() stream.Runner {
-			return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store))).
-				Map(r.tag).
-				To(out).
-				Checkpointing(store)
-		}, r.foreverOpts()...)
+		defer adm.Close()
+		backoff := 50 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			err := stream.Forever(ctx, func() stream.Runner {
+				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store))).
+					Map(r.tag).
+					To(out).
+					Checkpointing(store)
+			}, r.foreverOpts()...)
+			out.Close()
+			// stream.Forever retries the source, not the sink. A record
+			// Kafka did not acknowledge (the broker went away, or came
+			// back as a new cluster whose topic has a new ID; the topic
+			// does not exist yet) is retried here, with a new client, from
+			// the saved positions: nothing past them was acknowledged.
+			var pe *sink.ProduceError
+			if err == nil || ctx.Err() != nil || !errors.As(err, &pe) {
+				return err
+			}
+			r.mu.Lock()
+			r.reconnects++
+			r.mu.Unlock()
+			fmt.Fprintf(os.Stderr, "relay %s: sink attempt %d: %v\n", r.cfg.direction, attempt, err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			if out, err = sink.Kafka(r.cfg.brokers, r.cfg.to, sink.KafkaDeliveryTimeout(r.cfg.timeout)); err != nil {
+				return err
+			}
+		}
 	}, nil
 }
 
