@@ -533,13 +533,17 @@ func TestRelayLogToKafkaBrokerGoneAndBack(t *testing.T) {
 		var err error
 		st, err = relayStatsOf(relay)
 		return err == nil && st.done()
-	}, func() string { return fmt.Sprintf("relay not done against the new broker: %+v\n%s", st, relay.output()) })
+	}, func() string {
+		return fmt.Sprintf("relay not done against the new broker: %+v\n%s", st, relay.output())
+	})
 	require.NoError(t, <-appended)
 	waitFor(t, 30*time.Second, func() bool {
 		var err error
 		st, err = relayStatsOf(relay)
 		return err == nil && st.done()
-	}, func() string { return fmt.Sprintf("relay not done against the new broker: %+v\n%s", st, relay.output()) })
+	}, func() string {
+		return fmt.Sprintf("relay not done against the new broker: %+v\n%s", st, relay.output())
+	})
 
 	logRecs := readLogTopic(t, logDir, "mid")
 	byPos := map[[2]int64]logRecord{}
