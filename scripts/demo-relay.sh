@@ -112,7 +112,7 @@ A_URL=http://127.0.0.1:$A_PORT
 B_URL=http://127.0.0.1:$B_PORT
 start_a() {
 	"$BIN/relay" --direction kafka-to-log --dir "$WORK/log" --from "$IN" --to "$LOGTOPIC" \
-		--partitions "$PARTITIONS" --group "strom-relay-$RUN" --addr "127.0.0.1:$A_PORT" --delay "$DELAY" >>"$WORK/relay-a.log" 2>&1 &
+		--partitions "$PARTITIONS" --group "strom-relay-$RUN" --session-timeout 6s --addr "127.0.0.1:$A_PORT" --delay "$DELAY" >>"$WORK/relay-a.log" 2>&1 &
 	A_PID=$!
 	STARTED+=("$A_PID")
 	wait_up relay-a "$A_PID" "$A_URL"

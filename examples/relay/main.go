@@ -27,7 +27,9 @@
 //
 // Both directions run the pipeline under stream.Forever: a broker that goes
 // away, or a topic that does not exist yet, is retried with backoff and the
-// relay resumes from its last position.
+// relay resumes from its last position. log-to-kafka also retries a record
+// Kafka did not acknowledge (within --timeout) with a new producer client,
+// from its saved positions, printing each failed attempt on stderr.
 //
 // # Flags and environment
 //
@@ -39,12 +41,30 @@
 //	--partitions  STROM_PARTITIONS  partitions of the log topic kafka-to-log creates, default 3
 //	--group       STROM_GROUP       Kafka consumer group of kafka-to-log, default "strom-relay"
 //	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there)
+//	--timeout     STROM_KAFKA_TIMEOUT  log-to-kafka: how long a record may wait for Kafka's
+//	                                   acknowledgement (sink.KafkaDeliveryTimeout); kafka-to-log:
+//	                                   how long joining the group or a commit may take
+//	                                   (source.KafkaTimeout); default 30s
+//	--session-timeout STROM_KAFKA_SESSION_TIMEOUT  kafka-to-log: the consumer group
+//	                                   session timeout (heartbeats every third of it); default 45s.
+//	                                   A relay killed with kill -9 holds its partitions
+//	                                   until it expires, so a restart waits that long
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
 //	--batch       STROM_BATCH       records per read: Kafka records per poll, and about 128 bytes
 //	                                each of log records; default 256. A position is saved at most
 //	                                every 200ms, and only below finished batches
 //	--delay       STROM_DELAY       time spent per record, default 0 (the demo slows the
 //	                                relays down with it so its kill -9 lands mid-way)
+//
+// # Test hook
+//
+//	STROM_RELAY_CRASH_AFTER_APPEND=N
+//
+// For tests only: kafka-to-log sends itself SIGKILL right after the
+// record that brings the count of records appended to the log by this
+// process to N was appended, and before that record is finished, so before
+// its offset can be committed to Kafka: the crash between append and commit
+// that at-least-once must survive. log-to-kafka ignores it.
 //
 // # HTTP
 //
@@ -112,7 +132,13 @@ type config struct {
 	addr       string
 	delay      time.Duration
 	batch      int
+	timeout    time.Duration
+	session    time.Duration // consumer group session timeout
+	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
+
+// crashAfterAppendEnv names the test hook (see the package doc).
+const crashAfterAppendEnv = "STROM_RELAY_CRASH_AFTER_APPEND"
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -143,6 +169,9 @@ func parseFlags(args []string) (config, error) {
 	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7080"), "HTTP address (env STROM_ADDR)")
 	delay := fs.Duration("delay", env.Duration("STROM_DELAY", 0), "time spent per record (env STROM_DELAY)")
 	batch := fs.Int("batch", int(env.Int("STROM_BATCH", 256)), "records per read (Kafka), about 128 bytes each from the log (env STROM_BATCH)")
+	timeout := fs.Duration("timeout", env.Duration("STROM_KAFKA_TIMEOUT", sink.DefaultKafkaDeliveryTimeout), "Kafka delivery (log-to-kafka) or group and commit (kafka-to-log) timeout (env STROM_KAFKA_TIMEOUT)")
+	session := fs.Duration("session-timeout", env.Duration("STROM_KAFKA_SESSION_TIMEOUT", 45*time.Second), "consumer group session timeout of kafka-to-log (env STROM_KAFKA_SESSION_TIMEOUT)")
+	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -153,7 +182,8 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
-		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch}
+		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
+		timeout: *timeout, session: *session, crashAfter: int64(crashAfter)}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -174,6 +204,10 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("--batch %d: must be at least 1", cfg.batch)
 	case cfg.delay < 0:
 		return config{}, fmt.Errorf("--delay %v: must not be negative", cfg.delay)
+	case cfg.timeout <= 0:
+		return config{}, fmt.Errorf("--timeout %v: want more than 0", cfg.timeout)
+	case cfg.session < 30*time.Millisecond:
+		return config{}, fmt.Errorf("--session-timeout %v: want at least 30ms", cfg.session)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
 		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
 	}
@@ -191,6 +225,7 @@ type relay struct {
 	lastIn         map[int32]int64
 	lastOut        map[int32]int64
 	positions      map[int32]int64
+	appended       int64           // records that went past the log sink, for crashAfterAppend
 	before         map[int32]int64 // highest source offset relayed before this process, per source partition
 	lag            func(context.Context) (int64, error)
 	lastOutFn      func(context.Context) map[int32]int64 // log-to-kafka: Kafka's high watermarks - 1
@@ -284,12 +319,9 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	return func(ctx context.Context) error {
 		defer adm.Close()
 		return stream.Forever(ctx, func() stream.Runner {
-			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from},
+			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
 				source.KafkaMaxRecords(r.cfg.batch),
-				// A member killed with kill -9 holds its partitions until
-				// its session times out (45s by default); 6s is Kafka's
-				// group.min.session.timeout.ms, so a restart resumes soon.
-				source.KafkaClientOpts(kgo.SessionTimeout(6*time.Second)))
+				source.KafkaClientOpts(kgo.SessionTimeout(r.cfg.session), kgo.HeartbeatInterval(r.cfg.session/3)))
 			if err != nil {
 				return failed{err}
 			}
@@ -297,6 +329,7 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 				Map(r.tag).
 				To(sink.Log(out)).
 				Tap(r.wroteLog(out)).
+				Tap(r.crashAfterAppend).
 				Checkpointing(src)
 		}, r.foreverOpts()...)
 	}, nil
@@ -308,12 +341,17 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	out, err := sink.Kafka(r.cfg.brokers, r.cfg.to)
+	out, err := sink.Kafka(r.cfg.brokers, r.cfg.to, sink.KafkaDeliveryTimeout(r.cfg.timeout))
 	if err != nil {
 		return nil, err
 	}
 	r.before = kafkaTail(ctx, r.cfg.brokers, out.Client(), r.cfg.to)
-	adm := kadm.NewClient(out.Client())
+	// Its own client: the sink's is replaced after a failure.
+	adm, err := admin(r.cfg.brokers)
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
 	r.lastOutFn = func(ctx context.Context) map[int32]int64 {
 		ends, err := adm.ListEndOffsets(ctx, r.cfg.to)
 		if err != nil {
@@ -347,13 +385,39 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		return lag, nil
 	}
 	return func(ctx context.Context) error {
-		defer out.Close()
-		return stream.Forever(ctx, func() stream.Runner {
-			return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store), source.MaxBytes(r.cfg.batch*128))).
-				Map(r.tag).
-				To(out).
-				Checkpointing(store)
-		}, r.foreverOpts()...)
+		defer adm.Close()
+		backoff := 50 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			err := stream.Forever(ctx, func() stream.Runner {
+				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store), source.MaxBytes(r.cfg.batch*128))).
+					Map(r.tag).
+					To(out).
+					Checkpointing(store)
+			}, r.foreverOpts()...)
+			out.Close()
+			// stream.Forever retries the source, not the sink. A record
+			// Kafka did not acknowledge (the broker went away, or came
+			// back as a new cluster whose topic has a new ID; the topic
+			// does not exist yet) is retried here, with a new client, from
+			// the saved positions: nothing past them was acknowledged.
+			var pe *sink.ProduceError
+			if err == nil || ctx.Err() != nil || !errors.As(err, &pe) {
+				return err
+			}
+			r.mu.Lock()
+			r.reconnects++
+			r.mu.Unlock()
+			fmt.Fprintf(os.Stderr, "relay %s: sink attempt %d: %v\n", r.cfg.direction, attempt, err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			if out, err = sink.Kafka(r.cfg.brokers, r.cfg.to, sink.KafkaDeliveryTimeout(r.cfg.timeout)); err != nil {
+				return err
+			}
+		}
 	}, nil
 }
 
@@ -419,6 +483,26 @@ func (r *relay) wroteLog(out *log.Topic) func(context.Context, log.Record) error
 		r.mu.Unlock()
 		return nil
 	}
+}
+
+// crashAfterAppend is the test hook STROM_RELAY_CRASH_AFTER_APPEND (see the
+// package doc): it SIGKILLs the process once r.cfg.crashAfter records were
+// appended to the log, before the record that reached the count finishes
+// (so before it can be committed).
+func (r *relay) crashAfterAppend(context.Context, log.Record) error {
+	if r.cfg.crashAfter <= 0 {
+		return nil
+	}
+	r.mu.Lock()
+	r.appended++
+	n := r.appended
+	r.mu.Unlock()
+	if n >= r.cfg.crashAfter {
+		fmt.Fprintf(os.Stderr, "relay %s: %s: %d records appended, killing myself before the commit\n", r.cfg.direction, crashAfterAppendEnv, n)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // SIGKILL is not delivered synchronously everywhere: never return
+	}
+	return nil
 }
 
 func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {

@@ -21,6 +21,7 @@ import (
 // bin holds the paths of the service binaries TestMain built.
 var bin struct {
 	publisher, consumer, check string
+	relay, kafkatool           string
 }
 
 // repoRoot is the folder holding go.mod, found by walking up from the test's folder.
@@ -49,7 +50,8 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	build := exec.Command(goTool, "build", "-o", dir+string(filepath.Separator),
-		"./examples/publisher", "./examples/consumer", "./examples/check")
+		"./examples/publisher", "./examples/consumer", "./examples/check",
+		"./examples/relay", "./internal/cmd/kafkatool")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build of the services failed: %v\n%s", err, out)
@@ -58,6 +60,8 @@ func runMain(m *testing.M) int {
 	bin.publisher = filepath.Join(dir, "publisher")
 	bin.consumer = filepath.Join(dir, "consumer")
 	bin.check = filepath.Join(dir, "check")
+	bin.relay = filepath.Join(dir, "relay")
+	bin.kafkatool = filepath.Join(dir, "kafkatool")
 	return m.Run()
 }
 
@@ -100,9 +104,17 @@ type proc struct {
 // the test failed.
 func startProc(t *testing.T, name, path string, args ...string) *proc {
 	t.Helper()
+	return startChild(t, name, nil, statsAddr, path, append(args, "--addr", "127.0.0.1:0")...)
+}
+
+// startChild starts path with args and the clean environment plus env, and
+// waits until a line of its stderr matches ready; the first group of ready
+// is its url. Otherwise as startProc.
+func startChild(t *testing.T, name string, env []string, ready *regexp.Regexp, path string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(path, append(args, "--addr", "127.0.0.1:0")...)
-	p.cmd.Env = cleanEnv()
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Env = append(cleanEnv(), env...)
 	pipe, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +131,7 @@ func startProc(t *testing.T, name, path string, args ...string) *proc {
 			p.mu.Lock()
 			p.stderr.WriteString(line + "\n")
 			p.mu.Unlock()
-			if m := statsAddr.FindStringSubmatch(line); m != nil && !sent {
+			if m := ready.FindStringSubmatch(line); m != nil && !sent {
 				urls <- m[1]
 				sent = true
 			}
