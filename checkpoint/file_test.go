@@ -385,3 +385,37 @@ func TestFileStoreRejectsFilesSaveDidNotWrite(t *testing.T) {
 		assert.Contains(t, err.Error(), "not in the form Save writes")
 	}
 }
+
+// TestFileStoreSaveBatchSavesEveryPosition proves SaveBatch leaves each
+// partition's file holding its new position, replaces older ones, and
+// refuses an invalid position before writing anything.
+func TestFileStoreSaveBatchSavesEveryPosition(t *testing.T) {
+	dir := t.TempDir()
+	s, err := checkpoint.NewFileStore(dir)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, "events", 1, checkpoint.At(3)))
+	batch := []checkpoint.TopicPosition{
+		{Topic: "events", Partition: 0, Position: checkpoint.Position{Offset: 10, Epoch: 2}},
+		{Topic: "events", Partition: 1, Position: checkpoint.At(11)},
+		{Topic: "other", Partition: 0, Position: checkpoint.At(12)},
+	}
+	require.NoError(t, s.SaveBatch(ctx, batch))
+	for _, tp := range batch {
+		pos, found, err := s.Load(ctx, tp.Topic, tp.Partition)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, tp.Position, pos)
+	}
+	err = s.SaveBatch(ctx, []checkpoint.TopicPosition{
+		{Topic: "events", Partition: 0, Position: checkpoint.At(20)},
+		{Topic: "events", Partition: 1, Position: checkpoint.At(-1)},
+	})
+	require.ErrorIs(t, err, checkpoint.ErrInvalidPosition)
+	pos, _, err := s.Load(ctx, "events", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), pos.Offset, "nothing of a refused batch is saved")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 3, "no temporary file is left behind")
+}

@@ -103,3 +103,23 @@ func validateSave(topic string, partition int32, position Position) error {
 	}
 	return nil
 }
+
+// TopicPosition is one topic-partition's position, for [BatchStore].
+type TopicPosition struct {
+	Topic     string
+	Partition int32
+	Position  Position
+}
+
+// BatchStore is a [Store] that saves the positions of several partitions in
+// one call, cheaper than one Save each: [FileStore] forces the directory to
+// disk once for all of them, a Kafka consumer group commits them in one
+// request. A pipeline saves through SaveBatch when its store has it.
+//
+// SaveBatch has the effect of Save for each position, in any order; on an
+// error some of them may have been saved and others not, each holding
+// either its old position or its new one.
+type BatchStore interface {
+	Store
+	SaveBatch(ctx context.Context, positions []TopicPosition) error
+}

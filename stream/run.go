@@ -58,6 +58,7 @@ type runtime struct {
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
 	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
+	batch      []checkpoint.TopicPosition // scratch of save
 	parts      []*checkpoint.PartitionTracker
 }
 
@@ -365,7 +366,7 @@ func (rt *runtime) save() error {
 	}
 	ctx := context.WithoutCancel(rt.parent)
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
-	any := false
+	rt.batch = rt.batch[:0]
 	for _, pt := range rt.parts {
 		pos, ok := pt.Position()
 		if !ok {
@@ -374,22 +375,47 @@ func (rt *runtime) save() error {
 		if last, seen := rt.saved[pt]; seen && last == pos {
 			continue
 		}
-		for _, store := range rt.p.stores {
-			if err := store.Save(ctx, pt.Topic(), pt.ID(), pos); err != nil {
-				// A store that failed is not trusted with another save in
-				// this run; the pipeline stops.
-				rt.saveFailed.Store(true)
-				return fmt.Errorf("stream: checkpoint %s/%d at position %d: %w", pt.Topic(), pt.ID(), pos.Offset, err)
-			}
-		}
-		rt.saved[pt] = pos
-		any = true
-		if rt.p.onCheckpoint != nil {
-			rt.p.onCheckpoint(pt.Topic(), pt.ID(), pos)
+		rt.batch = append(rt.batch, checkpoint.TopicPosition{Topic: pt.Topic(), Partition: pt.ID(), Position: pos})
+	}
+	if len(rt.batch) == 0 {
+		return nil
+	}
+	for _, store := range rt.p.stores {
+		if err := saveTo(ctx, store, rt.batch); err != nil {
+			// A store that failed is not trusted with another save in
+			// this run; the pipeline stops.
+			rt.saveFailed.Store(true)
+			return err
 		}
 	}
-	if any && rt.p.onSave != nil {
+	for _, tp := range rt.batch {
+		rt.saved[rt.tracker.Partition(tp.Topic, tp.Partition)] = tp.Position
+		if rt.p.onCheckpoint != nil {
+			rt.p.onCheckpoint(tp.Topic, tp.Partition, tp.Position)
+		}
+	}
+	if rt.p.onSave != nil {
 		rt.p.onSave()
+	}
+	return nil
+}
+
+// saveTo saves positions to store, in one SaveBatch when it is a
+// checkpoint.BatchStore, else one Save each; the error names the position
+// that failed (the first of the batch for SaveBatch).
+func saveTo(ctx context.Context, store checkpoint.Store, positions []checkpoint.TopicPosition) error {
+	if bs, ok := store.(checkpoint.BatchStore); ok && len(positions) > 1 {
+		if err := bs.SaveBatch(ctx, positions); err != nil {
+			tp := positions[0]
+			return fmt.Errorf("stream: checkpoint %d partitions (%s/%d at position %d, ...): %w",
+				len(positions), tp.Topic, tp.Partition, tp.Position.Offset, err)
+		}
+		return nil
+	}
+	for _, tp := range positions {
+		if err := store.Save(ctx, tp.Topic, tp.Partition, tp.Position); err != nil {
+			return fmt.Errorf("stream: checkpoint %s/%d at position %d: %w", tp.Topic, tp.Partition, tp.Position.Offset, err)
+		}
 	}
 	return nil
 }
