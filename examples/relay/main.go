@@ -225,10 +225,10 @@ type relay struct {
 	lastIn         map[int32]int64
 	lastOut        map[int32]int64
 	positions      map[int32]int64
-	appended       int64           // records that went past the log sink, for crashAfterAppend
-	before         map[int32]int64 // highest source offset relayed before this process, per source partition
-	lag            func(context.Context) (int64, error)
-	lastOutFn      func(context.Context) map[int32]int64 // log-to-kafka: Kafka's high watermarks - 1
+	appended       int64                                                 // records that went past the log sink, for crashAfterAppend
+	before         map[int32]int64                                       // highest source offset relayed before this process, per source partition
+	lag            func(context.Context) (int64, map[int32]int64, error) // lag and saved positions
+	lastOutFn      func(context.Context) map[int32]int64                 // log-to-kafka: Kafka's high watermarks - 1
 }
 
 func run(cfg config) error {
@@ -296,25 +296,27 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	r.lag = func(ctx context.Context) (int64, error) {
+	r.lag = func(ctx context.Context) (int64, map[int32]int64, error) {
 		commits, err := adm.FetchOffsetsForTopics(ctx, r.cfg.group, r.cfg.from)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		ends, err := adm.ListEndOffsets(ctx, r.cfg.from)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		var lag int64
+		positions := map[int32]int64{}
 		ends.Each(func(e kadm.ListedOffset) {
 			c, ok := commits.Lookup(e.Topic, e.Partition)
 			pos := int64(0)
 			if ok && c.At >= 0 {
 				pos = c.At
+				positions[e.Partition] = pos
 			}
 			lag += max(e.Offset-pos, 0)
 		})
-		return lag, nil
+		return lag, positions, nil
 	}
 	return func(ctx context.Context) error {
 		defer adm.Close()
@@ -365,24 +367,28 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		})
 		return m
 	}
-	r.lag = func(ctx context.Context) (int64, error) {
+	r.lag = func(ctx context.Context) (int64, map[int32]int64, error) {
 		t, err := lg.Topic(r.cfg.from)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		var lag int64
+		positions := map[int32]int64{}
 		for p := range int32(t.Partitions()) {
 			part, err := t.Partition(p)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
-			pos, _, err := store.Load(ctx, r.cfg.from, p)
+			pos, found, err := store.Load(ctx, r.cfg.from, p)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
+			}
+			if found {
+				positions[p] = pos.Offset
 			}
 			lag += max(part.NextOffset()-pos.Offset, 0)
 		}
-		return lag, nil
+		return lag, positions, nil
 	}
 	return func(ctx context.Context) error {
 		defer adm.Close()
@@ -510,9 +516,10 @@ func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {
 	var lastOut map[int32]int64
 	ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
 	defer cancel()
+	var positions map[int32]int64
 	if r.lag != nil {
-		if l, err := r.lag(ctx); err == nil {
-			lag = &l
+		if l, ps, err := r.lag(ctx); err == nil {
+			lag, positions = &l, ps
 		}
 	}
 	if r.lastOutFn != nil {
@@ -523,13 +530,16 @@ func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {
 	if lastOut == nil {
 		lastOut = r.lastOut
 	}
+	if positions == nil {
+		positions = r.positions // the store could not be read: what this process saved
+	}
 	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"direction":      r.cfg.direction,
 		"relayed":        r.relayed,
 		"deliveredAgain": r.deliveredAgain,
 		"lastIn":         clone(r.lastIn),
 		"lastOut":        clone(lastOut),
-		"positions":      clone(r.positions),
+		"positions":      clone(positions),
 		"lag":            lag,
 		"reconnects":     r.reconnects,
 	})
