@@ -179,13 +179,20 @@ func (s *KafkaSink) Client() *kgo.Client { return s.cl }
 // error. It returns an error, without calling ack, only if the sink is
 // closed or ctx has ended.
 func (s *KafkaSink) WriteAsync(ctx context.Context, recs []log.Record, ack func(failed int, err error)) error {
+	// Counted as pending before the closed check: a Close that begins
+	// meanwhile then waits for this write instead of closing the client
+	// under it.
+	s.begin()
 	if s.closed.Load() {
+		s.done()
 		return ErrSinkClosed
 	}
 	if err := ctx.Err(); err != nil {
+		s.done()
 		return err
 	}
 	if len(recs) == 0 {
+		s.done()
 		ack(-1, nil)
 		return nil
 	}
@@ -197,7 +204,6 @@ func (s *KafkaSink) WriteAsync(ctx context.Context, recs []log.Record, ack func(
 		// at once).
 		ctx, w.cancel = context.WithTimeout(ctx, s.timeout)
 	}
-	s.begin()
 	// One func value for the whole write: the method value w.promise,
 	// evaluated in the loop, would allocate a closure per record.
 	promise := w.promise
