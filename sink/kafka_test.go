@@ -353,9 +353,11 @@ func TestKafkaWriteCopiesWhatItSends(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	require.NoError(t, out.WriteAsync(context.Background(), recs, func(_ int, err error) { done <- err }))
-	copy(key, "XX")
-	copy(value, "XXXXX")
-	copy(hv, "XX")
+	// The caller reuses its buffers at once: what reaches Kafka must be
+	// what was written, not these.
+	copy(key, "k2")
+	copy(value, "other")
+	copy(hv, "h2")
 	require.NoError(t, <-done)
 
 	got := kc.Records(t, "out")

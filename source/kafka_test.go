@@ -103,16 +103,11 @@ func fetchCommitted(brokers []string, group, topic string) (map[int32]int64, err
 	return out, nil
 }
 
-// eventually polls cond every 20ms until it holds or kafkaWait passes.
+// eventually waits until cond holds, checking every 20ms, failing t after
+// kafkaWait.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(kafkaWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, cond, kafkaWait, 20*time.Millisecond, "timed out waiting for %s", what)
 }
 
 // handledSet records what a pipeline handled, by partition and offset.
@@ -303,7 +298,9 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		for ctx.Err() == nil {
+		tick := time.NewTicker(10 * time.Millisecond) // a sample of the commits every 10ms
+		defer tick.Stop()
+		for ; ctx.Err() == nil; <-tick.C {
 			commits, err := fetchCommitted(brokers, "g-reb", "events")
 			if err != nil {
 				violations = append(violations, "fetching commits: "+err.Error())
@@ -317,7 +314,6 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 					}
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 
