@@ -58,7 +58,8 @@ type runtime struct {
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
 	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
-	batch      []checkpoint.TopicPosition // scratch of save
+	batch      []checkpoint.TopicPosition     // scratch of save: the positions to save
+	batchPts   []*checkpoint.PartitionTracker // and their trackers
 	parts      []*checkpoint.PartitionTracker
 }
 
@@ -366,7 +367,7 @@ func (rt *runtime) save() error {
 	}
 	ctx := context.WithoutCancel(rt.parent)
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
-	rt.batch = rt.batch[:0]
+	rt.batch, rt.batchPts = rt.batch[:0], rt.batchPts[:0]
 	for _, pt := range rt.parts {
 		pos, ok := pt.Position()
 		if !ok {
@@ -376,6 +377,7 @@ func (rt *runtime) save() error {
 			continue
 		}
 		rt.batch = append(rt.batch, checkpoint.TopicPosition{Topic: pt.Topic(), Partition: pt.ID(), Position: pos})
+		rt.batchPts = append(rt.batchPts, pt)
 	}
 	if len(rt.batch) == 0 {
 		return nil
@@ -388,8 +390,8 @@ func (rt *runtime) save() error {
 			return err
 		}
 	}
-	for _, tp := range rt.batch {
-		rt.saved[rt.tracker.Partition(tp.Topic, tp.Partition)] = tp.Position
+	for i, tp := range rt.batch {
+		rt.saved[rt.batchPts[i]] = tp.Position
 		if rt.p.onCheckpoint != nil {
 			rt.p.onCheckpoint(tp.Topic, tp.Partition, tp.Position)
 		}
