@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"context"
 	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
@@ -265,9 +264,4 @@ type Failure struct {
 	// Value is the stage's input value: for a stage over log.Record, the
 	// record as it was read.
 	Value any
-}
-
-// contextErr is the shared check of "this error only says the context ended".
-func contextErr(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (err == ctx.Err() || cancelled(ctx, err))
 }
