@@ -134,14 +134,13 @@ type stageConfig struct {
 	parallel int // 0: sequential, on the upstream goroutine
 	keyed    any // func() keyRouter[T], from KeyOrdered
 
-	attempts           int // 1 + retries
-	minWait, maxWait   time.Duration
-	onFail             onFailure
-	deadLetter         Sink[Failure]
-	hooks              []func(Failure)
-	recoverPanics      bool
-	queuePerWorker     int
-	parallelConfigured bool
+	attempts         int // 1 + retries
+	minWait, maxWait time.Duration
+	onFail           onFailure
+	deadLetter       Sink[Failure]
+	hooks            []func(Failure)
+	recoverPanics    bool
+	queuePerWorker   int
 }
 
 func newStageConfig(name string, opts []StageOption) *stageConfig {
