@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/kafkatest"
@@ -210,7 +211,8 @@ func Example_wholeTopicPipeline() {
 		}, stream.DeadLetter(sink.DeadLetter(dlq)), stream.Name("parse"))
 	priced := stream.MapTo(parsed, func(_ context.Context, o order) (log.Record, error) {
 		return log.Record{Key: []byte(o.customer), Value: []byte(strconv.Itoa(o.amount * 100))}, nil
-	}, stream.KeyOrdered(4, func(o order) string { return o.customer }))
+	}, stream.KeyOrdered(8, func(o order) string { return o.customer }),
+		stream.Retry(3, 100*time.Millisecond, time.Second))
 	err = priced.To(sink.Log(totals)).Checkpointing(store).Run(context.Background())
 	fmt.Println("run:", err)
 
