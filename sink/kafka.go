@@ -170,7 +170,12 @@ func (s *KafkaSink) Client() *kgo.Client { return s.cl }
 
 // WriteAsync produces recs and returns once each is handed to the client
 // (it blocks while the client holds kgo.MaxBufferedRecords records, the
-// back-pressure). It copies what it sends: recs may be reused on return.
+// back-pressure). It does not copy what it sends, as franz-go's Produce
+// does not: recs (the slice) may be reused on return, but the bytes of
+// their keys, values and headers must not change until ack is called.
+// stream.To guarantees that for records of strom's sources (see
+// stream.AsyncSink); the copy cost about a fifth of the relay's throughput
+// at 1 KiB.
 // ack is called once: ack(-1, nil) when Kafka acknowledged every record,
 // or ack(i, err) as soon as recs[i] failed, err a [*ProduceError] (a
 // record that fails fails the records buffered after it in its partition,
@@ -314,22 +319,9 @@ type lineage struct {
 }
 
 func (s *KafkaSink) newWrite(recs []log.Record, ack func(int, error)) *kafkaWrite {
-	size, nh := 0, 0
+	nh := 0
 	for i := range recs {
-		size += len(recs[i].Key) + len(recs[i].Value)
-		for _, h := range recs[i].Headers {
-			size += len(h.Value)
-		}
 		nh += len(recs[i].Headers)
-	}
-	buf := make([]byte, 0, size)
-	clone := func(b []byte) []byte { // nil stays nil: a null key or value in Kafka
-		if b == nil {
-			return nil
-		}
-		n := len(buf)
-		buf = append(buf, b...)
-		return buf[n:len(buf):len(buf)]
 	}
 	w := &kafkaWrite{s: s, ack: ack, krecs: make([]kgo.Record, len(recs)), src: make([]lineage, len(recs))}
 	w.left.Store(int64(len(recs)))
@@ -338,15 +330,17 @@ func (s *KafkaSink) newWrite(recs []log.Record, ack func(int, error)) *kafkaWrit
 		r, kr := &recs[i], &w.krecs[i]
 		kr.Topic = s.topic
 		kr.Partition = -1 // unknown until the partitioner picks one
-		kr.Key = clone(r.Key)
-		kr.Value = clone(r.Value)
+		// Key, value and header values are sent from the caller's memory,
+		// not copied (WriteAsync's contract, as franz-go's Produce's): a nil
+		// key or value stays nil, a null in Kafka.
+		kr.Key, kr.Value = r.Key, r.Value
 		if r.Timestamp != 0 {
 			kr.Timestamp = time.UnixMilli(r.Timestamp)
 		}
 		if len(r.Headers) > 0 {
 			n := len(headers)
 			for _, h := range r.Headers {
-				headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+				headers = append(headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
 			kr.Headers = headers[n:len(headers):len(headers)]
 		}

@@ -37,9 +37,21 @@ func TestReuseBytesSequentialPipelineSeesEveryValue(t *testing.T) {
 	}
 }
 
+// ackLater is an AsyncSink that acknowledges each write on a goroutine of
+// its own, later, as Kafka's producer does: it holds the records' bytes
+// until then.
+type ackLater struct{}
+
+func (ackLater) Write(context.Context, []log.Record) error { return nil }
+func (ackLater) Flush(context.Context) error               { return nil }
+func (ackLater) WriteAsync(_ context.Context, _ []log.Record, ack func(int, error)) error {
+	go ack(-1, nil)
+	return nil
+}
+
 // TestReuseBytesRefusedWithStagesThatHoldRecords proves Run refuses a
-// ReuseBytes source feeding a stage that keeps records past the next Read,
-// before reading anything.
+// ReuseBytes source feeding a stage that keeps records past the next Read
+// (an asynchronous sink among them), before reading anything.
 func TestReuseBytesRefusedWithStagesThatHoldRecords(t *testing.T) {
 	lg := openLog(t, log.ModeFile)
 	createTopic(t, lg, "t", 1)
@@ -52,6 +64,7 @@ func TestReuseBytesRefusedWithStagesThatHoldRecords(t *testing.T) {
 		"parallel":   stream.From(src()).Tap(nop, stream.Parallel(2)),
 		"keyordered": stream.From(src()).Tap(nop, stream.KeyOrdered(2, func(r log.Record) string { return string(r.Key) })),
 		"batch":      stream.Batch(stream.From(src()), 4, 0),
+		"asyncsink":  stream.From(src()).To(ackLater{}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			require.ErrorIs(t, s.Run(context.Background()), stream.ErrReusedBytes)

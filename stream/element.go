@@ -97,7 +97,8 @@ type Sink[T any] interface {
 // BytesReuser is implemented by sources that may reuse the memory their
 // values point into from one Read to the next (source.ReuseBytes). Run
 // refuses such a source, with [ErrReusedBytes], in a pipeline with a stage
-// that holds values past the next Read: Parallel, KeyOrdered, Batch.
+// that holds values past the next Read: Parallel, KeyOrdered, Batch, To
+// over an [AsyncSink].
 type BytesReuser interface {
 	ReusesBytes() bool
 }

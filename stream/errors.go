@@ -48,9 +48,10 @@ const (
 // ErrReusedBytes is returned by [Stream.Run] for a pipeline whose source
 // reuses its values' memory from one Read to the next ([BytesReuser], as
 // source.ReuseBytes makes it) and that has a stage holding values past the
-// next Read (Parallel, KeyOrdered, Batch): those values would change under
-// the stage.
-var ErrReusedBytes = errors.New("stream: a source that reuses its bytes between reads cannot feed Parallel, KeyOrdered or Batch stages")
+// next Read (Parallel, KeyOrdered, Batch, or To over an [AsyncSink], which
+// sends from the values' memory until acknowledged): those values would
+// change under the stage.
+var ErrReusedBytes = errors.New("stream: a source that reuses its bytes between reads cannot feed Parallel, KeyOrdered, Batch or asynchronous sink stages")
 
 // ErrNotRunning is returned by [Stream.Checkpoint] when Run is not running.
 var ErrNotRunning = errors.New("stream: the pipeline is not running")

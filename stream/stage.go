@@ -405,7 +405,9 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 			panic("stream: Retry does not apply to an AsyncSink: it retries on its own (franz-go's record retries for sink.Kafka)")
 		}
 		return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
-			rt.async = true
+			// The sink holds values' memory until Kafka's ack, past the
+			// next Read: a source reusing its bytes is refused.
+			rt.async, rt.holds = true, true
 			return &asyncSinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: as, down: down}
 		})
 	}
