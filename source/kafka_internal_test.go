@@ -1,0 +1,61 @@
+package source
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fetchOf returns a poll's fetches holding n records of each of topic's
+// partitions ps, at offsets 0..n-1.
+func fetchOf(topic string, n int, ps ...int32) kgo.Fetches {
+	ft := kgo.FetchTopic{Topic: topic}
+	for _, p := range ps {
+		fp := kgo.FetchPartition{Partition: p}
+		for o := range int64(n) {
+			fp.Records = append(fp.Records, &kgo.Record{Topic: topic, Partition: p, Offset: o, Value: []byte{byte(p), byte(o)}})
+		}
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	return kgo.Fetches{{Topics: []kgo.FetchTopic{ft}}}
+}
+
+// TestKafkaRecordsOfRevokedOrLostPartitionsAreNotHandedOn proves the
+// guard behind "records of a revoked partition are not handed on after
+// revocation": once onRevoked (or onLost) ran for a partition, records of
+// it that a poll still returns are dropped and counted, while the
+// partitions still assigned are handed on in full.
+func TestKafkaRecordsOfRevokedOrLostPartitionsAreNotHandedOn(t *testing.T) {
+	s := &KafkaSource{assigned: map[topicPartition]*kafkaPart{
+		{"t", 0}: {ready: true, floor: -1},
+		{"t", 1}: {ready: true, floor: -1},
+		{"t", 2}: {ready: true, floor: -1},
+	}, cfg: kafkaConfig{timeout: DefaultKafkaTimeout}}
+	ctx := context.Background()
+
+	elems, err := s.take(ctx, fetchOf("t", 4, 0, 1, 2))
+	require.NoError(t, err)
+	assert.Len(t, elems, 12, "every assigned partition's records are handed on")
+
+	s.onRevoked(ctx, nil, map[string][]int32{"t": {1}})
+	s.onLost(ctx, nil, map[string][]int32{"t": {2}})
+	elems, err = s.take(ctx, fetchOf("t", 4, 0, 1, 2))
+	require.NoError(t, err)
+	require.Len(t, elems, 4)
+	for _, e := range elems {
+		assert.Equal(t, int32(0), e.Partition, "only the partition still assigned is handed on")
+	}
+	st := s.Stats()
+	assert.Equal(t, int64(8), st.DroppedRecords)
+	assert.Equal(t, int64(1), st.Revoked)
+	assert.Equal(t, int64(1), st.Lost)
+
+	// Revoking or losing a partition twice counts it once.
+	s.onRevoked(ctx, nil, map[string][]int32{"t": {1}})
+	s.onLost(ctx, nil, map[string][]int32{"t": {2}})
+	assert.Equal(t, int64(1), s.Stats().Revoked)
+	assert.Equal(t, int64(1), s.Stats().Lost)
+}
