@@ -54,6 +54,7 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		}
 	}
 	l := &Log{dir: dir, cfg: cfg, topics: make(map[string]*Topic)}
+	l.cfg.tel = newLogTelemetry(l)
 	l.startRetention()
 	return l, nil
 }
@@ -230,6 +231,7 @@ func (l *Log) openTopic(name string, lock bool) (*Topic, error) {
 // idempotent.
 func (l *Log) Close() error {
 	l.stopRetention()
+	l.cfg.tel.close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -359,4 +359,28 @@
 // count), so a key lands in the same partition number here and in Kafka.
 // Records with a nil key go round-robin. Topic.PartitionFor answers where a
 // record would go without moving the round-robin counter.
+//
+// # Metrics
+//
+// A Log reports to an OpenTelemetry MeterProvider (go.opentelemetry.io/otel):
+// the one given with WithMeterProvider, else the global one as Open finds it
+// (otel.GetMeterProvider()), which discards everything until the program
+// installs a provider (otel.SetMeterProvider). The meter is named
+// ScopeName. Each metric has one series per partition this process can
+// write (a topic it created or locked), with the attributes
+// messaging.system="strom", messaging.operation.name="append",
+// messaging.destination.name (the topic) and
+// messaging.destination.partition.id (the partition number, as a string):
+//
+//	name                            instrument           unit       what it counts
+//	messaging.client.sent.messages  counter (async)      {message}  records appended by this process since Open, counted when written to the page cache
+//	strom.log.bytes                 counter (async)      By         bytes of those records' frames (header, body, padding): what they take on disk
+//	strom.log.syncs                 counter (async)      {sync}     syncs of the active segment (AckSynced rounds, Sync, the flush policy, Close); a roll's sync of the segment it seals is not counted
+//	strom.log.sync.duration         histogram            s          one value per sync counted above: the fdatasync (ModeFile) or msync (ModeMmap)
+//
+// The counters cost an append nothing: the writer counts records and bytes
+// once per group write (one atomic add each, not one per record), and the
+// callback reads them when a reader collects. The sync duration is recorded
+// once per sync, and not even timed while no reader wants it
+// (Float64Histogram.Enabled). Close unregisters the callback.
 package log

@@ -25,3 +25,7 @@ func SetBeforeSegmentRead(f func(p *Partition, base, offset int64)) (restore fun
 	beforeSegmentReadHook.Store(&f)
 	return func() { beforeSegmentReadHook.Store(nil) }
 }
+
+// FrameBytes returns the bytes r takes in a segment: header, body and
+// padding.
+func FrameBytes(r Record) int64 { return int64(frameSize(&r)) }

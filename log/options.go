@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Mode selects a log's write path. Both store the same bytes; they differ
@@ -102,6 +104,9 @@ type config struct {
 
 	retentionCheckInterval time.Duration                // 0: no background check
 	retentionObserver      func(RetentionReport, error) // nil: none
+
+	meterProvider metric.MeterProvider // WithMeterProvider; nil: otel.GetMeterProvider()
+	tel           *logTelemetry        // the instruments, made by Open
 }
 
 func defaultConfig() config {

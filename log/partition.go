@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Partition is one ordered, append-only sequence of records, stored as
@@ -63,12 +66,17 @@ type Partition struct {
 	xproc crossProcess   // follow across processes (follow.go)
 	w     groupWriter    // the write side: group commit, acks, flush policy (writer.go)
 	rp    recoveryPoints // the recovery point file (recoverypoint.go)
+
+	telAttrs  attribute.Set         // the attributes of its metrics (telemetry.go)
+	telRecord []metric.RecordOption // telAttrs as the one option of a Record
 }
 
 // openPartition opens partition id of topic in dir: read-only (ro, see
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
 	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
+	p.telAttrs = partitionAttrs(topic, id)
+	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
 	if !ro {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -423,6 +431,8 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 	if err := s.w.write(frames, s.size); err != nil {
 		return fmt.Errorf("log: topic %s partition %d: write %s at byte %d: %w", p.topic, p.id, s.path, s.size, err)
 	}
+	p.w.appended.Add(int64(n)) // for the metrics (telemetry.go): one add per write, not per record
+	p.w.appendedBytes.Add(int64(len(frames)))
 	for range n {
 		bodyLen, _ := frameHeader(frames)
 		fs := int64(padded(frameHeaderBytes + int(bodyLen)))

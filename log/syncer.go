@@ -159,7 +159,10 @@ func (p *Partition) syncActive() error {
 		return nil
 	}
 	w.syncCalls.Add(1)
-	if err := s.w.sync(); err != nil {
+	start := p.syncStart()
+	err := s.w.sync()
+	p.syncEnd(start)
+	if err != nil {
 		return fmt.Errorf("log: topic %s partition %d: sync %s: %w", p.topic, p.id, s.path, err)
 	}
 	return nil

@@ -75,6 +75,8 @@ type groupWriter struct {
 	// For tests and benchmarks (export_test.go): syncs run by the writer
 	// (not those of rolls), their total duration, and writes.
 	syncCalls, syncNanos, writeCalls atomic.Int64
+	// For the metrics (telemetry.go): records and bytes of frames written.
+	appended, appendedBytes atomic.Int64
 }
 
 const (

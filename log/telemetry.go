@@ -1,0 +1,144 @@
+package log
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// ScopeName is the instrumentation scope of the log's metrics: the name of
+// the Meter it asks its MeterProvider for.
+const ScopeName = "github.com/strom-dev/strom/log"
+
+// The names of the log's metrics (see the package doc, "Metrics").
+const (
+	MetricSentMessages = "messaging.client.sent.messages" // messagingconv.ClientSentMessages
+
+	MetricBytes        = "strom.log.bytes"
+	MetricSyncs        = "strom.log.syncs"
+	MetricSyncDuration = "strom.log.sync.duration"
+)
+
+// systemStrom is the messaging.system of everything strom reports.
+var systemStrom = semconv.MessagingSystemKey.String("strom")
+
+// WithMeterProvider makes the log report its metrics (records and bytes
+// appended, syncs and their duration, per partition; see the package doc,
+// "Metrics") to mp instead of the global MeterProvider
+// (otel.GetMeterProvider() when Open runs), which reports nothing until a
+// program installs one with otel.SetMeterProvider. A nil mp keeps the
+// global one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meterProvider = mp })
+}
+
+// logTelemetry is a Log's instruments. The counters are asynchronous: their
+// callback reads the counters the writer keeps anyway (groupWriter), once
+// per collection, so an append costs nothing more with metrics on. Only the
+// sync duration is recorded as it happens, once per sync, and skipped when
+// no reader wants it.
+type logTelemetry struct {
+	syncDuration metric.Float64Histogram
+	reg          metric.Registration // nil when the callback failed to register
+}
+
+// newLogTelemetry creates l's instruments on the meter provider of its
+// config and registers the callback that reports the partitions of l's
+// open topics. Instruments that fail to be created are reported to
+// otel.Handle and replaced by no-ops: telemetry never fails an Open.
+func newLogTelemetry(l *Log) *logTelemetry {
+	mp := l.cfg.meterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	t := &logTelemetry{}
+	sent, err := m.Int64ObservableCounter(MetricSentMessages, metric.WithUnit("{message}"),
+		metric.WithDescription("Records appended to the partition by this process (written to the page cache), since the log was opened."))
+	sent = orNoop(sent, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
+	bytes, err := m.Int64ObservableCounter(MetricBytes, metric.WithUnit("By"),
+		metric.WithDescription("Bytes of record frames (header, body, padding) appended to the partition by this process."))
+	bytes = orNoop(bytes, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
+	syncs, err := m.Int64ObservableCounter(MetricSyncs, metric.WithUnit("{sync}"),
+		metric.WithDescription("Syncs of the partition's active segment to stable storage (AckSynced, Sync, the flush policy, Close; not the sync of a segment sealed by a roll)."))
+	syncs = orNoop(syncs, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
+	h, err := m.Float64Histogram(MetricSyncDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of one sync of the partition's active segment (fdatasync or msync)."),
+		metric.WithExplicitBucketBoundaries(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1))
+	t.syncDuration = orNoop(h, err, metric.Float64Histogram(noop.Float64Histogram{}))
+	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, tp := range l.topics {
+			for _, p := range tp.partitions {
+				if p == nil || p.readOnly() {
+					continue // never written by this process
+				}
+				attrs := metric.WithAttributeSet(p.telAttrs)
+				o.ObserveInt64(sent, p.w.appended.Load(), attrs)
+				o.ObserveInt64(bytes, p.w.appendedBytes.Load(), attrs)
+				o.ObserveInt64(syncs, p.w.syncCalls.Load(), attrs)
+			}
+		}
+		return nil
+	}, sent, bytes, syncs)
+	handle(err)
+	return t
+}
+
+// close unregisters the callback: a closed log reports nothing.
+func (t *logTelemetry) close() {
+	if t != nil && t.reg != nil {
+		handle(t.reg.Unregister())
+	}
+}
+
+// partitionAttrs are the attributes of a partition's measurements.
+func partitionAttrs(topic string, id int32) attribute.Set {
+	return attribute.NewSet(systemStrom,
+		semconv.MessagingOperationName("append"),
+		semconv.MessagingDestinationName(topic),
+		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(id))))
+}
+
+// syncStart returns the time a sync starts when its duration is wanted, and
+// the zero time otherwise.
+func (p *Partition) syncStart() time.Time {
+	if t := p.cfg.tel; t != nil && t.syncDuration.Enabled(context.Background()) {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// syncEnd records the duration of the sync that began at start (a zero
+// start records nothing).
+func (p *Partition) syncEnd(start time.Time) {
+	if start.IsZero() {
+		return
+	}
+	p.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), p.telRecord...)
+}
+
+// handle reports a telemetry error to the OpenTelemetry error handler.
+func handle(err error) {
+	if err != nil {
+		otel.Handle(err)
+	}
+}
+
+// orNoop returns inst, or fallback when creating inst failed without
+// giving one.
+func orNoop[I comparable](inst I, err error, fallback I) I {
+	handle(err)
+	var zero I
+	if inst == zero {
+		return fallback
+	}
+	return inst
+}
