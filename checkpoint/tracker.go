@@ -90,6 +90,7 @@ type PartitionTracker struct {
 	started bool  // anything begun since creation
 	moved   bool  // the position advanced at least once
 	epoch   int32 // epoch of the record at base-1; NoEpoch when unknown
+	begun   int64 // records begun since creation, for Progress
 }
 
 type slot struct {
@@ -116,9 +117,11 @@ func (p *PartitionTracker) TryBegin(offsets []int64, epochs []int32) int {
 	defer p.mu.Unlock()
 	for i, off := range offsets {
 		if !p.beginLocked(off, epochs[i]) {
+			p.begun += int64(i)
 			return i
 		}
 	}
+	p.begun += int64(len(offsets))
 	return len(offsets)
 }
 
@@ -301,6 +304,22 @@ func (p *PartitionTracker) Position() (pos Position, ok bool) {
 		return Position{}, false
 	}
 	return Position{Offset: p.base, Epoch: p.epoch}, true
+}
+
+// Progress returns, for metrics, the lowest offset not yet finished (the
+// position a consumer stopped now would resume from: what Position returns
+// once it moved, and the first offset begun before that) and how many
+// records were begun since the tracker was created (each record read,
+// again when it was read again). ok is false before the first record was
+// begun.
+func (p *PartitionTracker) Progress() (low, begun int64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return 0, 0, false
+	}
+	p.advanceLocked()
+	return p.base, p.begun, true
 }
 
 // InFlight returns how many offsets lie between the position and one past

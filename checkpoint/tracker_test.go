@@ -287,3 +287,28 @@ func BenchmarkTrackerBeginDone(b *testing.B) {
 		next++
 	}
 }
+
+// TestTrackerProgressReportsLowestUnfinishedAndRecordsBegun ensures
+// Progress gives the position before any record finished (where reading
+// began), the lowest unfinished offset after, and counts every record
+// begun, a record read again included.
+func TestTrackerProgressReportsLowestUnfinishedAndRecordsBegun(t *testing.T) {
+	p := checkpoint.NewTracker(0).Partition("t", 0)
+	_, _, ok := p.Progress()
+	assert.False(t, ok, "nothing begun")
+	begin(t, p, 10, 11, 12)
+	low, begun, ok := p.Progress()
+	require.True(t, ok)
+	assert.Equal(t, int64(10), low)
+	assert.Equal(t, int64(3), begun)
+	_, moved := p.Position()
+	assert.False(t, moved, "Position says nothing before a record finished; Progress does")
+	p.Done(11, 10)
+	low, _, _ = p.Progress()
+	assert.Equal(t, int64(12), low)
+	p.Done(12)
+	begin(t, p, 12) // read again after a step back
+	low, begun, _ = p.Progress()
+	assert.Equal(t, int64(12), low)
+	assert.Equal(t, int64(4), begun)
+}
