@@ -79,6 +79,7 @@ func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error
 		e.owner = g
 	}
 	rt := st.sr.rt
+	start := st.sr.timeBatch()
 	err := st.sink.WriteAsync(ctx, st.values, func(failed int, err error) {
 		if err != nil {
 			if ferr := st.failed(b, failed, err); ferr != nil {
@@ -90,6 +91,7 @@ func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error
 		}
 		g.Done(-1)
 	})
+	st.sr.doneBatch(start)
 	clear(st.values)
 	if err != nil {
 		return recordError(st.sr.cfg.name, &elems[0], err)

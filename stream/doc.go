@@ -102,6 +102,67 @@
 // checkpoint that cannot be read, ends them with that error; cancelling
 // ctx ends them with nil.
 //
+// # Metrics and traces
+//
+// A pipeline reports to OpenTelemetry (go.opentelemetry.io/otel): metrics
+// to the MeterProvider given with [WithMeterProvider], else the global one
+// as Run finds it (otel.GetMeterProvider()), and spans to the
+// TracerProvider of [WithTracerProvider], else the global one. Until a
+// program installs providers (otel.SetMeterProvider,
+// otel.SetTracerProvider) everything is a no-op. [WithName] names the
+// pipeline: the attribute messaging.consumer.group.name on every series
+// and span below, left out when unnamed. The meter and tracer are named
+// [ScopeName]. Names and attributes follow OpenTelemetry's messaging
+// semantic conventions where they have one (messaging.system is "strom").
+//
+// Per stage, with the attributes strom.stage (its name, as in [StageStats])
+// and strom.stage.index (its place from the source, 0 first):
+//
+//	name                               instrument        unit      meaning
+//	strom.stage.records.in             counter (async)   {record}  records that entered the stage ([StageStats].In)
+//	strom.stage.records.out            counter (async)   {record}  records it passed on (Out)
+//	strom.stage.records.skipped        counter (async)   {record}  records dropped by [Skip] (Skipped)
+//	strom.stage.records.dead_lettered  counter (async)   {record}  records written to the [DeadLetter] sink (DeadLettered)
+//	strom.stage.failures               counter (async)   {call}    calls of the function, or Writes, that failed, retries included (Failed)
+//	strom.stage.retries                counter (async)   {call}    calls that were retries (Retried)
+//	strom.stage.duration               histogram         s         one value per batch: the stage's function over the batch, or the sink's Write; not for Parallel and KeyOrdered stages
+//
+// Per partition read, with messaging.destination.name (the topic) and
+// messaging.destination.partition.id (the partition, as a string):
+//
+//	messaging.client.consumed.messages counter (async)   {message} records read with lineage, again when read again after a restart
+//	messaging.process.duration         histogram         s         one value per source batch: from the batch entering the first stage until it has been through every stage or reached one with goroutines of its own (Parallel, KeyOrdered, Batch); also messaging.operation.name="process"
+//	strom.partition.position           gauge (async)     {offset}  the lowest offset not yet finished: what the next checkpoint saves, where a restart resumes
+//	strom.partition.high_watermark     gauge (async)     {offset}  the partition's next offset, from a source that is a [HighWatermarker] (source.Partition, source.Topic, source.Kafka)
+//	strom.partition.lag                gauge (async)     {message} high watermark minus position: records not yet finished
+//
+// Per pipeline:
+//
+//	strom.checkpoint.saves             counter           {save}    rounds of saves (every position that moved, to every store) that succeeded
+//	strom.checkpoint.failures          counter           {save}    rounds that failed (which stops the pipeline), with error.type="_OTHER"
+//	strom.checkpoint.duration          histogram         s         one value per round; error.type="_OTHER" on failed ones
+//
+// The asynchronous instruments cost a record nothing: their callback reads
+// the counters behind [Stream.Stats] and the completion tracker when a
+// reader collects. Durations are taken per batch, never per record, and
+// only while a reader wants them (Float64Histogram.Enabled): without a
+// provider a batch pays one Enabled call per stage. Counters are summed
+// over the runs of one name: after Run returns its final counts stay
+// reported, and the next run's add to them (as [Forever] and
+// [ConsumeForever] rebuild a pipeline after each source failure), while
+// its positions, high watermarks and lags are reported only while it runs.
+// Two pipelines of one name and provider running at once add up as well.
+//
+// Spans: one [SpanCheckpointSave] span per round of saves (status Error
+// when it fails), its context the one the stores' Save gets; and one span
+// of kind consumer per source batch, "process <topic>", with
+// messaging.batch.message_count, the partition and strom.offset (the
+// batch's first offset), whose context the stage functions of sequential
+// stages get, so their own spans are its children. Batch spans are started
+// only when a tracer provider was given or installed before Run: the
+// global stand-in would cost a context allocation per batch. Sample them
+// with the provider's sampler.
+//
 // # Sources and sinks
 //
 // A [Source] returns batches and io.EOF at a clean end; strom's sources

@@ -3,6 +3,9 @@ package stream
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/strom-dev/strom/checkpoint"
 )
 
@@ -19,6 +22,11 @@ type pipelineConfig struct {
 	clock        Clock
 	drainTimeout time.Duration
 	maxInFlight  int
+
+	// Telemetry (telemetry.go): nil providers mean the global ones.
+	meterProvider  metric.MeterProvider
+	tracerProvider trace.TracerProvider
+	name           string
 }
 
 func defaultPipelineConfig() pipelineConfig {

@@ -30,6 +30,7 @@ type runtime struct {
 	done     chan struct{} // closed when every goroutine has returned
 
 	tracker *checkpoint.Tracker
+	tel     *telemetry // metrics and spans (telemetry.go)
 	// async is set when a stage finishes records on goroutines of its own
 	// (Parallel, KeyOrdered, Batch's linger): CheckpointEachBatch then also
 	// saves when they finish, not only after each source batch.
@@ -238,6 +239,8 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		return errNilSource
 	}
 	rt := newRuntime(ctx, p)
+	rt.tel = newTelemetry(rt)
+	defer rt.tel.close()
 	defer rt.srcCancel()
 	defer rt.stageCancel()
 	s.connect(rt, &terminal[T]{rt: rt})
@@ -382,14 +385,17 @@ func (rt *runtime) save() error {
 	if len(rt.batch) == 0 {
 		return nil
 	}
+	ctx, span, start := rt.tel.beginSave(ctx, len(rt.batch))
 	for _, store := range rt.p.stores {
 		if err := saveTo(ctx, store, rt.batch); err != nil {
 			// A store that failed is not trusted with another save in
 			// this run; the pipeline stops.
 			rt.saveFailed.Store(true)
+			rt.tel.endSave(span, start, err)
 			return err
 		}
 	}
+	rt.tel.endSave(span, start, nil)
 	for i, tp := range rt.batch {
 		rt.saved[rt.batchPts[i]] = tp.Position
 		if rt.p.onCheckpoint != nil {

@@ -162,6 +162,7 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	st.drop = st.drop[:0]
 	st.sr.ctr.in.Add(int64(len(elems)))
+	start := st.sr.timeBatch()
 	direct := !st.sr.cfg.recoverPanics
 	w := 0 // out[:w] holds the outputs so far
 	for i := range elems {
@@ -200,6 +201,7 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 		}
 		w++
 	}
+	st.sr.doneBatch(start)
 	out = out[:w]
 	if st.reuse == nil {
 		st.buf = out
@@ -334,6 +336,7 @@ type inPlaceStage[T any] struct {
 
 func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
 	st.sr.ctr.in.Add(int64(len(elems)))
+	start := st.sr.timeBatch()
 	st.drop = st.drop[:0]
 	w := 0 // elems[:w] are the outputs so far
 	for i := range elems {
@@ -370,6 +373,7 @@ func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
 		}
 		w++
 	}
+	st.sr.doneBatch(start)
 	if len(st.drop) > 0 {
 		st.offs = finish(st.drop, st.offs)
 		st.sr.rt.noteFinished(len(st.drop))
@@ -452,9 +456,11 @@ func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
 	// The batch as one record: the function is the Write of all values.
 	whole := Element[[]T]{Value: st.values, Topic: elems[0].Topic, Partition: elems[0].Partition, Offset: elems[0].Offset}
 	st.cur = elems
+	start := st.sr.timeBatch()
 	_, oc, err := apply(ctx, st.sr, &whole, func(ctx context.Context, vs []T) (struct{}, bool, error) {
 		return struct{}{}, true, st.sink.Write(ctx, vs)
 	})
+	st.sr.doneBatch(start)
 	st.cur = nil
 	clear(st.values)
 	if err != nil {
@@ -534,6 +540,7 @@ type flatStage[T, U any] struct {
 
 func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	st.sr.ctr.in.Add(int64(len(elems)))
+	start := st.sr.timeBatch()
 	out := st.buf[:0]
 	for i := range elems {
 		e := &elems[i]
@@ -553,6 +560,7 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 			out = append(out, Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, owner: e.owner})
 		}
 	}
+	st.sr.doneBatch(start)
 	st.buf = out
 	st.sr.ctr.out.Add(int64(len(out)))
 	if len(out) == 0 {

@@ -80,6 +80,7 @@ func From[T any](src Source[T], opts ...Option) *Stream[T] {
 // when Run's context is cancelled (the drain).
 func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 	reg := registrar[T]{rt: rt}
+	var bt batchTelemetry
 	for {
 		if rt.stopped() {
 			return nil
@@ -102,7 +103,11 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 			return &SourceError{Err: err}
 		}
 		if len(elems) > 0 {
-			if err := reg.push(rt.stageCtx, elems, out); err != nil {
+			e := &elems[0]
+			b := rt.tel.beginBatch(rt.stageCtx, &bt, e.Topic, e.Partition, e.Offset, len(elems))
+			err := reg.push(b.ctx, elems, out)
+			rt.tel.endBatch(b, err)
+			if err != nil {
 				return err
 			}
 			if rt.p.cp.eachBatch {
@@ -271,6 +276,7 @@ type StageStats struct {
 
 type stageCounters struct {
 	name                                            string
+	idx                                             int // the stage's place in pipeline.stages
 	in, out, skipped, deadLettered, failed, retried atomic.Int64
 }
 
@@ -280,7 +286,7 @@ func (c *stageCounters) snapshot() StageStats {
 }
 
 func (p *pipeline) counters(name string) *stageCounters {
-	c := &stageCounters{name: name}
+	c := &stageCounters{name: name, idx: len(p.stages)}
 	p.stages = append(p.stages, c)
 	return c
 }

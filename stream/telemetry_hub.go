@@ -1,0 +1,177 @@
+package stream
+
+import (
+	"context"
+	"reflect"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// instruments are the pipeline's instruments on one meter provider.
+type instruments struct {
+	in, out, skipped, dead, failures, retries metric.Int64ObservableCounter
+	consumed                                  metric.Int64ObservableCounter
+	position, hwm, lag                        metric.Int64ObservableGauge
+
+	stageDur, processDur, saveDur metric.Float64Histogram
+	saves, saveFailures           metric.Int64Counter
+}
+
+func newInstruments(m metric.Meter) *instruments {
+	return &instruments{
+		in:       observable(m, MetricStageRecordsIn, "{record}", "Records that entered the stage."),
+		out:      observable(m, MetricStageRecordsOut, "{record}", "Records the stage passed on (a filter's kept ones, a flat-map's outputs)."),
+		skipped:  observable(m, MetricStageRecordsSkipped, "{record}", "Records dropped by Skip after the stage's function failed."),
+		dead:     observable(m, MetricStageRecordsDeadLettered, "{record}", "Records written to the dead-letter sink after the stage's function failed."),
+		failures: observable(m, MetricStageFailures, "{call}", "Calls of the stage's function (a sink: Writes) that failed, each retry included."),
+		retries:  observable(m, MetricStageRetries, "{call}", "Calls of the stage's function that were retries, failed or not."),
+		consumed: observable(m, MetricConsumedMessages, "{message}", "Records with lineage read from the partition by the pipeline, each again when it is read again."),
+		position: gauge(m, MetricPartitionPosition, "{offset}", "The partition's position: its lowest offset not yet finished, which the next checkpoint saves (where the pipeline resumes if it stops now)."),
+		hwm:      gauge(m, MetricPartitionHighWatermark, "{offset}", "The partition's high watermark (next offset), from the source."),
+		lag:      gauge(m, MetricPartitionLag, "{message}", "High watermark minus position: records of the partition not yet finished by the pipeline."),
+
+		stageDur:     histogram(m, MetricStageDuration, "Time a stage spent on one batch: its function over every record of the batch (a sink: its Write), without the stages after it. Not recorded for Parallel and KeyOrdered stages."),
+		processDur:   histogram(m, MetricProcessDuration, "Time from a source batch entering the pipeline to the first stage with goroutines of its own (Parallel, KeyOrdered, Batch's linger) or the end: in a sequential pipeline, the handling of the whole batch."),
+		saveDur:      histogram(m, MetricCheckpointDuration, "Time of one round of checkpoint saves: every position that moved, to every store."),
+		saves:        counter(m, MetricCheckpointSaves, "{save}", "Rounds of checkpoint saves that saved every position that moved to every store."),
+		saveFailures: counter(m, MetricCheckpointFailures, "{save}", "Rounds of checkpoint saves that failed (the pipeline then stops)."),
+	}
+}
+
+func (in *instruments) observables() []metric.Observable {
+	return []metric.Observable{in.in, in.out, in.skipped, in.dead, in.failures, in.retries,
+		in.consumed, in.position, in.hwm, in.lag}
+}
+
+// hub is what the pipelines reporting to one meter provider share: the
+// instruments, created once, and one callback that reports every running
+// pipeline and the final counts of those that returned. Keeping those makes
+// the counters of a pipeline name monotonic across runs: Forever and
+// ConsumeForever build a new pipeline after each source failure, and a
+// batch job's counts are still there for the exporter's last collection
+// after Run returned. Memory is one entry per series, not per run.
+type hub struct {
+	inst *instruments
+	reg  metric.Registration
+
+	mu       sync.Mutex
+	runs     map[*telemetry]struct{}
+	stages   map[attribute.Distinct]*finalStage
+	consumed map[attribute.Distinct]*finalCount
+}
+
+// finalStage is the sum of a stage's counters over the runs that returned.
+type finalStage struct {
+	set                                             attribute.Set
+	in, out, skipped, deadLettered, failed, retried int64
+}
+
+// finalCount is the sum of a partition's consumed records over the runs
+// that returned.
+type finalCount struct {
+	set attribute.Set
+	n   int64
+}
+
+var (
+	hubsMu sync.Mutex
+	hubs   = map[metric.MeterProvider]*hub{}
+)
+
+// hubFor returns the hub of mp, creating it on first use. The hubs of
+// providers that are comparable (all real ones: the SDK's is a pointer)
+// live as long as the process; another gets a hub of its own per call,
+// which then reports only the one run.
+func hubFor(mp metric.MeterProvider) *hub {
+	if !reflect.TypeOf(mp).Comparable() {
+		return newHub(mp)
+	}
+	hubsMu.Lock()
+	defer hubsMu.Unlock()
+	h := hubs[mp]
+	if h == nil {
+		h = newHub(mp)
+		hubs[mp] = h
+	}
+	return h
+}
+
+func newHub(mp metric.MeterProvider) *hub {
+	m := mp.Meter(ScopeName)
+	h := &hub{inst: newInstruments(m), runs: map[*telemetry]struct{}{},
+		stages: map[attribute.Distinct]*finalStage{}, consumed: map[attribute.Distinct]*finalCount{}}
+	var err error
+	h.reg, err = m.RegisterCallback(h.observe, h.inst.observables()...)
+	handle(err)
+	return h
+}
+
+func (h *hub) add(t *telemetry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.runs[t] = struct{}{}
+}
+
+// remove takes t out of the running pipelines and adds its counts to the
+// final ones, in one step under the lock the callback takes, so no
+// collection sees them twice or not at all.
+func (h *hub) remove(t *telemetry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.runs, t)
+	for i, c := range t.rt.p.stages {
+		set := t.stages[i]
+		f := h.stages[set.Equivalent()]
+		if f == nil {
+			f = &finalStage{set: set}
+			h.stages[set.Equivalent()] = f
+		}
+		f.in += c.in.Load()
+		f.out += c.out.Load()
+		f.skipped += c.skipped.Load()
+		f.deadLettered += c.deadLettered.Load()
+		f.failed += c.failed.Load()
+		f.retried += c.retried.Load()
+	}
+	for _, pt := range t.rt.tracker.Partitions(nil) {
+		_, begun, ok := pt.Progress()
+		if !ok {
+			continue
+		}
+		set := t.partitionAttrs(pt.Topic(), pt.ID())
+		f := h.consumed[set.Equivalent()]
+		if f == nil {
+			f = &finalCount{set: set}
+			h.consumed[set.Equivalent()] = f
+		}
+		f.n += begun
+	}
+}
+
+// observe is the hub's callback. Observations of one series from several
+// runs (a final count and a running pipeline of the same name, or two
+// pipelines without a name) add up: the SDK sums what an asynchronous
+// counter observes for one attribute set in one collection.
+func (h *hub) observe(_ context.Context, o metric.Observer) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	in := h.inst
+	for _, f := range h.stages {
+		a := metric.WithAttributeSet(f.set)
+		o.ObserveInt64(in.in, f.in, a)
+		o.ObserveInt64(in.out, f.out, a)
+		o.ObserveInt64(in.skipped, f.skipped, a)
+		o.ObserveInt64(in.dead, f.deadLettered, a)
+		o.ObserveInt64(in.failures, f.failed, a)
+		o.ObserveInt64(in.retries, f.retried, a)
+	}
+	for _, f := range h.consumed {
+		o.ObserveInt64(in.consumed, f.n, metric.WithAttributeSet(f.set))
+	}
+	for t := range h.runs {
+		t.observe(o)
+	}
+	return nil
+}
