@@ -208,6 +208,9 @@ type kafkaPart struct {
 	// member knows of in this assignment (the commit it started from, or
 	// its own last commit); -1 for none. A save at or below it is dropped.
 	floor int64
+	// hwm is the partition's high watermark as the last fetch of it said;
+	// -1 before one did (HighWatermark, telemetry.go).
+	hwm int64
 }
 
 // The interfaces a KafkaSource implements.
@@ -411,7 +414,7 @@ func (s *KafkaSource) onAssigned(_ context.Context, _ *kgo.Client, assigned map[
 	defer s.mu.Unlock()
 	for t, ps := range assigned {
 		for _, p := range ps {
-			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1}
+			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1}
 		}
 	}
 }
@@ -690,10 +693,14 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		st := s.assigned[topicPartition{p.Topic, p.Partition}]
+		if st != nil && p.Err == nil {
+			st.hwm = p.HighWatermark
+		}
 		if len(p.Records) == 0 {
 			return
 		}
-		if st := s.assigned[topicPartition{p.Topic, p.Partition}]; st == nil {
+		if st == nil {
 			s.droppedRecords.Add(int64(len(p.Records)))
 			return
 		}

@@ -127,6 +127,8 @@ type PartitionSource struct {
 	reuse bool
 
 	resets atomic.Int64 // positions moved by the reset policy (reset.go)
+
+	opened atomic.Pointer[log.Partition] // the partition once opened, for HighWatermark (telemetry.go)
 }
 
 // The interfaces a PartitionSource implements.
@@ -268,6 +270,7 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	}
 	s.reader.SetReuseBytes(s.ReusesBytes())
 	s.pos = from
+	s.opened.Store(p)
 	return nil
 }
 

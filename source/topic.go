@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
@@ -101,6 +102,8 @@ type TopicSource struct {
 	wg    sync.WaitGroup     // the reading goroutines
 
 	resetMu sync.Mutex // serialises the OnReset hook across partitions
+
+	opened atomic.Pointer[log.Topic] // the topic once resolved, for HighWatermark (telemetry.go)
 }
 
 // topicPart is the state of one partition of a TopicSource. Only the
@@ -344,6 +347,7 @@ func (s *TopicSource) resolve() error {
 			ids = append(ids, id)
 		}
 	}
+	s.opened.Store(t)
 	parts := make([]*topicPart, len(ids))
 	for i, id := range ids {
 		parts[i] = &topicPart{src: newPartitionSource(s.lg, s.topic, id, s.start, s.cfg.part), pos: -1}

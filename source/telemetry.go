@@ -1,0 +1,57 @@
+package source
+
+import "github.com/strom-dev/strom/stream"
+
+// The sources that tell a pipeline the high watermark of what they read,
+// for its metrics (strom.partition.high_watermark and strom.partition.lag,
+// see package stream, "Metrics and traces").
+var (
+	_ stream.HighWatermarker = (*PartitionSource)(nil)
+	_ stream.HighWatermarker = (*TopicSource)(nil)
+)
+
+// HighWatermark returns the high watermark (next offset) of the partition
+// the source reads, once the first Read opened it; ok is false before, and
+// for any other topic or partition. It is safe to call from any goroutine,
+// also while Read runs; on a log opened read-only it looks for records the
+// writing process appended (log.Partition.NextOffset).
+func (s *PartitionSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
+	p := s.opened.Load()
+	if p == nil || topic != s.topic || partition != s.partition {
+		return 0, false
+	}
+	return p.NextOffset(), true
+}
+
+// HighWatermark returns the high watermark (next offset) of partition of
+// the topic the source reads, once the first Read or Resume opened the
+// topic; ok is false before, for another topic and for a partition the
+// topic does not have. It is safe to call from any goroutine, also while
+// Read runs.
+func (s *TopicSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
+	t := s.opened.Load()
+	if t == nil || topic != s.topic {
+		return 0, false
+	}
+	p, err := t.Partition(partition)
+	if err != nil {
+		return 0, false
+	}
+	return p.NextOffset(), true
+}
+
+var _ stream.HighWatermarker = (*KafkaSource)(nil)
+
+// HighWatermark returns the high watermark of an assigned partition as the
+// last fetch that returned records of it reported; ok is false for a
+// partition not assigned to this member, or not fetched since it was. It
+// is safe to call from any goroutine.
+func (s *KafkaSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.assigned[topicPartition{topic, partition}]
+	if st == nil || st.hwm < 0 {
+		return 0, false
+	}
+	return st.hwm, true
+}

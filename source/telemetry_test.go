@@ -1,0 +1,97 @@
+package source_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/strom-dev/strom/internal/metrictest"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
+)
+
+// TestPartitionLagFollowsTheLogHighWatermark ensures a pipeline over a log
+// partition reports the partition's high watermark as the log has it, and
+// a lag of high watermark minus position, also as records are appended
+// behind a record the pipeline has not finished.
+func TestPartitionLagFollowsTheLogHighWatermark(t *testing.T) {
+	lg := openLog(t, log.ModeMmap)
+	createTopic(t, lg, "orders", 1)
+	appendRange(t, lg, "orders", 0, 100)
+	mp, reader := metrictest.Provider(t)
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := stream.From(source.Partition(lg, "orders", 0, source.Earliest), stream.WithMeterProvider(mp)).
+		Map(func(ctx context.Context, r log.Record) (log.Record, error) {
+			if r.Offset == 60 {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return r, ctx.Err()
+				}
+			}
+			return r, nil
+		}, stream.Parallel(4))
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	part := []attribute.KeyValue{attribute.String("messaging.destination.name", "orders"),
+		attribute.String("messaging.destination.partition.id", "0")}
+	values := func() (pos, hwm, lag int64) {
+		m := metrictest.Collect(t, reader)
+		pos, _ = m.Int(stream.MetricPartitionPosition, part...)
+		hwm, _ = m.Int(stream.MetricPartitionHighWatermark, part...)
+		lag, _ = m.Int(stream.MetricPartitionLag, part...)
+		return pos, hwm, lag
+	}
+	require.Eventually(t, func() bool {
+		pos, hwm, lag := values()
+		return pos == 60 && hwm == 100 && lag == 40
+	}, 5*time.Second, time.Millisecond, "record 60 holds the position")
+	appendRange(t, lg, "orders", 100, 120)
+	require.Eventually(t, func() bool {
+		pos, hwm, lag := values()
+		return pos == 60 && hwm == 120 && lag == 60
+	}, 5*time.Second, time.Millisecond, "appends raise the lag")
+	close(release)
+	require.Eventually(t, func() bool {
+		pos, hwm, lag := values()
+		return pos == 120 && hwm == 120 && lag == 0
+	}, 5*time.Second, time.Millisecond, "caught up")
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestTopicSourceHighWatermarkPerPartition ensures a topic source answers
+// the high watermark of each partition of its topic once opened, and
+// nothing for another topic or before it opened.
+func TestTopicSourceHighWatermarkPerPartition(t *testing.T) {
+	lg := openLog(t, log.ModeFile)
+	tp := createTopic(t, lg, "orders", 2)
+	p1, err := tp.Partition(1)
+	require.NoError(t, err)
+	_, err = p1.Append(context.Background(), log.Record{Value: []byte("a")}, log.Record{Value: []byte("b")})
+	require.NoError(t, err)
+	src := source.Topic(lg, "orders", source.Earliest, source.Replay())
+	defer src.Close()
+	_, ok := src.HighWatermark("orders", 1)
+	assert.False(t, ok, "not opened yet")
+	_, err = src.Read(context.Background())
+	require.NoError(t, err)
+	hwm, ok := src.HighWatermark("orders", 1)
+	require.True(t, ok)
+	assert.Equal(t, int64(2), hwm)
+	hwm, ok = src.HighWatermark("orders", 0)
+	require.True(t, ok)
+	assert.Zero(t, hwm)
+	_, ok = src.HighWatermark("other", 0)
+	assert.False(t, ok)
+	_, ok = src.HighWatermark("orders", 2)
+	assert.False(t, ok, "no such partition")
+}
