@@ -38,6 +38,9 @@
 //
 //	GET /stats   {"name","topic","partition","handled","position","lag","resumedFrom",
 //	              "reconnects","lastRecord":{"offset","key","value"}}
+//	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
+//	             README, "Metrics"): the pipeline's, named --name
+//	             (messaging_consumer_group_name), and the Go runtime's
 //	GET /health  200 "ok"
 //
 // handled counts records handled by this process; position is the last position it saved
@@ -173,6 +176,10 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	metrics, err := service.Metrics("consumer")
+	if err != nil {
+		return err
+	}
 	lg, err := log.Open(cfg.dir, log.ReadOnly())
 	if err != nil {
 		return err
@@ -196,6 +203,7 @@ func run(cfg config) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", c.handleStats)
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /health", service.Health)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
@@ -214,6 +222,7 @@ func run(cfg config) error {
 			stream.WithBackoff(backoffMin, backoffMax),
 			stream.OnSourceError(c.sourceError),
 			stream.OnCheckpoint(c.checkpointed),
+			stream.WithPipeline(stream.WithName(cfg.name)),
 		)
 	}()
 

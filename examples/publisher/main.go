@@ -34,6 +34,9 @@
 //
 //	GET  /stats   {"topic":"events","sent":N,"perPartition":[n0,n1,n2],
 //	               "lastOffset":[o0,o1,o2],"nextOffset":[h0,h1,h2],"stopped":false}
+//	GET  /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
+//	              README, "Metrics"): the log's appends, bytes and syncs per partition, and the
+//	              Go runtime's
 //	GET  /health  200 "ok"
 //	POST /stop    stops sending; the process keeps serving /stats until it is signalled
 //
@@ -169,6 +172,10 @@ func run(cfg config) error {
 	}
 	defer ln.Close()
 
+	metrics, err := service.Metrics("publisher")
+	if err != nil {
+		return err
+	}
 	var opts []log.Option
 	if cfg.mode != 0 {
 		opts = append(opts, log.WithMode(cfg.mode))
@@ -189,6 +196,7 @@ func run(cfg config) error {
 	pub := newPublisher(topic)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", pub.handleStats)
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /health", service.Health)
 	mux.HandleFunc("POST /stop", pub.handleStop)
 

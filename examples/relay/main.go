@@ -70,6 +70,8 @@
 //
 //	GET /stats   {"direction","relayed","deliveredAgain","lastIn":{partition:offset},
 //	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects"}
+//	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format: the
+//	             pipeline's (named by --direction) and, kafka-to-log, the log's appends
 //	GET /health  200 "ok"
 //
 // relayed counts records this process wrote (handed to the sink);
@@ -240,6 +242,10 @@ func run(cfg config) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 
+	metrics, err := service.Metrics("relay")
+	if err != nil {
+		return err
+	}
 	lg, err := log.Open(cfg.dir)
 	if err != nil {
 		return err
@@ -260,6 +266,7 @@ func run(cfg config) error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", r.handleStats)
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /health", service.Health)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
@@ -327,7 +334,7 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 			if err != nil {
 				return failed{err}
 			}
-			return stream.From(src).
+			return stream.From(src, stream.WithName(r.cfg.direction)).
 				Map(r.tag).
 				To(sink.Log(out)).
 				Tap(r.wroteLog(out)).
@@ -395,7 +402,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		backoff := 50 * time.Millisecond
 		for attempt := 1; ; attempt++ {
 			err := stream.Forever(ctx, func() stream.Runner {
-				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store), source.MaxBytes(r.cfg.batch*128))).
+				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store), source.MaxBytes(r.cfg.batch*128)), stream.WithName(r.cfg.direction)).
 					Map(r.tag).
 					To(out).
 					Checkpointing(store)
