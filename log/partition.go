@@ -75,7 +75,7 @@ type Partition struct {
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
 	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
-	p.telAttrs = partitionAttrs(topic, id)
+	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
 	if !ro {

@@ -25,8 +25,8 @@ const (
 	MetricSyncDuration = "strom.log.sync.duration"
 )
 
-// systemStrom is the messaging.system of everything strom reports.
-var systemStrom = semconv.MessagingSystemKey.String("strom")
+// telSystem is the messaging.system of everything strom reports.
+var telSystem = semconv.MessagingSystemKey.String("strom")
 
 // WithMeterProvider makes the log report its metrics (records and bytes
 // appended, syncs and their duration, per partition; see the package doc,
@@ -61,17 +61,17 @@ func newLogTelemetry(l *Log) *logTelemetry {
 	t := &logTelemetry{}
 	sent, err := m.Int64ObservableCounter(MetricSentMessages, metric.WithUnit("{message}"),
 		metric.WithDescription("Records appended to the partition by this process (written to the page cache), since the log was opened."))
-	sent = orNoop(sent, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
+	sent = telOrNoop(sent, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
 	bytes, err := m.Int64ObservableCounter(MetricBytes, metric.WithUnit("By"),
 		metric.WithDescription("Bytes of record frames (header, body, padding) appended to the partition by this process."))
-	bytes = orNoop(bytes, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
+	bytes = telOrNoop(bytes, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
 	syncs, err := m.Int64ObservableCounter(MetricSyncs, metric.WithUnit("{sync}"),
 		metric.WithDescription("Syncs of the partition's active segment to stable storage (AckSynced, Sync, the flush policy, Close; not the sync of a segment sealed by a roll)."))
-	syncs = orNoop(syncs, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
+	syncs = telOrNoop(syncs, err, metric.Int64ObservableCounter(noop.Int64ObservableCounter{}))
 	h, err := m.Float64Histogram(MetricSyncDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of one sync of the partition's active segment (fdatasync or msync)."),
 		metric.WithExplicitBucketBoundaries(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1))
-	t.syncDuration = orNoop(h, err, metric.Float64Histogram(noop.Float64Histogram{}))
+	t.syncDuration = telOrNoop(h, err, metric.Float64Histogram(noop.Float64Histogram{}))
 	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -88,20 +88,20 @@ func newLogTelemetry(l *Log) *logTelemetry {
 		}
 		return nil
 	}, sent, bytes, syncs)
-	handle(err)
+	telHandle(err)
 	return t
 }
 
 // close unregisters the callback: a closed log reports nothing.
 func (t *logTelemetry) close() {
 	if t != nil && t.reg != nil {
-		handle(t.reg.Unregister())
+		telHandle(t.reg.Unregister())
 	}
 }
 
-// partitionAttrs are the attributes of a partition's measurements.
-func partitionAttrs(topic string, id int32) attribute.Set {
-	return attribute.NewSet(systemStrom,
+// telPartitionAttrs are the attributes of a partition's measurements.
+func telPartitionAttrs(topic string, id int32) attribute.Set {
+	return attribute.NewSet(telSystem,
 		semconv.MessagingOperationName("append"),
 		semconv.MessagingDestinationName(topic),
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(id))))
@@ -125,17 +125,17 @@ func (p *Partition) syncEnd(start time.Time) {
 	p.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), p.telRecord...)
 }
 
-// handle reports a telemetry error to the OpenTelemetry error handler.
-func handle(err error) {
+// telHandle reports a telemetry error to the OpenTelemetry error handler.
+func telHandle(err error) {
 	if err != nil {
 		otel.Handle(err)
 	}
 }
 
-// orNoop returns inst, or fallback when creating inst failed without
+// telOrNoop returns inst, or fallback when creating inst failed without
 // giving one.
-func orNoop[I comparable](inst I, err error, fallback I) I {
-	handle(err)
+func telOrNoop[I comparable](inst I, err error, fallback I) I {
+	telHandle(err)
 	var zero I
 	if inst == zero {
 		return fallback

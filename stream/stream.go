@@ -80,7 +80,7 @@ func From[T any](src Source[T], opts ...Option) *Stream[T] {
 // when Run's context is cancelled (the drain).
 func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 	reg := registrar[T]{rt: rt}
-	var bt batchTelemetry
+	var bt telSourceState
 	for {
 		if rt.stopped() {
 			return nil

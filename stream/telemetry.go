@@ -59,8 +59,8 @@ const (
 	AttrPositions = attribute.Key("strom.checkpoint.positions")
 )
 
-// systemStrom is the messaging.system of everything strom reports.
-var systemStrom = semconv.MessagingSystemKey.String("strom")
+// telSystem is the messaging.system of everything strom reports.
+var telSystem = semconv.MessagingSystemKey.String("strom")
 
 // HighWatermarker is implemented by sources that know the high watermark
 // (next offset) of the partitions they read, such as source.Partition and
@@ -106,7 +106,7 @@ func WithName(name string) Option {
 var globalTracerAtInit = otel.GetTracerProvider()
 
 // telemetry is one Run's telemetry. Record and stage counts, positions
-// and lag are asynchronous instruments: the callback of the run's [hub]
+// and lag are asynchronous instruments: the callback of the run's [telHub]
 // reads the counters and trackers the pipeline keeps anyway, so they cost
 // a record nothing. Durations are recorded once per batch (never per
 // record), and not even timed while no reader wants them
@@ -114,8 +114,8 @@ var globalTracerAtInit = otel.GetTracerProvider()
 // tracer provider is installed (batchSpans): the global stand-in would
 // allocate a context per batch.
 type telemetry struct {
-	*instruments
-	hub *hub
+	*telInstruments
+	hub *telHub
 	rt  *runtime
 
 	stages    []attribute.Set         // per stage index: its attributes
@@ -132,7 +132,7 @@ type telemetry struct {
 	group      []attribute.KeyValue // messaging.consumer.group.name, when named
 }
 
-var bg = context.Background()
+var telCtx = context.Background()
 
 // newTelemetry returns the telemetry of one Run of rt's pipeline, on the
 // providers of its config, and adds it to the hub of its meter provider,
@@ -147,8 +147,8 @@ func newTelemetry(rt *runtime) *telemetry {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	h := hubFor(mp)
-	t := &telemetry{instruments: h.inst, hub: h, rt: rt, tracer: tp.Tracer(ScopeName)}
+	h := telHubFor(mp)
+	t := &telemetry{telInstruments: h.inst, hub: h, rt: rt, tracer: tp.Tracer(ScopeName)}
 	switch tp.(type) {
 	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
 	default:
@@ -157,10 +157,10 @@ func newTelemetry(rt *runtime) *telemetry {
 	if p.cfg.name != "" {
 		t.group = []attribute.KeyValue{semconv.MessagingConsumerGroupName(p.cfg.name)}
 	}
-	base := attribute.NewSet(append([]attribute.KeyValue{systemStrom}, t.group...)...)
+	base := attribute.NewSet(append([]attribute.KeyValue{telSystem}, t.group...)...)
 	t.saveOpts = []metric.RecordOption{metric.WithAttributeSet(base)}
 	t.saveAddOpts = []metric.AddOption{metric.WithAttributeSet(base)}
-	failed := attribute.NewSet(append([]attribute.KeyValue{systemStrom, semconv.ErrorTypeOther}, t.group...)...)
+	failed := attribute.NewSet(append([]attribute.KeyValue{telSystem, semconv.ErrorTypeOther}, t.group...)...)
 	t.saveFailOpts = []metric.RecordOption{metric.WithAttributeSet(failed)}
 	t.saveFailAddOpts = []metric.AddOption{metric.WithAttributeSet(failed)}
 
@@ -182,7 +182,7 @@ func newTelemetry(rt *runtime) *telemetry {
 // observe reports the run's counters and, per partition, its position,
 // high watermark and lag.
 func (t *telemetry) observe(o metric.Observer) {
-	in := t.instruments
+	in := t.telInstruments
 	for i, c := range t.rt.p.stages {
 		a := metric.WithAttributeSet(t.stages[i])
 		o.ObserveInt64(in.in, c.in.Load(), a)
@@ -216,7 +216,7 @@ func (t *telemetry) close() { t.hub.remove(t) }
 
 // partitionAttrs are the attributes of a partition's measurements.
 func (t *telemetry) partitionAttrs(topic string, partition int32) attribute.Set {
-	return attribute.NewSet(append([]attribute.KeyValue{systemStrom,
+	return attribute.NewSet(append([]attribute.KeyValue{telSystem,
 		semconv.MessagingDestinationName(topic),
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(partition)))}, t.group...)...)
 }
@@ -224,7 +224,7 @@ func (t *telemetry) partitionAttrs(topic string, partition int32) attribute.Set 
 // stageStart returns the time a stage starts on a batch when stage
 // durations are wanted, the zero time otherwise.
 func (t *telemetry) stageStart() time.Time {
-	if t.stageDur.Enabled(bg) {
+	if t.stageDur.Enabled(telCtx) {
 		return time.Now()
 	}
 	return time.Time{}
@@ -233,28 +233,28 @@ func (t *telemetry) stageStart() time.Time {
 // stageEnd records the duration of the batch stage idx began at start.
 func (t *telemetry) stageEnd(idx int, start time.Time) {
 	if !start.IsZero() {
-		t.stageDur.Record(bg, time.Since(start).Seconds(), t.stageOpts[idx]...)
+		t.stageDur.Record(telCtx, time.Since(start).Seconds(), t.stageOpts[idx]...)
 	}
 }
 
-// batchTelemetry is what a source goroutine keeps for its batches: the
+// telSourceState is what a source goroutine keeps for its batches: the
 // attributes of the partitions it saw, so a batch allocates none.
-type batchTelemetry struct {
-	last      partitionKey
+type telSourceState struct {
+	last      telPartition
 	lastOpts  []metric.RecordOption
-	byPart    map[partitionKey][]metric.RecordOption
+	byPart    map[telPartition][]metric.RecordOption
 	partAttrs attribute.Set
 }
 
-type partitionKey struct {
+type telPartition struct {
 	topic     string
 	partition int32
 }
 
-// batch is one source batch in flight: the context its stages get, its
+// telBatch is one source batch in flight: the context its stages get, its
 // span, when it began (zero when not timed) and the attributes of its
 // partition.
-type batch struct {
+type telBatch struct {
 	ctx   context.Context
 	span  trace.Span
 	start time.Time
@@ -265,20 +265,20 @@ type batch struct {
 // first record is topic, partition, offset. It starts a span only when
 // tracing is installed, and times it only when its duration is wanted;
 // otherwise it returns ctx untouched at the cost of one Enabled call.
-func (t *telemetry) beginBatch(ctx context.Context, bt *batchTelemetry, topic string, partition int32, offset int64, n int) batch {
-	b := batch{ctx: ctx}
-	timed := t.processDur.Enabled(bg)
+func (t *telemetry) beginBatch(ctx context.Context, bt *telSourceState, topic string, partition int32, offset int64, n int) telBatch {
+	b := telBatch{ctx: ctx}
+	timed := t.processDur.Enabled(telCtx)
 	if !timed && !t.batchSpans {
 		return b
 	}
-	key := partitionKey{topic, partition}
+	key := telPartition{topic, partition}
 	if bt.lastOpts == nil || bt.last != key {
 		if bt.byPart == nil {
-			bt.byPart = make(map[partitionKey][]metric.RecordOption)
+			bt.byPart = make(map[telPartition][]metric.RecordOption)
 		}
 		opts, ok := bt.byPart[key]
 		if !ok {
-			kv := append([]attribute.KeyValue{systemStrom, semconv.MessagingOperationTypeProcess,
+			kv := append([]attribute.KeyValue{telSystem, semconv.MessagingOperationTypeProcess,
 				semconv.MessagingOperationName("process")}, t.group...)
 			if topic != "" {
 				kv = append(kv, semconv.MessagingDestinationName(topic),
@@ -295,7 +295,7 @@ func (t *telemetry) beginBatch(ctx context.Context, bt *batchTelemetry, topic st
 		if topic != "" {
 			name = "process " + topic
 		}
-		kv := append([]attribute.KeyValue{systemStrom, semconv.MessagingOperationTypeProcess,
+		kv := append([]attribute.KeyValue{telSystem, semconv.MessagingOperationTypeProcess,
 			semconv.MessagingOperationName("process"), semconv.MessagingBatchMessageCount(n)}, t.group...)
 		if topic != "" {
 			kv = append(kv, semconv.MessagingDestinationName(topic),
@@ -311,9 +311,9 @@ func (t *telemetry) beginBatch(ctx context.Context, bt *batchTelemetry, topic st
 
 // endBatch ends what beginBatch started; err is what pushing the batch
 // returned.
-func (t *telemetry) endBatch(b batch, err error) {
+func (t *telemetry) endBatch(b telBatch, err error) {
 	if !b.start.IsZero() {
-		t.processDur.Record(bg, time.Since(b.start).Seconds(), b.opts...)
+		t.processDur.Record(telCtx, time.Since(b.start).Seconds(), b.opts...)
 	}
 	if b.span != nil {
 		if err != nil {
@@ -327,7 +327,7 @@ func (t *telemetry) endBatch(b batch, err error) {
 // beginSave starts the span of a round of checkpoint saves of n positions.
 func (t *telemetry) beginSave(ctx context.Context, n int) (context.Context, trace.Span, time.Time) {
 	ctx, span := t.tracer.Start(ctx, SpanCheckpointSave, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(append([]attribute.KeyValue{systemStrom, AttrPositions.Int(n)}, t.group...)...))
+		trace.WithAttributes(append([]attribute.KeyValue{telSystem, AttrPositions.Int(n)}, t.group...)...))
 	return ctx, span, time.Now()
 }
 
@@ -335,60 +335,60 @@ func (t *telemetry) beginSave(ctx context.Context, n int) (context.Context, trac
 func (t *telemetry) endSave(span trace.Span, start time.Time, err error) {
 	d := time.Since(start).Seconds()
 	if err != nil {
-		t.saveFailures.Add(bg, 1, t.saveFailAddOpts...)
-		t.saveDur.Record(bg, d, t.saveFailOpts...)
+		t.saveFailures.Add(telCtx, 1, t.saveFailAddOpts...)
+		t.saveDur.Record(telCtx, d, t.saveFailOpts...)
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	} else {
-		t.saves.Add(bg, 1, t.saveAddOpts...)
-		t.saveDur.Record(bg, d, t.saveOpts...)
+		t.saves.Add(telCtx, 1, t.saveAddOpts...)
+		t.saveDur.Record(telCtx, d, t.saveOpts...)
 	}
 	span.End()
 }
 
-// durationBuckets are the bucket bounds of the duration histograms, in
+// telDurationBuckets are the bucket bounds of the duration histograms, in
 // seconds: 10 µs to 10 s, for batches of one record to slow sinks.
-var durationBuckets = []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+var telDurationBuckets = []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-func histogram(m metric.Meter, name, desc string) metric.Float64Histogram {
+func newHistogram(m metric.Meter, name, desc string) metric.Float64Histogram {
 	h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	handle(err)
+		metric.WithExplicitBucketBoundaries(telDurationBuckets...))
+	telHandle(err)
 	if h == nil {
 		return metricnoop.Float64Histogram{}
 	}
 	return h
 }
 
-func counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
+func newCounter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 	c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	handle(err)
+	telHandle(err)
 	if c == nil {
 		return metricnoop.Int64Counter{}
 	}
 	return c
 }
 
-func observable(m metric.Meter, name, unit, desc string) metric.Int64ObservableCounter {
+func newObservable(m metric.Meter, name, unit, desc string) metric.Int64ObservableCounter {
 	c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	handle(err)
+	telHandle(err)
 	if c == nil {
 		return metricnoop.Int64ObservableCounter{}
 	}
 	return c
 }
 
-func gauge(m metric.Meter, name, unit, desc string) metric.Int64ObservableGauge {
+func newGauge(m metric.Meter, name, unit, desc string) metric.Int64ObservableGauge {
 	g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	handle(err)
+	telHandle(err)
 	if g == nil {
 		return metricnoop.Int64ObservableGauge{}
 	}
 	return g
 }
 
-// handle reports a telemetry error to the OpenTelemetry error handler.
-func handle(err error) {
+// telHandle reports a telemetry error to the OpenTelemetry error handler.
+func telHandle(err error) {
 	if err != nil {
 		otel.Handle(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// instruments are the pipeline's instruments on one meter provider.
-type instruments struct {
+// telInstruments are the pipeline's telInstruments on one meter provider.
+type telInstruments struct {
 	in, out, skipped, dead, failures, retries metric.Int64ObservableCounter
 	consumed                                  metric.Int64ObservableCounter
 	position, hwm, lag                        metric.Int64ObservableGauge
@@ -19,96 +19,96 @@ type instruments struct {
 	saves, saveFailures           metric.Int64Counter
 }
 
-func newInstruments(m metric.Meter) *instruments {
-	return &instruments{
-		in:       observable(m, MetricStageRecordsIn, "{record}", "Records that entered the stage."),
-		out:      observable(m, MetricStageRecordsOut, "{record}", "Records the stage passed on (a filter's kept ones, a flat-map's outputs)."),
-		skipped:  observable(m, MetricStageRecordsSkipped, "{record}", "Records dropped by Skip after the stage's function failed."),
-		dead:     observable(m, MetricStageRecordsDeadLettered, "{record}", "Records written to the dead-letter sink after the stage's function failed."),
-		failures: observable(m, MetricStageFailures, "{call}", "Calls of the stage's function (a sink: Writes) that failed, each retry included."),
-		retries:  observable(m, MetricStageRetries, "{call}", "Calls of the stage's function that were retries, failed or not."),
-		consumed: observable(m, MetricConsumedMessages, "{message}", "Records with lineage read from the partition by the pipeline, each again when it is read again."),
-		position: gauge(m, MetricPartitionPosition, "{offset}", "The partition's position: its lowest offset not yet finished, which the next checkpoint saves (where the pipeline resumes if it stops now)."),
-		hwm:      gauge(m, MetricPartitionHighWatermark, "{offset}", "The partition's high watermark (next offset), from the source."),
-		lag:      gauge(m, MetricPartitionLag, "{message}", "High watermark minus position: records of the partition not yet finished by the pipeline."),
+func newTelInstruments(m metric.Meter) *telInstruments {
+	return &telInstruments{
+		in:       newObservable(m, MetricStageRecordsIn, "{record}", "Records that entered the stage."),
+		out:      newObservable(m, MetricStageRecordsOut, "{record}", "Records the stage passed on (a filter's kept ones, a flat-map's outputs)."),
+		skipped:  newObservable(m, MetricStageRecordsSkipped, "{record}", "Records dropped by Skip after the stage's function failed."),
+		dead:     newObservable(m, MetricStageRecordsDeadLettered, "{record}", "Records written to the dead-letter sink after the stage's function failed."),
+		failures: newObservable(m, MetricStageFailures, "{call}", "Calls of the stage's function (a sink: Writes) that failed, each retry included."),
+		retries:  newObservable(m, MetricStageRetries, "{call}", "Calls of the stage's function that were retries, failed or not."),
+		consumed: newObservable(m, MetricConsumedMessages, "{message}", "Records with lineage read from the partition by the pipeline, each again when it is read again."),
+		position: newGauge(m, MetricPartitionPosition, "{offset}", "The partition's position: its lowest offset not yet finished, which the next checkpoint saves (where the pipeline resumes if it stops now)."),
+		hwm:      newGauge(m, MetricPartitionHighWatermark, "{offset}", "The partition's high watermark (next offset), from the source."),
+		lag:      newGauge(m, MetricPartitionLag, "{message}", "High watermark minus position: records of the partition not yet finished by the pipeline."),
 
-		stageDur:     histogram(m, MetricStageDuration, "Time a stage spent on one batch: its function over every record of the batch (a sink: its Write), without the stages after it. Not recorded for Parallel and KeyOrdered stages."),
-		processDur:   histogram(m, MetricProcessDuration, "Time from a source batch entering the pipeline to the first stage with goroutines of its own (Parallel, KeyOrdered, Batch's linger) or the end: in a sequential pipeline, the handling of the whole batch."),
-		saveDur:      histogram(m, MetricCheckpointDuration, "Time of one round of checkpoint saves: every position that moved, to every store."),
-		saves:        counter(m, MetricCheckpointSaves, "{save}", "Rounds of checkpoint saves that saved every position that moved to every store."),
-		saveFailures: counter(m, MetricCheckpointFailures, "{save}", "Rounds of checkpoint saves that failed (the pipeline then stops)."),
+		stageDur:     newHistogram(m, MetricStageDuration, "Time a stage spent on one batch: its function over every record of the batch (a sink: its Write), without the stages after it. Not recorded for Parallel and KeyOrdered stages."),
+		processDur:   newHistogram(m, MetricProcessDuration, "Time from a source batch entering the pipeline to the first stage with goroutines of its own (Parallel, KeyOrdered, Batch's linger) or the end: in a sequential pipeline, the handling of the whole batch."),
+		saveDur:      newHistogram(m, MetricCheckpointDuration, "Time of one round of checkpoint saves: every position that moved, to every store."),
+		saves:        newCounter(m, MetricCheckpointSaves, "{save}", "Rounds of checkpoint saves that saved every position that moved to every store."),
+		saveFailures: newCounter(m, MetricCheckpointFailures, "{save}", "Rounds of checkpoint saves that failed (the pipeline then stops)."),
 	}
 }
 
-func (in *instruments) observables() []metric.Observable {
+func (in *telInstruments) observables() []metric.Observable {
 	return []metric.Observable{in.in, in.out, in.skipped, in.dead, in.failures, in.retries,
 		in.consumed, in.position, in.hwm, in.lag}
 }
 
-// hub is what the pipelines reporting to one meter provider share: the
-// instruments, created once, and one callback that reports every running
+// telHub is what the pipelines reporting to one meter provider share: the
+// telInstruments, created once, and one callback that reports every running
 // pipeline and the final counts of those that returned. Keeping those makes
 // the counters of a pipeline name monotonic across runs: Forever and
 // ConsumeForever build a new pipeline after each source failure, and a
 // batch job's counts are still there for the exporter's last collection
 // after Run returned. Memory is one entry per series, not per run.
-type hub struct {
-	inst *instruments
+type telHub struct {
+	inst *telInstruments
 	reg  metric.Registration
 
 	mu       sync.Mutex
 	runs     map[*telemetry]struct{}
-	stages   map[attribute.Distinct]*finalStage
-	consumed map[attribute.Distinct]*finalCount
+	stages   map[attribute.Distinct]*telFinalStage
+	consumed map[attribute.Distinct]*telFinalCount
 }
 
-// finalStage is the sum of a stage's counters over the runs that returned.
-type finalStage struct {
+// telFinalStage is the sum of a stage's counters over the runs that returned.
+type telFinalStage struct {
 	set                                             attribute.Set
 	in, out, skipped, deadLettered, failed, retried int64
 }
 
-// finalCount is the sum of a partition's consumed records over the runs
+// telFinalCount is the sum of a partition's consumed records over the runs
 // that returned.
-type finalCount struct {
+type telFinalCount struct {
 	set attribute.Set
 	n   int64
 }
 
 var (
-	hubsMu sync.Mutex
-	hubs   = map[metric.MeterProvider]*hub{}
+	telHubsMu sync.Mutex
+	telHubs   = map[metric.MeterProvider]*telHub{}
 )
 
-// hubFor returns the hub of mp, creating it on first use. The hubs of
+// telHubFor returns the hub of mp, creating it on first use. The telHubs of
 // providers that are comparable (all real ones: the SDK's is a pointer)
 // live as long as the process; another gets a hub of its own per call,
 // which then reports only the one run.
-func hubFor(mp metric.MeterProvider) *hub {
+func telHubFor(mp metric.MeterProvider) *telHub {
 	if !reflect.TypeOf(mp).Comparable() {
-		return newHub(mp)
+		return newTelHub(mp)
 	}
-	hubsMu.Lock()
-	defer hubsMu.Unlock()
-	h := hubs[mp]
+	telHubsMu.Lock()
+	defer telHubsMu.Unlock()
+	h := telHubs[mp]
 	if h == nil {
-		h = newHub(mp)
-		hubs[mp] = h
+		h = newTelHub(mp)
+		telHubs[mp] = h
 	}
 	return h
 }
 
-func newHub(mp metric.MeterProvider) *hub {
+func newTelHub(mp metric.MeterProvider) *telHub {
 	m := mp.Meter(ScopeName)
-	h := &hub{inst: newInstruments(m), runs: map[*telemetry]struct{}{},
-		stages: map[attribute.Distinct]*finalStage{}, consumed: map[attribute.Distinct]*finalCount{}}
+	h := &telHub{inst: newTelInstruments(m), runs: map[*telemetry]struct{}{},
+		stages: map[attribute.Distinct]*telFinalStage{}, consumed: map[attribute.Distinct]*telFinalCount{}}
 	var err error
 	h.reg, err = m.RegisterCallback(h.observe, h.inst.observables()...)
-	handle(err)
+	telHandle(err)
 	return h
 }
 
-func (h *hub) add(t *telemetry) {
+func (h *telHub) add(t *telemetry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.runs[t] = struct{}{}
@@ -117,7 +117,7 @@ func (h *hub) add(t *telemetry) {
 // remove takes t out of the running pipelines and adds its counts to the
 // final ones, in one step under the lock the callback takes, so no
 // collection sees them twice or not at all.
-func (h *hub) remove(t *telemetry) {
+func (h *telHub) remove(t *telemetry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.runs, t)
@@ -125,7 +125,7 @@ func (h *hub) remove(t *telemetry) {
 		set := t.stages[i]
 		f := h.stages[set.Equivalent()]
 		if f == nil {
-			f = &finalStage{set: set}
+			f = &telFinalStage{set: set}
 			h.stages[set.Equivalent()] = f
 		}
 		f.in += c.in.Load()
@@ -143,7 +143,7 @@ func (h *hub) remove(t *telemetry) {
 		set := t.partitionAttrs(pt.Topic(), pt.ID())
 		f := h.consumed[set.Equivalent()]
 		if f == nil {
-			f = &finalCount{set: set}
+			f = &telFinalCount{set: set}
 			h.consumed[set.Equivalent()] = f
 		}
 		f.n += begun
@@ -154,7 +154,7 @@ func (h *hub) remove(t *telemetry) {
 // runs (a final count and a running pipeline of the same name, or two
 // pipelines without a name) add up: the SDK sums what an asynchronous
 // counter observes for one attribute set in one collection.
-func (h *hub) observe(_ context.Context, o metric.Observer) error {
+func (h *telHub) observe(_ context.Context, o metric.Observer) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	in := h.inst

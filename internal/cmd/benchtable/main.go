@@ -1,6 +1,7 @@
 // Command benchtable reads `go test -bench` output on stdin and prints the
-// log engine's figures (issue 3), the pipeline's (issue 6) and the Kafka
-// relay's (issue 7) as one table, each beside the baseline measured in the
+// log engine's figures (issue 3), the pipeline's (issue 6, and the cost of
+// OpenTelemetry metrics, issue 8) and the Kafka relay's (issue 7) as one
+// table, each beside the baseline measured in the
 // same run, with the ratio and the target. Where a benchmark reports its
 // own x-baseline (synced appends, recovery: the baseline measured beside
 // each case, because this disk's sync latency and the page cache swing
@@ -215,6 +216,10 @@ func pipelineRows() []row {
 		{figure: "3 stages from memory (64 B), strom vs rill", bench: three, unit: "records/s",
 			baseline: rillB, baseUnit: "records/s", target: ">= 8x", minRatio: 8, formatter: millions},
 		{figure: "3 stages from memory, strom allocations", bench: three, unit: "allocs/op",
+			target: "< 0.01/record", formatter: allocs, meets: perRecord},
+		{figure: "3 stages from memory, OpenTelemetry SDK metrics on vs none installed", bench: "BenchmarkThreeTelemetry/metrics", unit: "records/s",
+			baseline: three, baseUnit: "records/s", target: ">= 0.9x", minRatio: 0.9, formatter: millions},
+		{figure: "  same, allocations", bench: "BenchmarkThreeTelemetry/metrics", unit: "allocs/op",
 			target: "< 0.01/record", formatter: allocs, meets: perRecord},
 		{figure: "3 stages from a log replay + FileStore vs go-streams in memory", bench: fromLog, unit: "records/s",
 			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
