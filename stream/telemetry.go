@@ -212,7 +212,11 @@ func (t *telemetry) observe(o metric.Observer) {
 
 // close takes the run out of its hub, which from then on reports its final
 // counts (not its positions) with those of the runs that returned before.
-func (t *telemetry) close() { t.hub.remove(t) }
+func (t *telemetry) close() {
+	if t != nil {
+		t.hub.remove(t)
+	}
+}
 
 // partitionAttrs are the attributes of a partition's measurements.
 func (t *telemetry) partitionAttrs(topic string, partition int32) attribute.Set {
@@ -224,7 +228,7 @@ func (t *telemetry) partitionAttrs(topic string, partition int32) attribute.Set 
 // stageStart returns the time a stage starts on a batch when stage
 // durations are wanted, the zero time otherwise.
 func (t *telemetry) stageStart() time.Time {
-	if t.stageDur.Enabled(telCtx) {
+	if t != nil && t.stageDur.Enabled(telCtx) {
 		return time.Now()
 	}
 	return time.Time{}
@@ -261,12 +265,18 @@ type telBatch struct {
 	opts  []metric.RecordOption
 }
 
+// The methods of a telemetry are no-ops on a nil one: a runtime built
+// without Run's telemetry measures nothing.
+
 // beginBatch starts the measurement of a source batch of n records whose
 // first record is topic, partition, offset. It starts a span only when
 // tracing is installed, and times it only when its duration is wanted;
 // otherwise it returns ctx untouched at the cost of one Enabled call.
 func (t *telemetry) beginBatch(ctx context.Context, bt *telSourceState, topic string, partition int32, offset int64, n int) telBatch {
 	b := telBatch{ctx: ctx}
+	if t == nil {
+		return b
+	}
 	timed := t.processDur.Enabled(telCtx)
 	if !timed && !t.batchSpans {
 		return b
@@ -326,6 +336,9 @@ func (t *telemetry) endBatch(b telBatch, err error) {
 
 // beginSave starts the span of a round of checkpoint saves of n positions.
 func (t *telemetry) beginSave(ctx context.Context, n int) (context.Context, trace.Span, time.Time) {
+	if t == nil {
+		return ctx, nil, time.Time{}
+	}
 	ctx, span := t.tracer.Start(ctx, SpanCheckpointSave, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append([]attribute.KeyValue{telSystem, AttrPositions.Int(n)}, t.group...)...))
 	return ctx, span, time.Now()
@@ -333,6 +346,9 @@ func (t *telemetry) beginSave(ctx context.Context, n int) (context.Context, trac
 
 // endSave counts a round of saves and ends its span.
 func (t *telemetry) endSave(span trace.Span, start time.Time, err error) {
+	if t == nil {
+		return
+	}
 	d := time.Since(start).Seconds()
 	if err != nil {
 		t.saveFailures.Add(telCtx, 1, t.saveFailAddOpts...)
