@@ -382,5 +382,10 @@
 // once per group write (one atomic add each, not one per record), and the
 // callback reads them when a reader collects. The sync duration is recorded
 // once per sync, and not even timed while no reader wants it
-// (Float64Histogram.Enabled). Close unregisters the callback.
+// (Float64Histogram.Enabled). Close unregisters the callback. Measured
+// on this project's 2-core machine with no provider installed
+// (BenchmarkTopicAppendBatch, BenchmarkSegmentAppend and
+// BenchmarkSyncedAppend, ModeMmap, 64 B records, 2026-11-30, run
+// alternately against the code before metrics): the same allocs/op and
+// B/op, and ns/op within the run-to-run spread.
 package log

@@ -109,7 +109,9 @@
 // as Run finds it (otel.GetMeterProvider()), and spans to the
 // TracerProvider of [WithTracerProvider], else the global one. Until a
 // program installs providers (otel.SetMeterProvider,
-// otel.SetTracerProvider) everything is a no-op. [WithName] names the
+// otel.SetTracerProvider) everything is a no-op: a Run that starts with
+// neither (or with no-op providers) builds no telemetry at all, so install
+// them before Run. [WithName] names the
 // pipeline: the attribute messaging.consumer.group.name on every series
 // and span below, left out when unnamed. The meter and tracer are named
 // [ScopeName]. Names and attributes follow OpenTelemetry's messaging
@@ -145,23 +147,22 @@
 // The asynchronous instruments cost a record nothing: their callback reads
 // the counters behind [Stream.Stats] and the completion tracker when a
 // reader collects. Durations are taken per batch, never per record, and
-// only while a reader wants them (Float64Histogram.Enabled): without a
-// provider a batch pays one Enabled call per stage. Counters are summed
+// only while a reader wants them (Float64Histogram.Enabled); without a
+// provider a batch pays a nil check per stage. Counters are summed
 // over the runs of one name: after Run returns its final counts stay
 // reported, and the next run's add to them (as [Forever] and
 // [ConsumeForever] rebuild a pipeline after each source failure), while
 // its positions, high watermarks and lags are reported only while it runs.
 // Two pipelines of one name and provider running at once add up as well.
 //
-// Spans: one [SpanCheckpointSave] span per round of saves (status Error
-// when it fails), its context the one the stores' Save gets; and one span
+// Spans, when a tracer provider was given or installed before Run: one
+// [SpanCheckpointSave] span per round of saves (status Error when it
+// fails), its context the one the stores' Save gets; and one span
 // of kind consumer per source batch, "process <topic>", with
 // messaging.batch.message_count, the partition and strom.offset (the
 // batch's first offset), whose context the stage functions of sequential
-// stages get, so their own spans are its children. Batch spans are started
-// only when a tracer provider was given or installed before Run: the
-// global stand-in would cost a context allocation per batch. Sample them
-// with the provider's sampler.
+// stages get, so their own spans are its children. Sample them with the
+// provider's sampler.
 //
 // # Sources and sinks
 //

@@ -73,20 +73,19 @@ type HighWatermarker interface {
 }
 
 // WithMeterProvider makes the pipeline report its metrics to mp instead of
-// the global MeterProvider (otel.GetMeterProvider() as Run finds it), which
-// reports nothing until the program installs one (otel.SetMeterProvider).
-// A nil mp keeps the global one. See the package doc, "Metrics and
-// traces".
+// the global MeterProvider (otel.GetMeterProvider() as Run finds it: a
+// pipeline started before the program installed one with
+// otel.SetMeterProvider reports nothing). A nil mp keeps the global one.
+// See the package doc, "Metrics and traces".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return pipelineOptionFunc(func(pc *pipelineConfig) { pc.meterProvider = mp })
 }
 
 // WithTracerProvider makes the pipeline start its spans on tp instead of
-// the global TracerProvider (otel.GetTracerProvider() as Run finds it). A
-// nil tp keeps the global one. A span per source batch is started only
-// when tp was given here or a provider was installed with
-// otel.SetTracerProvider before Run; see the package doc, "Metrics and
-// traces".
+// the global TracerProvider (otel.GetTracerProvider() as Run finds it: a
+// pipeline started before the program installed one with
+// otel.SetTracerProvider starts no span). A nil tp keeps the global one.
+// See the package doc, "Metrics and traces".
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return pipelineOptionFunc(func(pc *pipelineConfig) { pc.tracerProvider = tp })
 }
@@ -100,10 +99,33 @@ func WithName(name string) Option {
 	return pipelineOptionFunc(func(pc *pipelineConfig) { pc.name = name })
 }
 
-// globalTracerAtInit is the global TracerProvider as this package found it:
-// the stand-in that discards spans until otel.SetTracerProvider installs a
-// provider, after which otel.GetTracerProvider returns that one instead.
-var globalTracerAtInit = otel.GetTracerProvider()
+// globalMeterAtInit and globalTracerAtInit are the global providers as
+// this package found them: the stand-ins that discard everything until
+// otel.SetMeterProvider and otel.SetTracerProvider install providers, after
+// which otel.GetMeterProvider and otel.GetTracerProvider return those
+// instead.
+var (
+	globalMeterAtInit  = otel.GetMeterProvider()
+	globalTracerAtInit = otel.GetTracerProvider()
+)
+
+// meterInstalled and tracerInstalled report whether a provider reports
+// somewhere: neither a no-op nor the global stand-in.
+func meterInstalled(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
+		return false
+	}
+	return mp != globalMeterAtInit
+}
+
+func tracerInstalled(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return false
+	}
+	return tp != globalTracerAtInit
+}
 
 // telemetry is one Run's telemetry. Record and stage counts, positions
 // and lag are asynchronous instruments: the callback of the run's [telHub]
@@ -111,7 +133,7 @@ var globalTracerAtInit = otel.GetTracerProvider()
 // a record nothing. Durations are recorded once per batch (never per
 // record), and not even timed while no reader wants them
 // (Float64Histogram.Enabled). Spans per batch are started only when a
-// tracer provider is installed (batchSpans): the global stand-in would
+// tracer provider is installed (tracing): the global stand-in would
 // allocate a context per batch.
 type telemetry struct {
 	*telInstruments
@@ -127,16 +149,18 @@ type telemetry struct {
 	saveFailOpts    []metric.RecordOption
 	saveFailAddOpts []metric.AddOption
 
-	tracer     trace.Tracer
-	batchSpans bool
-	group      []attribute.KeyValue // messaging.consumer.group.name, when named
+	tracer  trace.Tracer
+	tracing bool                 // a tracer provider is installed: spans are started
+	group   []attribute.KeyValue // messaging.consumer.group.name, when named
 }
 
 var telCtx = context.Background()
 
 // newTelemetry returns the telemetry of one Run of rt's pipeline, on the
 // providers of its config, and adds it to the hub of its meter provider,
-// whose callback reports it until close.
+// whose callback reports it until close. With no provider installed (both
+// the global stand-ins, or no-ops) it returns nil, and the run measures
+// nothing: not even the attribute sets of its stages are built.
 func newTelemetry(rt *runtime) *telemetry {
 	p := rt.p
 	mp := p.cfg.meterProvider
@@ -147,13 +171,12 @@ func newTelemetry(rt *runtime) *telemetry {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	h := telHubFor(mp)
-	t := &telemetry{telInstruments: h.inst, hub: h, rt: rt, tracer: tp.Tracer(ScopeName)}
-	switch tp.(type) {
-	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
-	default:
-		t.batchSpans = tp != globalTracerAtInit
+	tracing := tracerInstalled(tp)
+	if !tracing && !meterInstalled(mp) {
+		return nil
 	}
+	h := telHubFor(mp)
+	t := &telemetry{telInstruments: h.inst, hub: h, rt: rt, tracer: tp.Tracer(ScopeName), tracing: tracing}
 	if p.cfg.name != "" {
 		t.group = []attribute.KeyValue{semconv.MessagingConsumerGroupName(p.cfg.name)}
 	}
@@ -278,7 +301,7 @@ func (t *telemetry) beginBatch(ctx context.Context, bt *telSourceState, topic st
 		return b
 	}
 	timed := t.processDur.Enabled(telCtx)
-	if !timed && !t.batchSpans {
+	if !timed && !t.tracing {
 		return b
 	}
 	key := telPartition{topic, partition}
@@ -300,7 +323,7 @@ func (t *telemetry) beginBatch(ctx context.Context, bt *telSourceState, topic st
 		bt.last, bt.lastOpts = key, opts
 	}
 	b.opts = bt.lastOpts
-	if t.batchSpans {
+	if t.tracing {
 		name := "process"
 		if topic != "" {
 			name = "process " + topic
@@ -339,6 +362,9 @@ func (t *telemetry) beginSave(ctx context.Context, n int) (context.Context, trac
 	if t == nil {
 		return ctx, nil, time.Time{}
 	}
+	if !t.tracing {
+		return ctx, nil, time.Now()
+	}
 	ctx, span := t.tracer.Start(ctx, SpanCheckpointSave, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append([]attribute.KeyValue{telSystem, AttrPositions.Int(n)}, t.group...)...))
 	return ctx, span, time.Now()
@@ -353,13 +379,17 @@ func (t *telemetry) endSave(span trace.Span, start time.Time, err error) {
 	if err != nil {
 		t.saveFailures.Add(telCtx, 1, t.saveFailAddOpts...)
 		t.saveDur.Record(telCtx, d, t.saveFailOpts...)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
 	} else {
 		t.saves.Add(telCtx, 1, t.saveAddOpts...)
 		t.saveDur.Record(telCtx, d, t.saveOpts...)
 	}
-	span.End()
+	if span != nil {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
 }
 
 // telDurationBuckets are the bucket bounds of the duration histograms, in
