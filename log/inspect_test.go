@@ -1,8 +1,13 @@
 package log_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -114,4 +119,161 @@ func TestSegmentsAreContiguousAndAddUpAcrossRolls(t *testing.T) {
 			assert.Equal(t, segs[i].WritePath, roSegs[i].WritePath, "segment %d", i)
 		}
 	})
+}
+
+// scanAll returns every frame ScanSegment passes for path, with the
+// records' bytes copied.
+func scanAll(t *testing.T, path string) []log.Frame {
+	t.Helper()
+	var out []log.Frame
+	require.NoError(t, log.ScanSegment(path, func(f log.Frame) bool {
+		f.Record.Key = bytes.Clone(f.Record.Key)
+		f.Record.Value = bytes.Clone(f.Record.Value)
+		out = append(out, f)
+		return true
+	}))
+	return out
+}
+
+// TestScanSegmentYieldsEveryOffsetOnceOnCleanSegments ensures ScanSegment
+// passes every frame of a clean sealed and a clean active segment (ModeMmap's
+// zero tail included) once, in order, intact, at the positions of the
+// frames, with their records decoded.
+func TestScanSegmentYieldsEveryOffsetOnceOnCleanSegments(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(1024))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 30) // 18 in the first segment, 12 in the active one
+		segs, err := p.Segments()
+		require.NoError(t, err)
+		require.Len(t, segs, 2)
+
+		want := int64(0)
+		for _, s := range segs {
+			frames := scanAll(t, s.Path)
+			starts := frameStarts(t, s.Path)
+			require.Len(t, frames, int(s.Records))
+			for i, f := range frames {
+				require.NoError(t, f.Err)
+				assert.True(t, f.CRCOK)
+				assert.Equal(t, starts[i], f.Position)
+				assert.EqualValues(t, 46, f.Length, "56-byte frames: 8 of header, 46 of body, 2 of padding")
+				assert.Equal(t, want, f.Record.Offset)
+				assert.Equal(t, val(int(want)), f.Record.Value)
+				want++
+			}
+		}
+		assert.EqualValues(t, 30, want)
+	})
+}
+
+// TestScanSegmentStopsAtFlippedByteWithCRCError ensures a flipped byte in a
+// record's value makes ScanSegment pass the frames before it intact, then
+// that frame at its position with CRCOK false and a *FrameError naming
+// position and offset, and nothing after it.
+func TestScanSegmentStopsAtFlippedByteWithCRCError(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 10)
+		require.NoError(t, lg.Close())
+		path := segPath(dir, "events", 0, 0)
+		starts := frameStarts(t, path)
+		flipByte(t, path, starts[4]+8+40) // inside the value
+
+		frames := scanAll(t, path)
+		require.Len(t, frames, 5)
+		for i, f := range frames[:4] {
+			require.NoError(t, f.Err)
+			assert.EqualValues(t, i, f.Record.Offset)
+		}
+		bad := frames[4]
+		assert.Equal(t, starts[4], bad.Position)
+		assert.False(t, bad.CRCOK)
+		assert.EqualValues(t, 46, bad.Length)
+		var fe *log.FrameError
+		require.ErrorAs(t, bad.Err, &fe)
+		assert.Equal(t, path, fe.Segment)
+		assert.Equal(t, starts[4], fe.Position)
+		assert.EqualValues(t, 4, fe.Offset)
+		assert.False(t, fe.Torn)
+		assert.Contains(t, bad.Err.Error(), "crc mismatch")
+		assert.EqualValues(t, 4, bad.Record.Offset, "the body still decodes: its claimed offset is shown")
+	})
+}
+
+// TestScanSegmentHugeLengthDoesNotAllocateIt ensures a garbage length
+// prefix of 0x7FFFFFF0 (2 GiB) is reported as a torn frame at once, in a
+// file larger than the 1 MiB read buffer too, without allocating anything
+// near its size.
+func TestScanSegmentHugeLengthDoesNotAllocateIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		records int
+		value   int
+	}{{"small file", 10, 10}, {"file past one read buffer", 6, 512 << 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			lg := openLog(t, dir, log.WithMode(log.ModeFile))
+			p := openPartition(t, lg, "events", 1)
+			for range tc.records {
+				_, err := p.Append(context.Background(), log.Record{Value: make([]byte, tc.value)})
+				require.NoError(t, err)
+			}
+			require.NoError(t, lg.Close())
+			path := segPath(dir, "events", 0, 0)
+			starts := frameStarts(t, path)
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(binary.LittleEndian.AppendUint32(nil, 0x7FFFFFF0), starts[1])
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			var before, after runtime.MemStats
+			var frames []log.Frame
+			runtime.ReadMemStats(&before)
+			require.NoError(t, log.ScanSegment(path, func(f log.Frame) bool {
+				frames = append(frames, f)
+				return true
+			}))
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			assert.Less(t, allocated, uint64(4<<20), "allocated %d bytes", allocated)
+
+			require.Len(t, frames, 2)
+			assert.NoError(t, frames[0].Err)
+			bad := frames[1]
+			assert.Equal(t, starts[1], bad.Position)
+			assert.EqualValues(t, 0x7FFFFFF0, bad.Length)
+			assert.False(t, bad.CRCOK)
+			assert.ErrorIs(t, bad.Err, io.ErrUnexpectedEOF)
+			assert.Contains(t, bad.Err.Error(), "length past end of file")
+		})
+	}
+}
+
+// TestScanSegmentStopsWhenFnReturnsFalse ensures ScanSegment calls fn no
+// more once it returned false.
+func TestScanSegmentStopsWhenFnReturnsFalse(t *testing.T) {
+	dir := t.TempDir()
+	lg := openLog(t, dir)
+	p := openPartition(t, lg, "events", 1)
+	appendN(t, p, 0, 10)
+	calls := 0
+	require.NoError(t, log.ScanSegment(segPath(dir, "events", 0, 0), func(log.Frame) bool {
+		calls++
+		return calls < 3
+	}))
+	assert.Equal(t, 3, calls)
+}
+
+// TestScanSegmentOfMissingFileNamesIt ensures a missing segment file is an
+// error naming it that matches fs.ErrNotExist.
+func TestScanSegmentOfMissingFileNamesIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	err := log.ScanSegment(path, func(log.Frame) bool { return true })
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), path)
 }
