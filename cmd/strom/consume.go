@@ -75,7 +75,7 @@ consume waits for records.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from", "earliest", "where to start: earliest, latest, OFFSET or TIMESTAMP (RFC 3339)")
-	fl.Int32Var(&f.partition, "partition", -1, "read only this partition (default: all)")
+	fl.Int32Var(&f.partition, "partition", -1, "read only this partition (-1: all)")
 	fl.BoolVar(&f.follow, "follow", false, "wait for new records at the end instead of stopping")
 	fl.Int64Var(&f.max, "max", 0, "stop after this many records (0: no limit)")
 	fl.StringVar(&f.format, "format", "raw", "output format: raw (each value and '\\n') or json (one record per line)")

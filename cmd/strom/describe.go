@@ -25,7 +25,7 @@ counts and retention policies. --json prints one JSON array of objects with
 the fields topic, partitions, retentionBytes and retentionMs (-1: unlimited).`,
 		Example: `  strom topics list --dir /var/lib/app/log
   strom topics list --json`,
-		Args: exactArgs(0, "no arguments"),
+		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.listTopicsCmd(asJSON)
 		},

@@ -92,15 +92,15 @@ type positionRow struct {
 }
 
 func (a *app) listPositions(state string, asJSON bool) error {
-	store, err := openStore(state)
-	if err != nil {
-		return err
-	}
 	lg, err := a.openRead()
 	if err != nil {
 		return err
 	}
 	defer lg.Close()
+	store, err := openStore(state)
+	if err != nil {
+		return err
+	}
 	saved, err := store.List(context.Background())
 	if err != nil {
 		return err

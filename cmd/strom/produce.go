@@ -32,6 +32,15 @@ const (
 	stdinBufBytes = 1 << 20
 )
 
+// produceMode is produce's write path, ModeFile rather than the log's
+// default ModeMmap: for one bulk write from the command line, pwrite of whole
+// batches beats copying into a fresh mapping page fault by page fault.
+// 200 MB of Loghub lines (1.78 million records, 64 MiB segments) took 0.92 s
+// with file and 2.90 s with mmap (wall, sync at the end included;
+// 2026-11-30, 2-core machine). The format is the same either way: a writer of
+// either mode reopens the segments of the other.
+const produceMode = "file"
+
 type produceFlags struct {
 	format       string
 	keyRegex     string
@@ -40,7 +49,6 @@ type produceFlags struct {
 	printOffsets bool
 	segmentBytes int64
 	mode         string
-	noSync       bool
 }
 
 func newProduceCmd(a *app) *cobra.Command {
@@ -66,8 +74,7 @@ lines are skipped.
 The partition of a record is --partition when given, else picked from its key
 as Kafka does (murmur2, modulo the partition count), and round-robin for
 records without a key. Records are appended in batches (one write per
-partition per batch) and the topic is synced to disk before produce exits,
-unless --no-sync. A progress counter is drawn on stderr when stdin and stdout
+partition per batch) and are on disk (synced) when produce exits 0. A progress counter is drawn on stderr when stdin and stdout
 are both terminals.`,
 		Example: `  strom produce events < access.log
   strom produce events --key-regex '^(\S+)' --print-offsets < access.log
@@ -85,17 +92,20 @@ are both terminals.`,
 	fl.StringVar(&f.format, "format", "raw", "input format: raw (one value per line) or json (one record per line)")
 	fl.StringVar(&f.keyRegex, "key-regex", "", "key each raw line by this regular expression's first group (or whole match); no match: no key")
 	fl.StringVar(&f.key, "key", "", "key every raw line with this string")
-	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (default: picked by key)")
+	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (-1: picked by key)")
 	fl.BoolVar(&f.printOffsets, "print-offsets", false, "print TOPIC/PARTITION@OFFSET for each record appended, in input order")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", log.DefaultSegmentBytes, "roll to a new segment at this size in bytes")
-	fl.StringVar(&f.mode, "mode", log.DefaultMode.String(), "write path of new segments: mmap or file")
-	fl.BoolVar(&f.noSync, "no-sync", false, "do not force the appended records to disk before exiting")
+	fl.StringVar(&f.mode, "mode", produceMode, "write path of the segments it writes: file or mmap")
 	return cmd
 }
 
-// producer turns input lines into records and appends them in batches.
+// producer turns input lines into records and appends them in batches:
+// one goroutine reads and parses stdin into a batch while another appends
+// the batch before it, two batches taking turns.
 type producer struct {
-	topic  *log.Topic
+	topic *log.Topic
+	n     int32 // the topic's partition count
+	// Set by the flags:
 	format string
 	keyRe  *regexp.Regexp
 	key    []byte // constant key (--key), nil for none
@@ -103,13 +113,25 @@ type producer struct {
 	out    *bufio.Writer
 	print  bool
 
-	rr    int32 // next round-robin partition for records without a key
-	arena []byte
-	recs  []log.Record
-	parts []int32
-	line  int64 // number of the last line read, 1-based
-	first int64 // line number of the batch's first record
-	n     int64 // records appended
+	// The reading goroutine's:
+	rr   int32 // next round-robin partition for records without a key
+	line int64 // number of the last line read, 1-based
+
+	// The appending goroutine's:
+	appended int64 // records appended
+}
+
+// batch is a run of records read from stdin, their bytes in one arena.
+type batch struct {
+	arena       []byte
+	recs        []log.Record
+	parts       []int32 // the partition of each record
+	first, last int64   // line numbers of its first and last record
+}
+
+func (b *batch) reset() {
+	clear(b.recs) // let go of values that did not fit the arena
+	b.recs, b.parts, b.arena = b.recs[:0], b.parts[:0], b.arena[:0]
 }
 
 func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
@@ -154,7 +176,7 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if err := t.LockWriter(); err != nil {
 		return err
 	}
-	p.topic = t
+	p.topic, p.n = t, int32(t.Partitions())
 
 	var progress func(int)
 	if term.IsTerminal(int(a.stdin.Fd())) && term.IsTerminal(int(a.outFile.Fd())) {
@@ -174,19 +196,59 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if err := p.run(a.ctx, a.stdin, dryFlush, progress); err != nil {
 		return err
 	}
-	if !f.noSync {
-		if err := t.Sync(); err != nil {
-			return fmt.Errorf("syncing topic %s: %w", topic, err)
-		}
+	if err := t.Sync(); err != nil {
+		return fmt.Errorf("syncing topic %s: %w", topic, err)
 	}
 	return nil
 }
 
 // run reads in to its end, appending a batch whenever one is full, at the
 // end, and, with dryFlush, whenever the reader has no more input waiting.
+// On an input error (a JSON line that does not parse) the lines before it
+// are appended and the error returned.
 func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progress func(int)) error {
+	free := make(chan *batch, 2)
+	for range 2 {
+		free <- &batch{arena: make([]byte, 0, batchBytes)}
+	}
+	full := make(chan *batch, 1)
+	done := make(chan struct{})
+	defer close(done)
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- p.read(in, dryFlush, free, full, done)
+		close(full)
+	}()
+	for b := range full {
+		if err := p.append(ctx, b); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(len(b.recs))
+		}
+		b.reset()
+		free <- b
+	}
+	return <-readErr
+}
+
+// read fills batches taken from free with the lines of in and hands them to
+// full, until the end of in or done.
+func (p *producer) read(in io.Reader, dryFlush bool, free <-chan *batch, full chan<- *batch, done <-chan struct{}) error {
 	br := bufio.NewReaderSize(in, stdinBufBytes)
-	p.arena = make([]byte, 0, batchBytes)
+	var b *batch
+	send := func() bool {
+		if b == nil || len(b.recs) == 0 {
+			return true
+		}
+		select {
+		case full <- b:
+			b = nil
+			return true
+		case <-done:
+			return false
+		}
+	}
 	var long []byte // a line longer than br's buffer, gathered piecewise
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -195,28 +257,37 @@ func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progres
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
+			send()
 			return fmt.Errorf("reading stdin after line %d: %w", p.line, err)
 		}
 		line := chunk
 		if long != nil {
-			line = append(long, chunk...)
+			line, long = append(long, chunk...), nil
 		}
 		if len(line) > 0 {
-			line = bytes.TrimSuffix(line, []byte{'\n'})
+			if b != nil && len(line) > cap(b.arena)-len(b.arena) && len(line) <= cap(b.arena) {
+				// Full: the line starts the next batch's arena.
+				if !send() {
+					return nil
+				}
+			}
+			if b == nil {
+				select {
+				case b = <-free:
+				case <-done:
+					return nil
+				}
+			}
 			p.line++
-			if aerr := p.add(ctx, line); aerr != nil {
+			if aerr := p.add(b, bytes.TrimSuffix(line, []byte{'\n'})); aerr != nil {
+				send()
 				return aerr
 			}
-			long = nil
 		}
 		atEOF := errors.Is(err, io.EOF)
-		if len(p.recs) > 0 && (atEOF || len(p.recs) >= batchRecords || (dryFlush && br.Buffered() == 0)) {
-			n := len(p.recs)
-			if err := p.flush(ctx); err != nil {
-				return err
-			}
-			if progress != nil {
-				progress(n)
+		if b != nil && (atEOF || len(b.recs) >= batchRecords || (dryFlush && br.Buffered() == 0)) {
+			if !send() {
+				return nil
 			}
 		}
 		if atEOF {
@@ -225,11 +296,10 @@ func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progres
 	}
 }
 
-// add turns one line (without its '\n') into a record of the current batch,
-// copying its bytes into the batch's arena (or, for a line larger than the
-// arena, a buffer of its own), and appends the batch first when the arena is
-// full.
-func (p *producer) add(ctx context.Context, line []byte) error {
+// add turns one line (without its '\n') into a record of b, copying its
+// bytes into b's arena, or, for a line larger than what the arena has left,
+// into a buffer of its own.
+func (p *producer) add(b *batch, line []byte) error {
 	var rec log.Record
 	if p.format == "json" {
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -237,19 +307,14 @@ func (p *producer) add(ctx context.Context, line []byte) error {
 		}
 		var err error
 		if rec, err = parseJSONRecord(line); err != nil {
-			return fmt.Errorf("stdin line %d: %w", p.line, err)
+			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
 		}
 	} else {
-		if len(line) > cap(p.arena)-len(p.arena) && len(p.recs) > 0 {
-			if err := p.flush(ctx); err != nil {
-				return err
-			}
-		}
 		var v []byte
-		if len(line) <= cap(p.arena)-len(p.arena) {
-			start := len(p.arena)
-			p.arena = append(p.arena, line...)
-			v = p.arena[start:len(p.arena):len(p.arena)]
+		if len(line) <= cap(b.arena)-len(b.arena) {
+			start := len(b.arena)
+			b.arena = append(b.arena, line...)
+			v = b.arena[start:len(b.arena):len(b.arena)]
 		} else {
 			v = bytes.Clone(line)
 		}
@@ -259,11 +324,12 @@ func (p *producer) add(ctx context.Context, line []byte) error {
 			rec.Key = matchKey(p.keyRe, v)
 		}
 	}
-	if len(p.recs) == 0 {
-		p.first = p.line
+	if len(b.recs) == 0 {
+		b.first = p.line
 	}
-	p.recs = append(p.recs, rec)
-	p.parts = append(p.parts, p.partitionOf(rec.Key))
+	b.last = p.line
+	b.recs = append(b.recs, rec)
+	b.parts = append(b.parts, p.partitionOf(rec.Key))
 	return nil
 }
 
@@ -284,46 +350,44 @@ func matchKey(re *regexp.Regexp, v []byte) []byte {
 // partitionOf picks a record's partition as Topic.Append would: --partition,
 // else Kafka's murmur2 of the key, else round-robin.
 func (p *producer) partitionOf(key []byte) int32 {
-	n := p.topic.Partitions()
 	switch {
 	case p.fixed >= 0:
 		return p.fixed
 	case key != nil:
-		return log.KafkaPartition(key, n)
+		return log.KafkaPartition(key, int(p.n))
 	}
 	r := p.rr
-	p.rr = (p.rr + 1) % int32(n)
+	p.rr = (p.rr + 1) % p.n
 	return r
 }
 
-// flush appends the batch: one Partition.Append per partition, in increasing
+// append appends b: one Partition.Append per partition, in increasing
 // partition order, each partition's records in input order (what
 // Topic.AppendBatch does, done here so every record's offset is known for
 // --print-offsets).
-func (p *producer) flush(ctx context.Context) error {
-	byPart := lo.GroupBy(lo.Range(len(p.recs)), func(i int) int32 { return p.parts[i] })
+func (p *producer) append(ctx context.Context, b *batch) error {
+	byPart := lo.GroupBy(lo.Range(len(b.recs)), func(i int) int32 { return b.parts[i] })
 	parts := lo.Keys(byPart)
 	slices.Sort(parts)
 	firsts := make(map[int32]int64, len(parts))
-	recs := make([]log.Record, 0, len(p.recs))
 	for _, part := range parts {
 		pt, err := p.topic.Partition(part)
 		if err != nil {
 			return err
 		}
-		recs = recs[:0]
-		for _, i := range byPart[part] {
-			recs = append(recs, p.recs[i])
+		recs := b.recs
+		if len(parts) > 1 {
+			recs = lo.Map(byPart[part], func(i int, _ int) log.Record { return b.recs[i] })
 		}
 		first, err := pt.Append(ctx, recs...)
 		if err != nil {
-			return fmt.Errorf("appending stdin lines %d to %d (%d records before them appended): %w", p.first, p.line, p.n, err)
+			return fmt.Errorf("appending stdin lines %d to %d to partition %d (%d records before them appended): %w", b.first, b.last, part, p.appended, err)
 		}
 		firsts[part] = first
 	}
 	if p.print {
 		next, buf := firsts, []byte(nil)
-		for _, part := range p.parts {
+		for _, part := range b.parts {
 			buf = append(buf[:0], p.topic.Name()...)
 			buf = append(buf, '/')
 			buf = strconv.AppendInt(buf, int64(part), 10)
@@ -334,8 +398,6 @@ func (p *producer) flush(ctx context.Context) error {
 			next[part]++
 		}
 	}
-	p.n += int64(len(p.recs))
-	clear(p.recs) // let go of values that did not fit the arena
-	p.recs, p.parts, p.arena = p.recs[:0], p.parts[:0], p.arena[:0]
+	p.appended += int64(len(b.recs))
 	return nil
 }

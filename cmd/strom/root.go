@@ -184,10 +184,17 @@ func flagError(cmd *cobra.Command, err error) error {
 // exactArgs is cobra.ExactArgs with a usage error naming the arguments.
 func exactArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usageErrorf("%s takes %s (%d argument(s)), got %d; run '%s --help'", cmd.CommandPath(), names, n, len(args), cmd.CommandPath())
+		if len(args) == n {
+			return nil
 		}
-		return nil
+		want := "no arguments"
+		switch {
+		case n == 1:
+			want = "1 argument (" + names + ")"
+		case n > 1:
+			want = fmt.Sprintf("%d arguments (%s)", n, names)
+		}
+		return usageErrorf("%s takes %s, got %d; run '%s --help'", cmd.CommandPath(), want, len(args), cmd.CommandPath())
 	}
 }
 
