@@ -141,8 +141,12 @@ func (a *app) listPositions(state string, asJSON bool) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tPOSITION\tEPOCH\tLOG START\tNEXT OFFSET\tLAG\tNOTE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Topic, r.Partition, r.Position, r.Epoch,
-			optInt(r.LogStartOffset), optInt(r.NextOffset), optInt(r.Lag), r.Note)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s", r.Topic, r.Partition, r.Position, r.Epoch,
+			optInt(r.LogStartOffset), optInt(r.NextOffset), optInt(r.Lag))
+		if r.Note != "" { // the last cell, unpadded
+			fmt.Fprintf(tw, "\t%s", r.Note)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -30,6 +30,10 @@ const (
 	batchRecords  = 8192
 	batchBytes    = 4 << 20
 	stdinBufBytes = 1 << 20
+	// batchesInFlight batches take turns: while the appender waits for a
+	// segment roll's sync (tens of ms for 64 MiB), the reader fills the
+	// others.
+	batchesInFlight = 4
 )
 
 // produceMode is produce's write path, ModeFile rather than the log's
@@ -101,7 +105,7 @@ are both terminals.`,
 
 // producer turns input lines into records and appends them in batches:
 // one goroutine reads and parses stdin into a batch while another appends
-// the batch before it, two batches taking turns.
+// the batch before it, batchesInFlight batches taking turns.
 type producer struct {
 	topic *log.Topic
 	n     int32 // the topic's partition count
@@ -207,11 +211,11 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 // On an input error (a JSON line that does not parse) the lines before it
 // are appended and the error returned.
 func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progress func(int)) error {
-	free := make(chan *batch, 2)
-	for range 2 {
+	free := make(chan *batch, batchesInFlight)
+	for range batchesInFlight {
 		free <- &batch{arena: make([]byte, 0, batchBytes)}
 	}
-	full := make(chan *batch, 1)
+	full := make(chan *batch, batchesInFlight)
 	done := make(chan struct{})
 	defer close(done)
 	readErr := make(chan error, 1)
