@@ -23,7 +23,7 @@ const (
 	exitCorrupt = 3 // a segment holds a frame that fails its check (verify, or a read that met one)
 )
 
-// exitError carries the exit code an error should end the process with.
+// codedError carries the exit code an error should end the process with.
 type codedError struct {
 	code int
 	err  error
@@ -39,7 +39,7 @@ func usageErrorf(format string, args ...any) error {
 
 // errCorruptFound is returned by verify and dump when they found corruption
 // and already printed where; it exits with exitCorrupt.
-var errCorruptFound = errors.New("strom: corruption found")
+var errCorruptFound = errors.New("corruption found")
 
 // exitCode maps an error returned by a command to the process's exit status.
 func exitCode(err error) int {
@@ -139,7 +139,7 @@ func newRoot(a *app) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          unknownCommand,
-		RunE:          helpOrUnknown,
+		RunE:          showHelp,
 		// No completion command: strom's commands are few and listed in help.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
@@ -165,8 +165,8 @@ func unknownCommand(cmd *cobra.Command, args []string) error {
 	return usageErrorf("%s; run '%s --help'", msg, cmd.CommandPath())
 }
 
-// helpOrUnknown prints a group command's help when it is run alone.
-func helpOrUnknown(cmd *cobra.Command, args []string) error {
+// showHelp prints a group command's help when it is run alone (exit 0).
+func showHelp(cmd *cobra.Command, args []string) error {
 	return cmd.Help()
 }
 

@@ -20,7 +20,7 @@ func newTopicsCmd(a *app) *cobra.Command {
   strom topics list
   strom topics describe events --json`,
 		Args: unknownCommand,
-		RunE: helpOrUnknown,
+		RunE: showHelp,
 	}
 	cmd.AddCommand(newTopicsCreateCmd(a), newTopicsListCmd(a), newTopicsDescribeCmd(a))
 	return cmd
