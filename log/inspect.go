@@ -321,8 +321,8 @@ type VerifyReport struct {
 
 // TornTail is the remains of an append cut short at the end of a
 // partition: a bad frame in its last segment with nothing intact behind it,
-// at or above its recovery point. The writer's next open cuts it, as
-// WithRepair's report would say. Beside a running writer, a frame seen half
+// at or above its recovery point. The writer's next open cuts it and says
+// so in Partition.Recovery. Beside a running writer, a frame seen half
 // written at the end of a ModeFile segment twice, 20 ms apart, is reported
 // as one too.
 type TornTail struct {
