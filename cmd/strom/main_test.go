@@ -49,20 +49,6 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// TestSourcesAreRecordedForTheTestCache opens the sources the binary is
-// built from, so that go test's result cache, which records the files a
-// test opens (after TestMain's own start), is invalidated when they change:
-// the go build in TestMain is another process, and this package does not
-// import package main.
-func TestSourcesAreRecordedForTheTestCache(t *testing.T) {
-	sources, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	for _, src := range append(sources, "../../go.mod", "../../go.sum") {
-		_, err := os.ReadFile(src)
-		require.NoError(t, err)
-	}
-}
-
 // result is what one run of strom did.
 type result struct {
 	code           int
