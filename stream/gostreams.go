@@ -155,9 +155,9 @@ var _ streams.Source = (*GoStreamsSource[int])(nil)
 // time, on a goroutine it starts at once, and sends each element's Value
 // (a T, as an any) to Out in order:
 //
-//	stream.GoSource[log.Record](ctx, source.Topic(lg, "events", source.Earliest, source.Replay())).
+//	stream.GoSource(ctx, source.Topic(lg, "events", source.Earliest, source.Replay())).
 //		Via(flow.NewMap(transform, 1)).
-//		To(stream.GoSink[log.Record](ctx, sink.Log(out)))
+//		To(stream.GoSink(ctx, sink.Log(out)))
 //
 // Out is closed when src ends (io.EOF), when a Read fails, and within a
 // moment of ctx being cancelled, even when nothing reads Out any more: every
@@ -304,7 +304,10 @@ var _ streams.Sink = (*GoStreamsSink[int])(nil)
 // sink writes nothing more, but goes on reading In and dropping what
 // arrives, so the go-streams pipeline in front of it can still end.
 // AwaitCompletion returns once In is closed and every value before it was
-// written (or dropped after a failure).
+// written (or dropped after a failure). The sink's goroutine ends when In
+// is closed, not when ctx is: [GoSource] closes what it feeds when its ctx
+// is cancelled, and go-streams' flows close their output once their input
+// is closed.
 //
 // Delivery: a value counts as written once the Write holding it returned
 // nil; go-streams has no way to tell upstream about it, so values in a
@@ -451,8 +454,11 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 // recognised by their type and parallelism); for parallel work put
 // [Parallel] or [KeyOrdered] on a strom stage next to the flow instead. A
 // flow of another package that emits more values than it was given fails
-// Run with [ErrFlowEmitsMore] as soon as its outputs outnumber its inputs;
-// one that reorders cannot be detected and must not be used.
+// Run with [ErrFlowEmitsMore] once its outputs outnumber its inputs, which
+// may be later than its first extra output (until then extra outputs are
+// paired with later inputs, so positions saved before the failure may
+// already be past records still in the flow); one that reorders cannot be
+// detected at all. Neither must be used.
 //
 // To chain flows, call Via once per flow: go-streams' Flow.Via returns the
 // last flow of the chain, whose In is not the chain's.

@@ -47,8 +47,8 @@ func ExampleGoSource() {
 	}
 
 	ctx := context.Background()
-	src := stream.GoSource[log.Record](ctx, source.Topic(lg, "events", source.Earliest, source.Replay()))
-	dst := stream.GoSink[log.Record](ctx, sink.Log(shouts))
+	src := stream.GoSource(ctx, source.Topic(lg, "events", source.Earliest, source.Replay()))
+	dst := stream.GoSink(ctx, sink.Log(shouts))
 	src.Via(flow.NewMap(func(r log.Record) log.Record {
 		return log.Record{Value: []byte(strings.ToUpper(string(r.Value)) + "!")}
 	}, 1)).To(dst) // returns once dst has written everything
