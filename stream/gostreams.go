@@ -474,7 +474,9 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 // pipeline: instead, when the source has waited for room for
 // [DefaultViaStallTimeout] (5s, or [GoStallTimeout]) while the values the
 // flow holds without output span a whole WithMaxInFlight of a partition,
-// Run fails with an error wrapping [ErrFlowStalled]. Drop records with
+// Run fails with an error wrapping [ErrFlowStalled]. The lag only grows, so
+// a pipeline that never ends (a following source) with a flow that keeps
+// dropping, even rarely, ends there in time. Drop records with
 // [Stream.Filter] before the flow instead: a filtered record is finished at
 // once.
 //
@@ -491,7 +493,9 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 // [ErrWrongType]; so does a flow that closes its output before Via closed
 // its input (wrapping [ErrFlowUnsupported]). go-streams flows have no error
 // path: a function that fails must say so in the value it emits, for a
-// stage after Via to act on. Via panics if f is nil.
+// stage after Via to act on. A pipeline that is never run, or whose Run
+// returns before starting ([ErrAlreadyRun], [ErrReusedBytes]), leaves f
+// running: close f.In() to end it. Via panics if f is nil.
 func Via[T, U any](s *Stream[T], f streams.Flow, opts ...GoOption) *Stream[U] {
 	if f == nil {
 		panic("stream: Via called with a nil flow")
