@@ -89,8 +89,8 @@ func viaChild(dir string) int {
 
 // TestViaFlowMapSurvivesKill9 publishes 20,000 records into a 2-partition
 // topic, runs the child pipeline (a go-streams flow.Map inside stream.Via,
-// FileStore checkpoints), SIGKILLs it three times at random moments (at
-// least one mid-stream) and
+// FileStore checkpoints), SIGKILLs it three times mid-stream (once its
+// output has grown past a random mark) and
 // restarts it, then lets it finish. After every kill no saved position is
 // past a record whose output was not handled; at the end every record came
 // out of the flow, upper-cased, at least once, and each partition's
@@ -99,7 +99,7 @@ func TestViaFlowMapSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
 	want := publishVia(t, filepath.Join(dir, "log"))
 
-	kills, midStream := 0, 0
+	kills, midStream := 0, 0 // midStream: kills after some records and before all
 	for round := 0; ; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), viaChildEnv+"="+dir)
@@ -109,32 +109,47 @@ func TestViaFlowMapSurvivesKill9(t *testing.T) {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		if round < 3 {
-			select {
-			case err := <-exited:
-				require.NoError(t, err, "child ended before its kill: %s", stderr.String())
-				require.GreaterOrEqual(t, kills, 2, "the child finished before its second kill; it needs more work per record")
-			case <-time.After(time.Duration(200+rand.IntN(300)) * time.Millisecond):
-				require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-				<-exited
-				kills++
-				if n := checkViaPositions(t, dir, want); n > 0 && n < viaRecords {
-					midStream++
+			// Kill once handled.log has grown past a random mark, so every
+			// kill lands mid-stream however slowly the child starts.
+			mark := int64(round+1)*80_000 + rand.Int64N(40_000)
+			tick := time.NewTicker(2 * time.Millisecond)
+			deadline := time.After(30 * time.Second)
+		wait:
+			for {
+				select {
+				case err := <-exited:
+					tick.Stop()
+					require.FailNow(t, "child ended before its kill", "%v: %s", err, stderr.String())
+				case <-deadline:
+					tick.Stop()
+					_ = cmd.Process.Kill()
+					require.FailNow(t, "child did not reach its kill mark in 30s", stderr.String())
+				case <-tick.C:
+					if fi, err := os.Stat(filepath.Join(dir, "handled.log")); err == nil && fi.Size() >= mark {
+						break wait
+					}
 				}
-				continue
 			}
-		} else {
-			select {
-			case err := <-exited:
-				require.NoError(t, err, "final run: %s", stderr.String())
-			case <-time.After(time.Minute):
-				_ = cmd.Process.Kill()
-				t.Fatal("final run did not finish in a minute")
+			tick.Stop()
+			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			<-exited
+			kills++
+			if n := checkViaPositions(t, dir, want); n > 0 && n < viaRecords {
+				midStream++
 			}
+			continue
+		}
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "final run: %s", stderr.String())
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatal("final run did not finish in a minute")
 		}
 		break
 	}
 
-	require.Positive(t, midStream, "no kill landed mid-stream")
+	require.Equal(t, 3, midStream, "every kill landed mid-stream")
 	handled := readViaHandled(t, dir)
 	again := 0
 	for p, values := range want {
