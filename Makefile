@@ -5,7 +5,7 @@ SHELL := /bin/bash
 #   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector
-#   make bench [BENCHTIME=1s]                   the log's and the pipeline's (internal/bench) benchmarks as one table
+#   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
 #   make build                                  compile everything; the services into bin/
@@ -30,7 +30,7 @@ test:
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.
 bench:
-	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./log/ ./internal/bench/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./log/ ./internal/bench/ ./cmd/strom/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi
@@ -38,4 +38,4 @@ lint:
 
 build:
 	$(GO) build ./...
-	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./internal/cmd/kafkatool
+	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./internal/cmd/kafkatool ./cmd/strom

@@ -138,3 +138,35 @@ func ExampleLog_Topic() {
 	// total 7
 	// writing orders: true
 }
+
+// ExampleScanSegment dumps every frame of a segment file, as `strom dump`
+// does: byte position, offset, body length, CRC check, key and value.
+func ExampleScanSegment() {
+	dir, _ := os.MkdirTemp("", "strom-example-")
+	defer os.RemoveAll(dir)
+	lg, _ := log.Open(dir)
+	t, _ := lg.CreateTopic("events", 1)
+	p, _ := t.Partition(0)
+	for _, v := range []string{"login", "click", "logout"} {
+		p.Append(context.Background(), log.Record{Key: []byte("alice"), Value: []byte(v)})
+	}
+	segs, _ := p.Segments()
+	lg.Close()
+
+	err := log.ScanSegment(segs[0].Path, func(f log.Frame) bool {
+		if f.Err != nil {
+			fmt.Println("bad frame:", f.Err)
+			return false
+		}
+		fmt.Printf("byte %d offset %d length %d crc ok %t: %s=%s\n",
+			f.Position, f.Record.Offset, f.Length, f.CRCOK, f.Record.Key, f.Record.Value)
+		return true
+	})
+	if err != nil {
+		panic(err)
+	}
+	// Output:
+	// byte 0 offset 0 length 46 crc ok true: alice=login
+	// byte 56 offset 1 length 46 crc ok true: alice=click
+	// byte 112 offset 2 length 47 crc ok true: alice=logout
+}

@@ -175,9 +175,12 @@ const (
 	stopBad                    // the body does not decode, or holds the wrong offset
 )
 
+// stopHalted: the visitor of walkFrames asked to stop (ScanSegment).
+const stopHalted = stopBad + 1
+
 func (r stopReason) String() string {
 	return [...]string{"end of file", "zero length prefix", "length past end of file",
-		"crc mismatch", "undecodable body or unexpected offset"}[r]
+		"crc mismatch", "undecodable body or unexpected offset", "stopped by the caller"}[r]
 }
 
 // intact reports whether the walk ended at a clean end of log.
@@ -194,6 +197,14 @@ const walkBufferBytes = 1 << 20
 // buf is reused between calls (nil allocates walkBufferBytes); the possibly
 // grown buffer is returned.
 func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
+	return s.walkFrames(buf, interval, nil)
+}
+
+// walkFrames is walk, calling visit (when not nil) with the byte position,
+// CRC and body of every intact frame after it has been counted; body
+// aliases buf. When visit returns false the walk stops there with
+// stopHalted.
+func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc uint32, body []byte) bool) (stopReason, []byte, error) {
 	if len(buf) == 0 {
 		buf = make([]byte, walkBufferBytes)
 	}
@@ -230,6 +241,16 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 					return stopTorn, buf, nil
 				}
 				if need > int64(len(buf)) {
+					// The length is untrusted: grow the buffer to it only
+					// when the file holds that many bytes (a garbage
+					// length of 2 GiB must not allocate 2 GiB).
+					fi, err := s.f.Stat()
+					if err != nil {
+						return 0, buf, fmt.Errorf("log: stat segment %s: %w", s.path, err)
+					}
+					if s.size+need > fi.Size() {
+						return stopTorn, buf, nil
+					}
 					buf = make([]byte, need)
 				}
 				break // refill from the start of this frame
@@ -246,6 +267,9 @@ func (s *segment) walk(buf []byte, interval int) (stopReason, []byte, error) {
 			s.size += need
 			s.next++
 			chunk = chunk[need:]
+			if visit != nil && !visit(s.size-need, crc, body) {
+				return stopHalted, buf, nil
+			}
 		}
 		if atEOF && len(chunk) == 0 {
 			return stopEOF, buf, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
+	"github.com/strom-dev/strom/stream/streamtest"
 )
 
 // kafkaLog opens a log in a temporary folder with topic "in" of n
@@ -383,4 +384,61 @@ func TestKafkaClosedSinkRefusesWrites(t *testing.T) {
 	require.NoError(t, out.Close())
 	err = out.Write(context.Background(), []log.Record{{Value: []byte("x")}})
 	assert.True(t, errors.Is(err, sink.ErrSinkClosed), "%v", err)
+}
+
+// TestKafkaTooLargeRecordGoesThroughDeadLetterAndSkip proves a produce
+// error goes through the stage's failure policy on a real producer: a
+// record larger than the producer's batch limit (franz-go refuses it with
+// MESSAGE_TOO_LARGE) is, under DeadLetter, written to the dead-letter sink
+// with the rest of its batch and the position passes it; under Skip it is
+// counted as skipped; either way the records of the other batches reach
+// Kafka in order and the saved position is the end.
+func TestKafkaTooLargeRecordGoesThroughDeadLetterAndSkip(t *testing.T) {
+	recs := tenValues()
+	recs[5].Value = bytes.Repeat([]byte("x"), 4<<10)
+	for _, policy := range []string{"deadletter", "skip"} {
+		t.Run(policy, func(t *testing.T) {
+			kc := kafkatest.NewCluster(t, kafkatest.Topics("out"))
+			lg := kafkaLog(t, 1, recs)
+			store, err := checkpoint.NewFileStore(t.TempDir())
+			require.NoError(t, err)
+			out, err := sink.Kafka(kc.Brokers(), "out", sink.KafkaClientOpts(kgo.ProducerBatchMaxBytes(2<<10)))
+			require.NoError(t, err)
+			defer out.Close()
+			dlq := streamtest.Collect[stream.Failure]()
+			opt := stream.DeadLetter(dlq)
+			if policy == "skip" {
+				opt = stream.Skip()
+			}
+			// Batches of about 3 records: v5's batch fails, the others not.
+			src := source.Partition(lg, "in", 0, source.Earliest, source.Replay(), source.MaxBytes(150))
+			s := stream.From(src).To(out, opt).Checkpointing(store)
+			require.NoError(t, s.Run(context.Background()))
+
+			pos, found := savedPosition(t, store)
+			require.True(t, found)
+			assert.Equal(t, int64(10), pos, "the failed batch was handled by the policy, so the position passes it")
+			got := values(kc.Records(t, "out"))
+			assert.NotContains(t, got, string(recs[5].Value))
+			assert.Subset(t, got, []string{"v0", "v9"})
+			for i := 1; i < len(got); i++ {
+				assert.Less(t, got[i-1], got[i], "in order")
+			}
+			if policy == "skip" {
+				assert.Positive(t, s.Stats()[0].Skipped)
+				assert.Empty(t, dlq.Values())
+				return
+			}
+			var dead []int64
+			for _, f := range dlq.Values() {
+				dead = append(dead, f.Offset)
+				assert.Equal(t, f.Offset, f.Value.(log.Record).Offset, "a dead letter carries its record")
+				if f.Offset == 5 {
+					assert.ErrorIs(t, f.Err, kerr.MessageTooLarge)
+				}
+			}
+			assert.Contains(t, dead, int64(5), "the too-large record is dead-lettered")
+			assert.Equal(t, int64(len(dead)), s.Stats()[0].DeadLettered)
+		})
+	}
 }

@@ -164,6 +164,18 @@
 // stages get, so their own spans are its children. Sample them with the
 // provider's sampler.
 //
+// # go-streams
+//
+// strom and github.com/reugn/go-streams work together both ways. [GoSource]
+// makes any [Source] a go-streams streams.Source and [GoSink] any [Sink] a
+// streams.Sink, so a plain go-streams pipeline reads from and writes to the
+// log; go-streams has no acknowledgements, so they save no positions.
+// [Via] puts a go-streams streams.Flow inside a strom pipeline and keeps
+// at-least-once for flows that emit at most one value per input, in input
+// order (flow.Map, flow.Filter, ...): the k-th value out finishes the k-th
+// value in. Its doc gives the rule, the flows it refuses and what a flow
+// that drops values does to positions.
+//
 // # Sources and sinks
 //
 // A [Source] returns batches and io.EOF at a clean end; strom's sources

@@ -169,7 +169,8 @@ func rows() []row {
 		meets:     func(v float64) bool { return v < 64 },
 	})
 	rs = append(rs, pipelineRows()...)
-	return append(rs, relayRows()...)
+	rs = append(rs, relayRows()...)
+	return append(rs, cliRows()...)
 }
 
 // relayRows are issue 7's figures, from internal/bench: the Kafka relay in

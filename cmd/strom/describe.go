@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/samber/lo"
+	"github.com/spf13/cobra"
+
+	"github.com/strom-dev/strom/log"
+)
+
+func newTopicsListCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the topics of the log directory",
+		Long: `List the topics of the log directory, sorted by name, with their partition
+counts and retention policies. --json prints one JSON array of objects with
+the fields topic, partitions, retentionBytes and retentionMs (-1: unlimited).`,
+		Example: `  strom topics list --dir /var/lib/app/log
+  strom topics list --json`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.listTopicsCmd(asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// topicSummary is one topic of `topics list --json`.
+type topicSummary struct {
+	Topic          string `json:"topic"`
+	Partitions     int    `json:"partitions"`
+	RetentionBytes int64  `json:"retentionBytes"`
+	RetentionMs    int64  `json:"retentionMs"`
+
+	policy log.RetentionPolicy // for the text output
+}
+
+// listTopics returns the topic names of the log directory dir, sorted.
+func listTopics(dir string) ([]string, error) {
+	names, err := log.ListTopics(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("log directory %s does not exist", dir)
+	}
+	return names, err
+}
+
+func (a *app) listTopicsCmd(asJSON bool) error {
+	lg, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	names, err := lg.Topics()
+	if err != nil {
+		return err
+	}
+	sums := make([]topicSummary, 0, len(names))
+	for _, name := range names {
+		t, err := lg.Topic(name)
+		if err != nil {
+			return err
+		}
+		pol := t.Retention()
+		sums = append(sums, topicSummary{Topic: name, Partitions: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol})
+	}
+	if asJSON {
+		return writeJSON(a, sums)
+	}
+	if len(sums) == 0 {
+		fmt.Fprintf(a.stdout, "no topics in %s\n", lg.Dir())
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRETENTION")
+	for _, s := range sums {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Topic, s.Partitions, policyString(s.policy))
+	}
+	return tw.Flush()
+}
+
+// retentionMs is a policy's age bound in milliseconds, -1 for unlimited.
+func retentionMs(p log.RetentionPolicy) int64 {
+	if p.Age < 0 {
+		return -1
+	}
+	return p.Age.Milliseconds()
+}
+
+// writeJSON prints v as one indented JSON document.
+func writeJSON(a *app, v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newTopicsDescribeCmd(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "describe [TOPIC...]",
+		Short: "Show the partitions and segments of topics",
+		Long: `Show, for each topic named (every topic when none is), each partition's log
+start offset (the lowest offset still stored), next offset (one past the last
+record) and epoch, and each of its segments: its file, base offset, next
+offset, records, bytes of frames, file length, bytes on disk, write path
+(mmap or file for the active segment, sealed for the others) and last write
+time (the file's modification time).
+
+A ModeMmap active segment is pre-sized: its file is longer than its frames,
+and what it takes on disk depends on what was written and the file system.
+
+--json prints one JSON array of topics:
+  [{"topic","partitionCount","retentionBytes","retentionMs",
+    "partitions":[{"partition","logStartOffset","nextOffset","epoch",
+      "segments":[{"file","path","baseOffset","nextOffset","records","bytes",
+        "fileBytes","diskBytes","writePath","sealed","sealMarker","modTime"}]}]}]
+with modTime in RFC 3339 and sizes in bytes.
+
+A reader tells an active mmap segment by its zero tail: one its writer closed
+(shrunk to its frames) shows as file.`,
+		Example: `  strom topics describe events
+  strom topics describe --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.describe(args, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// topicDesc is one topic of `topics describe --json`.
+type topicDesc struct {
+	Topic          string          `json:"topic"`
+	PartitionCount int             `json:"partitionCount"`
+	RetentionBytes int64           `json:"retentionBytes"`
+	RetentionMs    int64           `json:"retentionMs"`
+	Partitions     []partitionDesc `json:"partitions"`
+
+	policy log.RetentionPolicy // for the text output
+}
+
+// partitionDesc is one partition of a topicDesc.
+type partitionDesc struct {
+	Partition      int32         `json:"partition"`
+	LogStartOffset int64         `json:"logStartOffset"`
+	NextOffset     int64         `json:"nextOffset"`
+	Epoch          int32         `json:"epoch"`
+	Segments       []segmentDesc `json:"segments"`
+}
+
+// segmentDesc is one segment of a partitionDesc.
+type segmentDesc struct {
+	File       string    `json:"file"`
+	Path       string    `json:"path"`
+	BaseOffset int64     `json:"baseOffset"`
+	NextOffset int64     `json:"nextOffset"`
+	Records    int64     `json:"records"`
+	Bytes      int64     `json:"bytes"`
+	FileBytes  int64     `json:"fileBytes"`
+	DiskBytes  int64     `json:"diskBytes"`
+	WritePath  string    `json:"writePath"`
+	Sealed     bool      `json:"sealed"`
+	SealMarker bool      `json:"sealMarker"`
+	ModTime    time.Time `json:"modTime"`
+}
+
+func (a *app) describe(topics []string, asJSON bool) error {
+	lg, err := a.openRead()
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	if len(topics) == 0 {
+		if topics, err = lg.Topics(); err != nil {
+			return err
+		}
+	}
+	descs := make([]topicDesc, 0, len(topics))
+	for _, name := range topics {
+		d, err := describeTopic(lg, name)
+		if err != nil {
+			return err
+		}
+		descs = append(descs, d)
+	}
+	if asJSON {
+		return writeJSON(a, descs)
+	}
+	for i, d := range descs {
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		printTopicDesc(a, d)
+	}
+	return nil
+}
+
+// describeTopic gathers what describe prints of one topic.
+func describeTopic(lg *log.Log, name string) (topicDesc, error) {
+	t, err := lg.Topic(name)
+	if err != nil {
+		return topicDesc{}, err
+	}
+	pol := t.Retention()
+	d := topicDesc{Topic: name, PartitionCount: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol}
+	for i := range t.Partitions() {
+		p, err := t.Partition(int32(i))
+		if err != nil {
+			return d, err
+		}
+		segs, err := p.Segments()
+		if err != nil {
+			return d, err
+		}
+		d.Partitions = append(d.Partitions, partitionDesc{
+			Partition: p.ID(), LogStartOffset: p.StartOffset(), NextOffset: p.NextOffset(), Epoch: p.Epoch(),
+			Segments: lo.Map(segs, func(s log.SegmentInfo, _ int) segmentDesc {
+				return segmentDesc{File: filepath.Base(s.Path), Path: s.Path, BaseOffset: s.BaseOffset,
+					NextOffset: s.NextOffset, Records: s.Records, Bytes: s.Bytes, FileBytes: s.FileBytes,
+					DiskBytes: s.DiskBytes, WritePath: s.WritePath, Sealed: s.Sealed, SealMarker: s.SealMarker,
+					ModTime: s.ModTime}
+			}),
+		})
+	}
+	return d, nil
+}
+
+// printTopicDesc prints one topic as a table, one line per segment, the
+// partition's columns on its first.
+func printTopicDesc(a *app, d topicDesc) {
+	fmt.Fprintf(a.stdout, "topic %s: %d partition(s), %s\n", d.Topic, d.PartitionCount, policyString(d.policy))
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLOG START\tNEXT OFFSET\tEPOCH\tSEGMENT\tBASE\tNEXT\tRECORDS\tBYTES\tFILE BYTES\tON DISK\tWRITE PATH\tLAST WRITE")
+	for _, p := range d.Partitions {
+		part := fmt.Sprintf("%d\t%d\t%d\t%d", p.Partition, p.LogStartOffset, p.NextOffset, p.Epoch)
+		for _, s := range p.Segments {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", part, s.File, s.BaseOffset, s.NextOffset,
+				s.Records, s.Bytes, s.FileBytes, s.DiskBytes, s.WritePath, s.ModTime.Format(time.RFC3339))
+			part = "\t\t\t" // the partition's columns only on its first segment
+		}
+	}
+	tw.Flush()
+}

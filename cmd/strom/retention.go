@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/samber/lo"
+	"github.com/spf13/cobra"
+
+	"github.com/strom-dev/strom/log"
+)
+
+func newRetentionCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retention [TOPIC...]",
+		Short: "Apply the topics' retention policies once and print what was deleted",
+		Long: `Apply each topic's retention policy (set by "topics create --retention-bytes
+--retention") once, now, to the topics named, or to every topic, and print
+the segments deleted from each partition and its new log start offset.
+
+Retention deletes whole segments, oldest first, never a partition's active
+one (see the log package's "Retention"). It is a write: it takes each topic's
+writer lock, so it fails, naming the writer's pid, on a topic another process
+is writing; that process applies the policy itself every 5 minutes.`,
+		Example: `  strom retention --dir /var/lib/app/log
+  strom retention events`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.retention(args)
+		},
+	}
+}
+
+func (a *app) retention(topics []string) error {
+	dir, err := a.logDir()
+	if err != nil {
+		return err
+	}
+	if len(topics) == 0 {
+		if topics, err = listTopics(dir); err != nil {
+			return err
+		}
+	}
+	lg, err := log.Open(dir, log.WithRetentionCheckInterval(0))
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	now := time.Now()
+	for _, name := range topics {
+		t, err := lg.Topic(name)
+		if err != nil {
+			return err
+		}
+		rep, err := t.EnforceRetention(now)
+		printRetention(a, t, rep)
+		if err != nil {
+			return fmt.Errorf("retention of topic %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// printRetention prints what one topic's retention check deleted.
+func printRetention(a *app, t *log.Topic, rep log.RetentionReport) {
+	pol := t.Retention()
+	if len(rep.Partitions) == 0 {
+		fmt.Fprintf(a.stdout, "%s: nothing to delete (%s)\n", t.Name(), policyString(pol))
+		return
+	}
+	for _, p := range rep.Partitions {
+		names := lo.Map(p.Segments, func(s string, _ int) string { return filepath.Base(s) })
+		fmt.Fprintf(a.stdout, "%s partition %d: deleted %d segment(s), %d records, %d bytes (%s); log start offset now %d\n",
+			t.Name(), p.Partition, len(p.Segments), p.Records, p.Bytes, strings.Join(names, ", "), p.StartOffset)
+	}
+}
+
+// policyString describes a retention policy in words.
+func policyString(p log.RetentionPolicy) string {
+	parts := []string{}
+	if p.Bytes >= 0 {
+		parts = append(parts, fmt.Sprintf("retention bytes %d", p.Bytes))
+	}
+	if p.Age >= 0 {
+		parts = append(parts, fmt.Sprintf("retention %s", p.Age))
+	}
+	if len(parts) == 0 {
+		return "retention unlimited"
+	}
+	return strings.Join(parts, ", ")
+}
