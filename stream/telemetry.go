@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -99,15 +100,25 @@ func WithName(name string) Option {
 	return pipelineOptionFunc(func(pc *pipelineConfig) { pc.name = name })
 }
 
-// globalMeterAtInit and globalTracerAtInit are the global providers as
-// this package found them: the stand-ins that discard everything until
-// otel.SetMeterProvider and otel.SetTracerProvider install providers, after
-// which otel.GetMeterProvider and otel.GetTracerProvider return those
-// instead.
-var (
-	globalMeterAtInit  = otel.GetMeterProvider()
-	globalTracerAtInit = otel.GetTracerProvider()
-)
+// otelGlobalPkg is the package of the stand-ins otel.GetMeterProvider and
+// otel.GetTracerProvider return until otel.SetMeterProvider and
+// otel.SetTracerProvider install providers (after which they return those
+// instead). Judging by the type, not by comparing with what the getters
+// returned when this package was initialised, keeps a provider installed
+// before that (by an init function that runs first) counted as installed.
+const otelGlobalPkg = "go.opentelemetry.io/otel/internal/global"
+
+// isOtelStandIn reports whether v is one of otel's global stand-ins.
+func isOtelStandIn(v any) bool {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return true
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.PkgPath() == otelGlobalPkg
+}
 
 // meterInstalled and tracerInstalled report whether a provider reports
 // somewhere: neither a no-op nor the global stand-in.
@@ -116,7 +127,7 @@ func meterInstalled(mp metric.MeterProvider) bool {
 	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
 		return false
 	}
-	return mp != globalMeterAtInit
+	return !isOtelStandIn(mp)
 }
 
 func tracerInstalled(tp trace.TracerProvider) bool {
@@ -124,7 +135,7 @@ func tracerInstalled(tp trace.TracerProvider) bool {
 	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
 		return false
 	}
-	return tp != globalTracerAtInit
+	return !isOtelStandIn(tp)
 }
 
 // telemetry is one Run's telemetry. Record and stage counts, positions
