@@ -147,6 +147,15 @@ post() {
 	[[ $status == *" 200 "* ]] || fail "POST $1$2: ${status:-no answer}"
 }
 
+# metrics URL prints the service's GET /metrics (Prometheus text), with bash's /dev/tcp.
+metrics() {
+	local hostport=${1#http://}
+	exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}" || return 1
+	printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' "$hostport" >&3
+	cat <&3
+	exec 3<&-
+}
+
 start_publisher() {
 	local args=(--dir "$LOGDIR" --topic "$TOPIC" --partitions "$PARTITIONS" --addr "127.0.0.1:$PUB_PORT" --rate "$RATE")
 	if [[ -n $INPUT ]]; then args+=(--input "$INPUT"); fi
@@ -246,6 +255,16 @@ echo "\$ check resumed $BEFORE --consumer ${CONSUMER_URLS[victim]} --at-least $L
 "$BIN/check" resumed "$BEFORE" --consumer "${CONSUMER_URLS[victim]}" --at-least "$LOW" || failed=1
 echo
 "$BIN/check" table --publisher "$PUB_URL" --consumers "$CONSUMERS_CSV" || failed=1
+echo
+# The consumers' OpenTelemetry metrics, as Prometheus scrapes them (see the README's "Metrics").
+echo "\$ curl -s ${CONSUMER_URLS[0]}/metrics | grep -E '^strom_(partition|checkpoint_saves)'"
+scrape=$(metrics "${CONSUMER_URLS[0]}" | grep -E '^strom_(partition|checkpoint_saves)' | sed -E 's/,?otel_scope_[a-z_]+="[^"]*"//g')
+if [[ $scrape == *strom_partition_position* ]]; then
+	echo "$scrape"
+else
+	echo "demo: FAIL: consumer-0's /metrics has no strom_partition_position" >&2
+	failed=1
+fi
 echo
 if ((failed)); then
 	fail "a check failed (see above)"
