@@ -133,7 +133,7 @@
 // messaging.destination.partition.id (the partition, as a string):
 //
 //	messaging.client.consumed.messages counter (async)   {message} records read with lineage, again when read again after a restart
-//	messaging.process.duration         histogram         s         one value per source batch: from the batch entering the first stage until it has been through every stage or reached one with goroutines of its own (Parallel, KeyOrdered, Batch); also messaging.operation.name="process"
+//	messaging.process.duration         histogram         s         one value per source batch: from the batch entering the first stage until it has been through every stage or reached one with goroutines of its own (Parallel, KeyOrdered, Batch); also messaging.operation.name="process" and messaging.operation.type="process"
 //	strom.partition.position           gauge (async)     {offset}  the lowest offset not yet finished: what the next checkpoint saves, where a restart resumes
 //	strom.partition.high_watermark     gauge (async)     {offset}  the partition's next offset, from a source that is a [HighWatermarker] (source.Partition, source.Topic, source.Kafka)
 //	strom.partition.lag                gauge (async)     {message} high watermark minus position: records not yet finished
@@ -173,8 +173,10 @@
 // [Via] puts a go-streams streams.Flow inside a strom pipeline and keeps
 // at-least-once for flows that emit at most one value per input, in input
 // order (flow.Map, flow.Filter, ...): the k-th value out finishes the k-th
-// value in. Its doc gives the rule, the flows it refuses and what a flow
-// that drops values does to positions.
+// value in. A flow that drops values holds positions back by what it has
+// dropped so far, and once that reaches [WithMaxInFlight] records (65,536
+// by default) Run fails with [ErrFlowStalled]: filter with [Stream.Filter]
+// before the flow instead. Its doc gives the rule and the flows it refuses.
 //
 // # Sources and sinks
 //

@@ -197,6 +197,12 @@ func newTelemetry(rt *runtime) *telemetry {
 	failed := attribute.NewSet(append([]attribute.KeyValue{telSystem, semconv.ErrorTypeOther}, t.group...)...)
 	t.saveFailOpts = []metric.RecordOption{metric.WithAttributeSet(failed)}
 	t.saveFailAddOpts = []metric.AddOption{metric.WithAttributeSet(failed)}
+	if len(p.stores) > 0 {
+		// Zero-valued series from the start, so an alert on saves or
+		// failures sees 0 rather than no series until the first one.
+		t.saves.Add(telCtx, 0, t.saveAddOpts...)
+		t.saveFailures.Add(telCtx, 0, t.saveFailAddOpts...)
+	}
 
 	t.stages = make([]attribute.Set, len(p.stages))
 	t.stageOpts = make([][]metric.RecordOption, len(p.stages))

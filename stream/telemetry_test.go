@@ -116,7 +116,8 @@ func TestMetricsCountRecordsPerStage(t *testing.T) {
 	h, ok := m.Histogram(stream.MetricCheckpointDuration, group)
 	require.True(t, ok, "checkpoint durations reported")
 	assert.GreaterOrEqual(t, h.Count, uint64(saves), "one duration per save (the last ones may land between two collections)")
-	failures, _ := m.Int(stream.MetricCheckpointFailures)
+	failures, ok := m.Int(stream.MetricCheckpointFailures, attribute.String("error.type", "_OTHER"), group)
+	assert.True(t, ok, "the failures series exists (at 0) before any failure, for alerts")
 	assert.Zero(t, failures)
 
 	batches, ok := m.Histogram(stream.MetricProcessDuration, partitionAttrs...)
