@@ -423,7 +423,14 @@ func (e *ProduceError) Error() string {
 	} else if len(e.Brokers) > 0 {
 		fmt.Fprintf(&b, " (brokers %s)", strings.Join(e.Brokers, ","))
 	}
-	fmt.Fprintf(&b, ": record from %s/%d offset %d: %v", e.SourceTopic, e.SourcePartition, e.SourceOffset, e.Err)
+	if e.SourceTopic != "" {
+		fmt.Fprintf(&b, ": record from %s/%d offset %d", e.SourceTopic, e.SourcePartition, e.SourceOffset)
+	} else {
+		// A record made by a stage (MapTo) carries no source fields; the
+		// pipeline's *RecordError around this one names its lineage.
+		b.WriteString(": a record with no source topic")
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()
 }
 
