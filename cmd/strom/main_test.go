@@ -627,3 +627,70 @@ func TestTornTailIsReportedNotCorruptAndRepairCutsIt(t *testing.T) {
 	assert.Regexp(t, `repaired ev partition 0: cut 10 bytes from .*, dropped 0 records`, out)
 	assert.NotContains(t, out[strings.Index(out, "after repair"):], "torn tail")
 }
+
+// writeAt writes b at byte pos of the file at path.
+func writeAt(t *testing.T, path string, pos int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, pos)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// TestDumpCallsDamageWithIntactFramesBehindCorruption ensures dump calls a
+// bad frame or a zero length in the middle of a segment, with intact frames
+// behind it, corruption (exit 3, naming byte and offset), not a torn tail;
+// a bad last frame of a sealed segment too; that a file not named like a
+// segment whose first frame is bad is not a segment file (exit 1), and that
+// nothing reaches stdout before an error opening the file.
+func TestDumpCallsDamageWithIntactFramesBehindCorruption(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "c", 1)
+	var lines bytes.Buffer
+	for i := 1; i <= 1000; i++ {
+		fmt.Fprintln(&lines, i)
+	}
+	ok(t, lines.Bytes(), "--dir", dir, "produce", "c")
+	seg := segmentsOf(t, dir, "c", 0)[0]
+	clean, err := os.ReadFile(seg)
+	require.NoError(t, err)
+	frames := dumpJSON(t, seg)
+	require.Len(t, frames, 1000)
+
+	writeAt(t, seg, frames[501].Position+3, []byte{0x7f}) // a length past the end of the file
+	r := strom(t, nil, "dump", seg)
+	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stdout), fmt.Sprintf("501 intact frames, then a bad frame at byte %d (offset 501): corruption: an intact frame of offset 502 follows at byte %d", frames[501].Position, frames[502].Position))
+	assert.Contains(t, string(r.stderr), fmt.Sprintf("bad frame at byte %d (offset 501)", frames[501].Position))
+	assert.Equal(t, 3, strom(t, nil, "dump", "--json", seg).code)
+
+	require.NoError(t, os.WriteFile(seg, clean, 0o644))
+	writeAt(t, seg, 48*512, make([]byte, 480)) // dd if=/dev/zero bs=48 seek=512 count=10
+	r = strom(t, nil, "dump", seg)
+	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+	assert.Regexp(t, `then a bad frame at byte \d+ \(offset \d+\): corruption: an intact frame of offset \d+ follows`, string(r.stdout))
+	assert.NotContains(t, string(r.stdout), "end of data")
+
+	notSeg := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(notSeg, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644))
+	r = strom(t, nil, "dump", notSeg)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), notSeg+" is not a strom segment file")
+	assert.Empty(t, r.stdout)
+
+	r = strom(t, nil, "dump", filepath.Join(t.TempDir(), "00000000000000000000.log"))
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), "no such file")
+	assert.Empty(t, r.stdout)
+
+	// A bad last frame of a segment a later one follows: sealed, so corrupt.
+	dir = newLog(t, "ev", 1)
+	ok(t, bytes.Repeat([]byte("thirty-two bytes of a log line.\n"), 250), "--dir", dir, "produce", "ev", "--segment-bytes", "4096")
+	seg = segmentsOf(t, dir, "ev", 0)[0]
+	frames = dumpJSON(t, seg)
+	writeAt(t, seg, frames[len(frames)-1].Position+8+20, []byte{0xff})
+	r = strom(t, nil, "dump", seg)
+	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stdout), "corruption: the segment is sealed: ")
+}
