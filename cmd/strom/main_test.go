@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -693,4 +694,40 @@ func TestDumpCallsDamageWithIntactFramesBehindCorruption(t *testing.T) {
 	r = strom(t, nil, "dump", seg)
 	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, string(r.stdout), "corruption: the segment is sealed: ")
+}
+
+// TestProduceStopsOnSIGTERMAppendingWhatItRead ensures produce, sent SIGTERM
+// while it waits for more input on a pipe, appends and syncs the lines it
+// read, prints their offsets and exits 0.
+func TestProduceStopsOnSIGTERMAppendingWhatItRead(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 1)
+	cmd := exec.Command(stromBin, "--dir", dir, "produce", "ev", "--print-offsets")
+	cmd.Env = cleanEnv()
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = stdin.Close() })
+	_, err = stdin.Write([]byte("one\ntwo\nthree\n"))
+	require.NoError(t, err)
+	// The lines are appended (not yet synced) once produce reads them.
+	deadline := time.Now().Add(10 * time.Second)
+	for string(ok(t, nil, "--dir", dir, "consume", "ev")) != "one\ntwo\nthree\n" {
+		require.True(t, time.Now().Before(deadline), "produce did not append the lines")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("produce did not exit on SIGTERM")
+	}
+	require.NoError(t, err, "stderr: %s", errb.String())
+	assert.Equal(t, "ev/0@0\nev/0@1\nev/0@2\n", out.String())
+	assert.Equal(t, "one\ntwo\nthree\n", string(ok(t, nil, "--dir", dir, "consume", "ev")))
 }
