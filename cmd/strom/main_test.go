@@ -279,6 +279,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"--dir", dir, "positions", "set", "--state", dir, "ev", "-1", "0"}, "-1 is not a valid argument"},
 		{[]string{"--dir", dir, "positions", "set", "--state", dir, "--", "ev", "-1", "0"}, `partition "-1" is not a number >= 0`},
 		{[]string{"--dir", dir, "produce", "ev", "--format", "xml"}, "want raw or json"},
+		{[]string{"--dir", dir, "produce", "ev", "--segment-bytes", "0"}, "--segment-bytes 0: want 64 to"},
+		{[]string{"--dir", dir, "positions", "set", "--state", dir, "ev", "7", "5"}, "partition 7: topic ev has partitions 0 to 1"},
 		{[]string{"consume", "ev"}, "give --dir DIR or set STROM_DIR"},
 		{[]string{"--dir", dir, "topics", "create", "../x"}, "invalid topic name"},
 	} {
@@ -730,4 +732,33 @@ func TestProduceStopsOnSIGTERMAppendingWhatItRead(t *testing.T) {
 	require.NoError(t, err, "stderr: %s", errb.String())
 	assert.Equal(t, "ev/0@0\nev/0@1\nev/0@2\n", out.String())
 	assert.Equal(t, "one\ntwo\nthree\n", string(ok(t, nil, "--dir", dir, "consume", "ev")))
+}
+
+// TestRetentionSkipsUnlimitedTopicsAndGoesOnAfterAFailure ensures retention
+// takes no lock for a topic without a policy, and after a topic that fails
+// (locked by another process) still applies the others, exiting 1 at the end.
+func TestRetentionSkipsUnlimitedTopicsAndGoesOnAfterAFailure(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "log")
+	ok(t, nil, "--dir", dir, "topics", "create", "a-locked", "--retention-bytes", "0")
+	ok(t, nil, "--dir", dir, "topics", "create", "b-free", "--retention-bytes", "0")
+	ok(t, nil, "--dir", dir, "topics", "create", "c-unlimited")
+	for _, topic := range []string{"a-locked", "b-free"} {
+		ok(t, bytes.Repeat([]byte("0123456789abcdef\n"), 100), "--dir", dir, "produce", topic, "--segment-bytes", "512")
+	}
+	lock := func(topic string) {
+		f, err := os.OpenFile(filepath.Join(dir, topic, "writer.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	}
+	lock("a-locked")
+	lock("c-unlimited")
+	r := strom(t, nil, "--dir", dir, "retention")
+	assert.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "retention of topic a-locked: ")
+	assert.Contains(t, string(r.stderr), "retention failed for 1 of 3 topic(s)")
+	assert.NotContains(t, string(r.stderr), "c-unlimited")
+	assert.Regexp(t, `(?m)^b-free partition 0: deleted \d+ segment`, string(r.stdout))
+	assert.Contains(t, string(r.stdout), "c-unlimited: nothing to delete (retention unlimited)\n")
 }

@@ -197,7 +197,14 @@ func (a *app) setPosition(state, topic, partArg, offArg string) error {
 		return err
 	}
 	defer lg.Close()
-	p, err := partitionOf(lg, topic, int32(pn))
+	t, err := lg.Topic(topic)
+	if err != nil {
+		return err
+	}
+	if pn >= int64(t.Partitions()) {
+		return usageErrorf("partition %d: topic %s has partitions 0 to %d", pn, topic, t.Partitions()-1)
+	}
+	p, err := t.Partition(int32(pn))
 	if err != nil {
 		return err
 	}

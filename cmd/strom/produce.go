@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"regexp"
@@ -49,6 +50,11 @@ const (
 // 2026-11-30, 2-core machine). The format is the same either way: a writer of
 // either mode reopens the segments of the other.
 const produceMode = "file"
+
+// minSegmentBytes is the smallest segment size log.Open takes (its largest
+// is math.MaxInt32, the largest frame): checked here first, so a bad
+// --segment-bytes is a usage error found before anything is opened.
+const minSegmentBytes = 64
 
 type produceFlags struct {
 	format       string
@@ -159,6 +165,9 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	mode, err := log.ParseMode(f.mode)
 	if err != nil {
 		return usageErrorf("--mode: %w", err)
+	}
+	if f.segmentBytes < minSegmentBytes || f.segmentBytes > math.MaxInt32 {
+		return usageErrorf("--segment-bytes %d: want %d to %d", f.segmentBytes, minSegmentBytes, math.MaxInt32)
 	}
 	p := &producer{format: f.format, fixed: f.partition, out: a.stdout, print: f.printOffsets}
 	if f.keyRegex != "" {

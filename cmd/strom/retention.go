@@ -23,7 +23,10 @@ the segments deleted from each partition and its new log start offset.
 Retention deletes whole segments, oldest first, never a partition's active
 one (see the log package's "Retention"). It is a write: it takes each topic's
 writer lock, so it fails, naming the writer's pid, on a topic another process
-is writing; that process applies the policy itself every 5 minutes.`,
+is writing; that process applies the policy itself every 5 minutes. A topic
+without a retention policy is skipped without taking its lock. A topic that
+fails is reported on stderr and the others are still done; the exit status
+is then 1.`,
 		Example: `  strom retention --dir /var/lib/app/log
   strom retention events`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,16 +51,25 @@ func (a *app) retention(topics []string) error {
 	}
 	defer lg.Close()
 	now := time.Now()
+	failed := 0
 	for _, name := range topics {
 		t, err := lg.Topic(name)
-		if err != nil {
-			return err
+		if err == nil {
+			if pol := t.Retention(); pol.Bytes < 0 && pol.Age < 0 {
+				printRetention(a, t, log.RetentionReport{}) // unlimited: nothing to lock for
+				continue
+			}
+			var rep log.RetentionReport
+			rep, err = t.EnforceRetention(now)
+			printRetention(a, t, rep)
 		}
-		rep, err := t.EnforceRetention(now)
-		printRetention(a, t, rep)
 		if err != nil {
-			return fmt.Errorf("retention of topic %s: %w", name, err)
+			failed++
+			fmt.Fprintf(a.stderr, "strom: retention of topic %s: %v\n", name, err)
 		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("retention failed for %d of %d topic(s)", failed, len(topics))
 	}
 	return nil
 }
