@@ -72,11 +72,13 @@ func (a *app) listTopicsCmd(asJSON bool) error {
 		pol := t.Retention()
 		sums = append(sums, topicSummary{Topic: name, Partitions: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol})
 	}
+	if len(sums) == 0 {
+		fmt.Fprintln(a.stderr, "strom:", noTopics(lg.Dir()))
+	}
 	if asJSON {
 		return writeJSON(a, sums)
 	}
 	if len(sums) == 0 {
-		fmt.Fprintf(a.stdout, "no topics in %s\n", lg.Dir())
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)

@@ -762,3 +762,25 @@ func TestRetentionSkipsUnlimitedTopicsAndGoesOnAfterAFailure(t *testing.T) {
 	assert.Regexp(t, `(?m)^b-free partition 0: deleted \d+ segment`, string(r.stdout))
 	assert.Contains(t, string(r.stdout), "c-unlimited: nothing to delete (retention unlimited)\n")
 }
+
+// TestDirOneLevelTooHighIsSaid ensures topics list and verify on a directory
+// without topics say so on stderr and suggest the subfolder that holds them;
+// verify then exits 1 instead of finding no corruption.
+func TestDirOneLevelTooHighIsSaid(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 1)
+	above := filepath.Dir(dir)
+	hint := "no topics in log directory " + above + "; its subfolder " + dir + " holds 1 topic(s) (ev): did you mean --dir " + dir + "?"
+	r := strom(t, nil, "--dir", above, "verify")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), "nothing to verify: "+hint)
+	assert.NotContains(t, string(r.stdout), "no corruption found")
+	r = strom(t, nil, "--dir", above, "topics", "list")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, string(r.stderr), hint)
+	assert.Empty(t, r.stdout)
+	empty := t.TempDir()
+	r = strom(t, nil, "--dir", empty, "verify")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "strom: nothing to verify: no topics in log directory "+empty+"\n", string(r.stderr))
+}
