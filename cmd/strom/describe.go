@@ -84,7 +84,7 @@ func (a *app) listTopicsCmd(asJSON bool) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRETENTION")
 	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Topic, s.Partitions, policyString(s.policy))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Topic, s.Partitions, policyCell(s.policy))
 	}
 	return tw.Flush()
 }

@@ -54,6 +54,10 @@ valuePreview and, for a bad frame, error.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per frame")
 	cmd.Flags().IntVar(&previewBytes, "preview-bytes", 64, "bytes of each value to preview")
+	// dump needs no log directory: a hidden local --dir shadows the global
+	// one in its help, and is still accepted (and ignored) when given.
+	cmd.Flags().String("dir", "", "unused")
+	_ = cmd.Flags().MarkHidden("dir")
 	return cmd
 }
 

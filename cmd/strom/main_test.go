@@ -280,6 +280,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"--dir", dir, "positions", "set", "--state", dir, "--", "ev", "-1", "0"}, `partition "-1" is not a number >= 0`},
 		{[]string{"--dir", dir, "produce", "ev", "--format", "xml"}, "want raw or json"},
 		{[]string{"--dir", dir, "produce", "ev", "--segment-bytes", "0"}, "--segment-bytes 0: want 64 to"},
+		{[]string{"--dir", dir, "topics", "create", "ev", "--retention", "-5s"}, "--retention -5s is negative"},
+		{[]string{"--dir", dir, "topics", "create", "ev", "--retention-bytes", "-7"}, "--retention-bytes -7 is negative"},
 		{[]string{"--dir", dir, "positions", "set", "--state", dir, "ev", "7", "5"}, "partition 7: topic ev has partitions 0 to 1"},
 		{[]string{"consume", "ev"}, "give --dir DIR or set STROM_DIR"},
 		{[]string{"--dir", dir, "topics", "create", "../x"}, "invalid topic name"},
@@ -783,4 +785,35 @@ func TestDirOneLevelTooHighIsSaid(t *testing.T) {
 	r = strom(t, nil, "--dir", empty, "verify")
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "strom: nothing to verify: no topics in log directory "+empty+"\n", string(r.stderr))
+}
+
+// TestMessagesSayWhatHappened ensures topics list shows a retention policy
+// without repeating the column's name, a bad first JSON line says nothing was
+// appended and how to drop an unknown field, and positions lists the
+// positions beside a corrupt position file, flagging it and exiting 1.
+func TestMessagesSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 2)
+	ok(t, nil, "--dir", dir, "topics", "create", "aged", "--retention", "168h")
+	out := string(ok(t, nil, "--dir", dir, "topics", "list"))
+	assert.Regexp(t, `(?m)^ev\s+2\s+unlimited$`, out)
+	assert.Regexp(t, `(?m)^aged\s+1\s+age 168h0m0s$`, out)
+
+	r := strom(t, []byte(`{"value":"x","extra":1}`+"\n"), "--dir", dir, "produce", "ev", "--format", "json")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), `stdin line 1: unknown field "extra"`)
+	assert.Contains(t, string(r.stderr), `jq -c 'del(.extra)'`)
+	assert.Contains(t, string(r.stderr), "(nothing was appended)")
+	r = strom(t, []byte(`{"value":"x"}`+"\n"+`{"value":"y","extra":1}`+"\n"), "--dir", dir, "produce", "ev", "--format", "json")
+	assert.Contains(t, string(r.stderr), "stdin line 2: ")
+	assert.Contains(t, string(r.stderr), "(the lines before it were appended)")
+
+	state := t.TempDir()
+	ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "0")
+	require.NoError(t, os.WriteFile(filepath.Join(state, "ev-1.position"), []byte("garbage"), 0o644))
+	r = strom(t, nil, "--dir", dir, "positions", "--state", state)
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^ev\s+0\s+0\s`, string(r.stdout))
+	assert.Contains(t, string(r.stderr), "ev-1.position")
+	assert.Contains(t, string(r.stderr), "1 position file(s) in "+state+" do not parse")
 }

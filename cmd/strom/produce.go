@@ -83,8 +83,9 @@ a last line without '\n' is a record too.
 prints it: {"key":..., "value":..., "headers":[{"key":..., "value":...}],
 "timestamp": MILLISECONDS}; a key or value that is not UTF-8 is given in
 base64 with "keyEncoding":"base64" / "valueEncoding":"base64"; null is a nil
-key or value; topic, partition and offset are accepted and ignored. Blank
-lines are skipped.
+key or value; topic, partition and offset are accepted and ignored. Any
+other field is an error (a misspelt field must not be lost silently): drop
+extra fields first, e.g. jq -c 'del(.extra)'. Blank lines are skipped.
 
 The partition of a record is --partition when given, else picked from its key
 as Kafka does (murmur2, modulo the partition count), and round-robin for
@@ -398,6 +399,9 @@ func (p *producer) add(b *batch, line []byte) error {
 		}
 		var err error
 		if rec, err = parseJSONRecord(line); err != nil {
+			if p.line == 1 {
+				return fmt.Errorf("stdin line 1: %w (nothing was appended)", err)
+			}
 			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
 		}
 	} else {

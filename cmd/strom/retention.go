@@ -88,6 +88,22 @@ func printRetention(a *app, t *log.Topic, rep log.RetentionReport) {
 	}
 }
 
+// policyCell is a policy in the RETENTION column of topics list: "unlimited",
+// "bytes 1073741824", "age 168h0m0s", or both.
+func policyCell(p log.RetentionPolicy) string {
+	parts := []string{}
+	if p.Bytes >= 0 {
+		parts = append(parts, fmt.Sprintf("bytes %d", p.Bytes))
+	}
+	if p.Age >= 0 {
+		parts = append(parts, fmt.Sprintf("age %s", p.Age))
+	}
+	if len(parts) == 0 {
+		return "unlimited"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // policyString describes a retention policy in words.
 func policyString(p log.RetentionPolicy) string {
 	parts := []string{}
