@@ -169,6 +169,12 @@ type FrameError struct {
 	Offset   int64  // offset the frame should hold: the segment's base plus the intact frames before it
 	Reason   string // what failed, with the numbers: "crc mismatch: ...", "length past end of file: ...", ...
 	Torn     bool   // the frame runs past the end of the file
+	// IntactAt is the byte position of the first intact frame behind this
+	// one that holds Offset or a later offset (at an 8-byte boundary, as
+	// recovery and Verify look for it), 0 when there is none. Non-zero, the
+	// bad frame is damage, not a torn tail: records follow it.
+	IntactAt     int64
+	IntactOffset int64 // the offset the frame at IntactAt holds
 }
 
 // Error names the segment, the position and the expected offset.
@@ -186,9 +192,12 @@ func (e *FrameError) Unwrap() error {
 
 // ScanSegment reads the segment file at path frame by frame and calls fn
 // for each, in order, until the end of the data (the end of the file, or a
-// zero length prefix: the zero tail of a pre-sized segment), the first frame
-// that is not intact (passed to fn with Err set; ScanSegment then returns
-// nil: it reports, it does not judge), or fn returns false.
+// zero length prefix with no intact frame behind it: the zero tail of a
+// pre-sized segment), the first frame that is not intact (passed to fn with
+// Err set, a *FrameError whose IntactAt says whether an intact frame lies
+// behind it; a zero length prefix with one behind it is passed so too, with
+// Length 0; ScanSegment then returns nil: it reports, it does not judge), or
+// fn returns false.
 //
 // A frame is intact when its length fits in the file, its CRC32C matches
 // and its body decodes holding the expected offset: the base offset in the
@@ -218,15 +227,41 @@ func ScanSegment(path string, fn func(Frame) bool) error {
 		return fn(fr)
 	}
 	var buf []byte
+	zeroAt := int64(-1) // where a zero length prefix was read once
 	for {
 		var why stopReason
 		why, buf, err = s.walkFrames(buf, math.MaxInt, visit)
-		if err != nil || why.intact() || why == stopHalted {
+		if err != nil || why == stopEOF || why == stopHalted {
 			return err
 		}
-		fr, err := s.badFrame(why)
-		if err != nil {
+		var fr Frame
+		if why == stopZero {
+			// The end of the data, unless an intact frame lies behind the
+			// zero length, still when walked once more: a ModeMmap writer
+			// stores a frame's length after its body.
+			_, _, found, err := s.findFrameAfter(s.size, s.next)
+			if err != nil {
+				return fmt.Errorf("log: scan segment: %w", err)
+			}
+			if !found {
+				return nil
+			}
+			if zeroAt != s.size {
+				zeroAt = s.size
+				continue
+			}
+			fr = s.zeroFrame()
+		} else if fr, err = s.badFrame(why); err != nil {
 			return err
+		}
+		if fe, ok := fr.Err.(*FrameError); ok {
+			at, off, found, err := s.findFrameAfter(s.size, s.next)
+			if err != nil {
+				return fmt.Errorf("log: scan segment: %w", err)
+			}
+			if found {
+				fe.IntactAt, fe.IntactOffset = at, off
+			}
 		}
 		if !fn(fr) || fr.Err != nil {
 			return nil
@@ -236,6 +271,16 @@ func ScanSegment(path string, fn func(Frame) bool) error {
 		s.size += int64(padded(frameHeaderBytes + int(fr.Length)))
 		s.next++
 	}
+}
+
+// zeroFrame is the frame at s.size, whose length prefix is zero, as a bad
+// frame.
+func (s *segment) zeroFrame() Frame {
+	var h [frameHeaderBytes]byte
+	_, _ = s.f.ReadAt(h[:], s.size)
+	_, crc := frameHeader(h[:])
+	return Frame{Position: s.size, CRC: crc, Err: &FrameError{Segment: s.path, Position: s.size, Offset: s.next,
+		Reason: "zero length prefix"}}
 }
 
 // firstFrameOffset returns the offset the first frame of f claims, or 0

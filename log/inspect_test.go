@@ -207,6 +207,56 @@ func TestScanSegmentStopsAtFlippedByteWithCRCError(t *testing.T) {
 	})
 }
 
+// TestScanSegmentSaysWhetherAnIntactFrameLiesBehind ensures the FrameError
+// of a bad frame names the first intact frame behind it (IntactAt and
+// IntactOffset), and is 0 for a bad last frame; and that a zero length
+// prefix with intact frames behind it is passed as a bad frame, while a zero
+// tail is the end of the data.
+func TestScanSegmentSaysWhetherAnIntactFrameLiesBehind(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 10)
+		require.NoError(t, lg.Close())
+		path := segPath(dir, "events", 0, 0)
+		starts := frameStarts(t, path)
+		bad := func() *log.FrameError {
+			t.Helper()
+			frames := scanAll(t, path)
+			var fe *log.FrameError
+			require.ErrorAs(t, frames[len(frames)-1].Err, &fe)
+			return fe
+		}
+
+		flipByte(t, path, starts[9]+8+40)
+		fe := bad()
+		assert.Zero(t, fe.IntactAt, "nothing intact behind the last frame")
+
+		flipByte(t, path, starts[9]+8+40)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte{0x7f}, starts[4]+3) // a length past the end of the file
+		require.NoError(t, err)
+		fe = bad()
+		assert.True(t, fe.Torn)
+		assert.Equal(t, starts[5], fe.IntactAt)
+		assert.EqualValues(t, 5, fe.IntactOffset)
+
+		_, err = f.WriteAt(make([]byte, starts[6]-starts[4]), starts[4]) // frames 4 and 5 zeroed
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		frames := scanAll(t, path)
+		require.Len(t, frames, 5)
+		fe = bad()
+		assert.Equal(t, starts[4], fe.Position)
+		assert.EqualValues(t, 0, frames[4].Length)
+		assert.Contains(t, fe.Reason, "zero length prefix")
+		assert.Equal(t, starts[6], fe.IntactAt)
+		assert.EqualValues(t, 6, fe.IntactOffset)
+	})
+}
+
 // TestScanSegmentHugeLengthDoesNotAllocateIt ensures a garbage length
 // prefix of 0x7FFFFFF0 (2 GiB) is reported as a torn frame at once, in a
 // file larger than the 1 MiB read buffer too, without allocating anything

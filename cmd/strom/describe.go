@@ -72,17 +72,19 @@ func (a *app) listTopicsCmd(asJSON bool) error {
 		pol := t.Retention()
 		sums = append(sums, topicSummary{Topic: name, Partitions: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol})
 	}
+	if len(sums) == 0 {
+		fmt.Fprintln(a.stderr, "strom:", noTopics(lg.Dir()))
+	}
 	if asJSON {
 		return writeJSON(a, sums)
 	}
 	if len(sums) == 0 {
-		fmt.Fprintf(a.stdout, "no topics in %s\n", lg.Dir())
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRETENTION")
 	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Topic, s.Partitions, policyString(s.policy))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Topic, s.Partitions, policyCell(s.policy))
 	}
 	return tw.Flush()
 }

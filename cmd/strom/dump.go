@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 
 	"github.com/samber/lo"
 	"github.com/spf13/cobra"
@@ -27,9 +29,14 @@ and whether it matches, epoch, timestamp (milliseconds), key and value sizes
 
 It reads until the end of the data (end of file, or the zero tail of a
 pre-sized segment) or the first frame that is not intact, which it prints
-with the reason. A frame cut short at the end of the file (a torn tail, what
-a crash during a write leaves) exits 0; any other bad frame exits 3. It needs
-no --dir and takes no lock: it reads a segment a writer is appending to.
+with the reason, and then looks behind it for an intact frame, as recovery
+and verify do. A bad frame with nothing intact behind it, in the last segment
+of its folder, is a torn tail (what a crash during a write leaves; the
+writer's next open cuts it): exit 0. A bad frame or a zero length with an
+intact frame behind it, or a bad frame in a segment a later one follows, is
+corruption: exit 3. A file not named like a segment whose first frame is not
+intact is not a segment file: exit 1. It needs no --dir and takes no lock:
+it reads a segment a writer is appending to.
 
 --json prints one JSON object per frame and line, with the fields position,
 offset, length, crc, crcOK, epoch, timestamp, keySize, valueSize, key (and
@@ -47,6 +54,10 @@ valuePreview and, for a bad frame, error.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per frame")
 	cmd.Flags().IntVar(&previewBytes, "preview-bytes", 64, "bytes of each value to preview")
+	// dump needs no log directory: a hidden local --dir shadows the global
+	// one in its help, and is still accepted (and ignored) when given.
+	cmd.Flags().String("dir", "", "unused")
+	_ = cmd.Flags().MarkHidden("dir")
 	return cmd
 }
 
@@ -76,16 +87,32 @@ func size(b []byte) int {
 	return len(b)
 }
 
+// segmentFileName matches a segment file's name: its base offset in 20
+// digits, then ".log".
+var segmentFileName = regexp.MustCompile(`^\d{20}\.log$`)
+
 func (a *app) dump(path string, asJSON bool, previewBytes int) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory: give a segment file (NNNNNNNNNNNNNNNNNNNN.log) of a partition folder", path)
+	}
+	named := segmentFileName.MatchString(filepath.Base(path))
 	enc := json.NewEncoder(a.stdout)
 	enc.SetEscapeHTML(false)
-	if !asJSON {
-		fmt.Fprintf(a.stdout, "Dumping %s\n", path)
+	printed := false // the "Dumping" line: only once the file reads as a segment
+	header := func() {
+		if !printed && !asJSON {
+			fmt.Fprintf(a.stdout, "Dumping %s\n", path)
+		}
+		printed = true
 	}
 	var frames, end int64
 	var bad *log.FrameError
 	var werr error
-	err := log.ScanSegment(path, func(f log.Frame) bool {
+	err = log.ScanSegment(path, func(f log.Frame) bool {
 		r := &f.Record
 		offset := r.Offset
 		if f.Err != nil {
@@ -93,10 +120,14 @@ func (a *app) dump(path string, asJSON bool, previewBytes int) error {
 				bad = &log.FrameError{Position: f.Position, Reason: f.Err.Error()}
 			}
 			offset = bad.Offset
+			if frames == 0 && !named {
+				return false // not a segment file: say so, print nothing
+			}
 		} else {
 			frames++
 			end = f.Position + int64(frameBytes(f.Length))
 		}
+		header()
 		headerKeys := lo.Map(r.Headers, func(h log.Header, _ int) string { return h.Key })
 		if asJSON {
 			j := frameJSON{Position: f.Position, Offset: offset, Length: f.Length, CRC: fmt.Sprintf("0x%08x", f.CRC),
@@ -131,25 +162,55 @@ func (a *app) dump(path string, asJSON bool, previewBytes int) error {
 	if werr != nil {
 		return fmt.Errorf("writing stdout: %w", werr)
 	}
-	if bad != nil {
-		torn := errors.Is(bad, io.ErrUnexpectedEOF)
+	if bad != nil && frames == 0 && !named {
+		return fmt.Errorf("%s is not a strom segment file: its name is not NNNNNNNNNNNNNNNNNNNN.log and its first frame is not intact (%s)", path, bad.Reason)
+	}
+	header()
+	if bad == nil {
 		if !asJSON {
-			fmt.Fprintf(a.stdout, "%d intact frames, then a bad frame at byte %d (offset %d)", frames, bad.Position, bad.Offset)
-			if torn {
-				fmt.Fprintf(a.stdout, ": a torn tail, the remains of a write a crash cut short\n")
-			} else {
-				fmt.Fprintln(a.stdout)
-			}
-		}
-		if !torn {
-			return fmt.Errorf("%w: %w", errCorruptFound, bad)
+			fmt.Fprintf(a.stdout, "%d frames, end of data at byte %d\n", frames, end)
 		}
 		return nil
 	}
+	var why string
+	switch next := laterSegment(path, named); {
+	case bad.IntactAt > 0:
+		why = fmt.Sprintf("an intact frame of offset %d follows at byte %d", bad.IntactOffset, bad.IntactAt)
+	case next != "":
+		why = fmt.Sprintf("the segment is sealed: %s follows it", next)
+	}
 	if !asJSON {
-		fmt.Fprintf(a.stdout, "%d frames, end of data at byte %d\n", frames, end)
+		fmt.Fprintf(a.stdout, "%d intact frames, then a bad frame at byte %d (offset %d)", frames, bad.Position, bad.Offset)
+		if why == "" {
+			fmt.Fprintf(a.stdout, ": a torn tail, the remains of a write a crash cut short, with nothing intact behind it\n")
+		} else {
+			fmt.Fprintf(a.stdout, ": corruption: %s\n", why)
+		}
+	}
+	if why != "" {
+		return fmt.Errorf("%w: %w; %s", errCorruptFound, bad, why)
 	}
 	return nil
+}
+
+// laterSegment returns the name of a segment file in the folder of the
+// segment file path (named: its name is a segment's) with a greater base
+// offset, "" if none: path is then the last segment of its partition.
+func laterSegment(path string, named bool) string {
+	if !named {
+		return ""
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return ""
+	}
+	name := filepath.Base(path)
+	for _, e := range entries { // sorted by name: by base offset
+		if segmentFileName.MatchString(e.Name()) && e.Name() > name && !e.IsDir() {
+			return e.Name()
+		}
+	}
+	return ""
 }
 
 // frameBytes is the size of a frame on disk: the 8-byte length and CRC, the

@@ -113,6 +113,9 @@ func parseJSONRecord(line []byte) (log.Record, error) {
 	dec.DisallowUnknownFields()
 	var j jsonRecord
 	if err := dec.Decode(&j); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return log.Record{}, fmt.Errorf("unknown field %s (a typo? the fields are key, value, keyEncoding, valueEncoding, headers, timestamp, topic, partition, offset; drop others first, e.g. jq -c 'del(.%s)')", f, strings.Trim(f, `"`))
+		}
 		return log.Record{}, fmt.Errorf("not a JSON record: %w", err)
 	}
 	if dec.More() {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -278,6 +279,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"--dir", dir, "positions", "set", "--state", dir, "ev", "-1", "0"}, "-1 is not a valid argument"},
 		{[]string{"--dir", dir, "positions", "set", "--state", dir, "--", "ev", "-1", "0"}, `partition "-1" is not a number >= 0`},
 		{[]string{"--dir", dir, "produce", "ev", "--format", "xml"}, "want raw or json"},
+		{[]string{"--dir", dir, "produce", "ev", "--segment-bytes", "0"}, "--segment-bytes 0: want 64 to"},
+		{[]string{"--dir", dir, "topics", "create", "ev", "--retention", "-5s"}, "--retention -5s is negative"},
+		{[]string{"--dir", dir, "topics", "create", "ev", "--retention-bytes", "-7"}, "--retention-bytes -7 is negative"},
+		{[]string{"--dir", dir, "positions", "set", "--state", dir, "ev", "7", "5"}, "partition 7: topic ev has partitions 0 to 1"},
 		{[]string{"consume", "ev"}, "give --dir DIR or set STROM_DIR"},
 		{[]string{"--dir", dir, "topics", "create", "../x"}, "invalid topic name"},
 	} {
@@ -626,4 +631,189 @@ func TestTornTailIsReportedNotCorruptAndRepairCutsIt(t *testing.T) {
 	out = string(ok(t, nil, "--dir", dir, "verify", "--repair"))
 	assert.Regexp(t, `repaired ev partition 0: cut 10 bytes from .*, dropped 0 records`, out)
 	assert.NotContains(t, out[strings.Index(out, "after repair"):], "torn tail")
+}
+
+// writeAt writes b at byte pos of the file at path.
+func writeAt(t *testing.T, path string, pos int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, pos)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// TestDumpCallsDamageWithIntactFramesBehindCorruption ensures dump calls a
+// bad frame or a zero length in the middle of a segment, with intact frames
+// behind it, corruption (exit 3, naming byte and offset), not a torn tail;
+// a bad last frame of a sealed segment too; that a file not named like a
+// segment whose first frame is bad is not a segment file (exit 1), and that
+// nothing reaches stdout before an error opening the file.
+func TestDumpCallsDamageWithIntactFramesBehindCorruption(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "c", 1)
+	var lines bytes.Buffer
+	for i := 1; i <= 1000; i++ {
+		fmt.Fprintln(&lines, i)
+	}
+	ok(t, lines.Bytes(), "--dir", dir, "produce", "c")
+	seg := segmentsOf(t, dir, "c", 0)[0]
+	clean, err := os.ReadFile(seg)
+	require.NoError(t, err)
+	frames := dumpJSON(t, seg)
+	require.Len(t, frames, 1000)
+
+	writeAt(t, seg, frames[501].Position+3, []byte{0x7f}) // a length past the end of the file
+	r := strom(t, nil, "dump", seg)
+	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stdout), fmt.Sprintf("501 intact frames, then a bad frame at byte %d (offset 501): corruption: an intact frame of offset 502 follows at byte %d", frames[501].Position, frames[502].Position))
+	assert.Contains(t, string(r.stderr), fmt.Sprintf("bad frame at byte %d (offset 501)", frames[501].Position))
+	assert.Equal(t, 3, strom(t, nil, "dump", "--json", seg).code)
+
+	require.NoError(t, os.WriteFile(seg, clean, 0o644))
+	writeAt(t, seg, 48*512, make([]byte, 480)) // dd if=/dev/zero bs=48 seek=512 count=10
+	r = strom(t, nil, "dump", seg)
+	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+	assert.Regexp(t, `then a bad frame at byte \d+ \(offset \d+\): corruption: an intact frame of offset \d+ follows`, string(r.stdout))
+	assert.NotContains(t, string(r.stdout), "end of data")
+
+	notSeg := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(notSeg, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644))
+	r = strom(t, nil, "dump", notSeg)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), notSeg+" is not a strom segment file")
+	assert.Empty(t, r.stdout)
+
+	r = strom(t, nil, "dump", filepath.Join(t.TempDir(), "00000000000000000000.log"))
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), "no such file")
+	assert.Empty(t, r.stdout)
+
+	// A bad last frame of a segment a later one follows: sealed, so corrupt.
+	dir = newLog(t, "ev", 1)
+	ok(t, bytes.Repeat([]byte("thirty-two bytes of a log line.\n"), 250), "--dir", dir, "produce", "ev", "--segment-bytes", "4096")
+	seg = segmentsOf(t, dir, "ev", 0)[0]
+	frames = dumpJSON(t, seg)
+	writeAt(t, seg, frames[len(frames)-1].Position+8+20, []byte{0xff})
+	r = strom(t, nil, "dump", seg)
+	assert.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stdout), "corruption: the segment is sealed: ")
+}
+
+// TestProduceStopsOnSIGTERMAppendingWhatItRead ensures produce, sent SIGTERM
+// while it waits for more input on a pipe, appends and syncs the lines it
+// read, prints their offsets and exits 0.
+func TestProduceStopsOnSIGTERMAppendingWhatItRead(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 1)
+	cmd := exec.Command(stromBin, "--dir", dir, "produce", "ev", "--print-offsets")
+	cmd.Env = cleanEnv()
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = stdin.Close() })
+	_, err = stdin.Write([]byte("one\ntwo\nthree\n"))
+	require.NoError(t, err)
+	// The lines are appended (not yet synced) once produce reads them.
+	deadline := time.Now().Add(10 * time.Second)
+	for string(ok(t, nil, "--dir", dir, "consume", "ev")) != "one\ntwo\nthree\n" {
+		require.True(t, time.Now().Before(deadline), "produce did not append the lines")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("produce did not exit on SIGTERM")
+	}
+	require.NoError(t, err, "stderr: %s", errb.String())
+	assert.Equal(t, "ev/0@0\nev/0@1\nev/0@2\n", out.String())
+	assert.Equal(t, "one\ntwo\nthree\n", string(ok(t, nil, "--dir", dir, "consume", "ev")))
+}
+
+// TestRetentionSkipsUnlimitedTopicsAndGoesOnAfterAFailure ensures retention
+// takes no lock for a topic without a policy, and after a topic that fails
+// (locked by another process) still applies the others, exiting 1 at the end.
+func TestRetentionSkipsUnlimitedTopicsAndGoesOnAfterAFailure(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "log")
+	ok(t, nil, "--dir", dir, "topics", "create", "a-locked", "--retention-bytes", "0")
+	ok(t, nil, "--dir", dir, "topics", "create", "b-free", "--retention-bytes", "0")
+	ok(t, nil, "--dir", dir, "topics", "create", "c-unlimited")
+	for _, topic := range []string{"a-locked", "b-free"} {
+		ok(t, bytes.Repeat([]byte("0123456789abcdef\n"), 100), "--dir", dir, "produce", topic, "--segment-bytes", "512")
+	}
+	lock := func(topic string) {
+		f, err := os.OpenFile(filepath.Join(dir, topic, "writer.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB))
+	}
+	lock("a-locked")
+	lock("c-unlimited")
+	r := strom(t, nil, "--dir", dir, "retention")
+	assert.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "retention of topic a-locked: ")
+	assert.Contains(t, string(r.stderr), "retention failed for 1 of 3 topic(s)")
+	assert.NotContains(t, string(r.stderr), "c-unlimited")
+	assert.Regexp(t, `(?m)^b-free partition 0: deleted \d+ segment`, string(r.stdout))
+	assert.Contains(t, string(r.stdout), "c-unlimited: nothing to delete (retention unlimited)\n")
+}
+
+// TestDirOneLevelTooHighIsSaid ensures topics list and verify on a directory
+// without topics say so on stderr and suggest the subfolder that holds them;
+// verify then exits 1 instead of finding no corruption.
+func TestDirOneLevelTooHighIsSaid(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 1)
+	above := filepath.Dir(dir)
+	hint := "no topics in log directory " + above + "; its subfolder " + dir + " holds 1 topic(s) (ev): did you mean --dir " + dir + "?"
+	r := strom(t, nil, "--dir", above, "verify")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), "nothing to verify: "+hint)
+	assert.NotContains(t, string(r.stdout), "no corruption found")
+	r = strom(t, nil, "--dir", above, "topics", "list")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, string(r.stderr), hint)
+	assert.Empty(t, r.stdout)
+	empty := t.TempDir()
+	r = strom(t, nil, "--dir", empty, "verify")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "strom: nothing to verify: no topics in log directory "+empty+"\n", string(r.stderr))
+}
+
+// TestMessagesSayWhatHappened ensures topics list shows a retention policy
+// without repeating the column's name, a bad first JSON line says nothing was
+// appended and how to drop an unknown field, and positions lists the
+// positions beside a corrupt position file, flagging it and exiting 1.
+func TestMessagesSayWhatHappened(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 2)
+	ok(t, nil, "--dir", dir, "topics", "create", "aged", "--retention", "168h")
+	out := string(ok(t, nil, "--dir", dir, "topics", "list"))
+	assert.Regexp(t, `(?m)^ev\s+2\s+unlimited$`, out)
+	assert.Regexp(t, `(?m)^aged\s+1\s+age 168h0m0s$`, out)
+
+	r := strom(t, []byte(`{"value":"x","extra":1}`+"\n"), "--dir", dir, "produce", "ev", "--format", "json")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), `stdin line 1: unknown field "extra"`)
+	assert.Contains(t, string(r.stderr), `jq -c 'del(.extra)'`)
+	assert.Contains(t, string(r.stderr), "(nothing was appended)")
+	r = strom(t, []byte(`{"value":"x"}`+"\n"+`{"value":"y","extra":1}`+"\n"), "--dir", dir, "produce", "ev", "--format", "json")
+	assert.Contains(t, string(r.stderr), "stdin line 2: ")
+	assert.Contains(t, string(r.stderr), "(the lines before it were appended)")
+
+	state := t.TempDir()
+	ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "0")
+	require.NoError(t, os.WriteFile(filepath.Join(state, "ev-1.position"), []byte("garbage"), 0o644))
+	r = strom(t, nil, "--dir", dir, "positions", "--state", state)
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^ev\s+0\s+0\s`, string(r.stdout))
+	assert.Contains(t, string(r.stderr), "ev-1.position")
+	assert.Contains(t, string(r.stderr), "1 position file(s) in "+state+" do not parse")
 }

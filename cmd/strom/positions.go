@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -27,7 +31,9 @@ offset and next offset in the log and the lag (next offset minus position).
 A position is the next offset the consumer will read. A topic or partition
 the log does not have is shown with "-" for its offsets and lag; a position
 below the log start offset (records deleted by retention before they were
-read) or above the next offset is flagged in the NOTE column.
+read) or above the next offset is flagged in the NOTE column. A position
+file that does not parse is reported on stderr, the others are still
+listed, and the exit status is then 1.
 
 --json prints one JSON array of objects with the fields topic, partition,
 position, epoch (-1: unknown), logStartOffset, nextOffset and lag (the last
@@ -91,7 +97,7 @@ type positionRow struct {
 	Note           string `json:"note,omitempty"`
 }
 
-func (a *app) listPositions(state string, asJSON bool) error {
+func (a *app) listPositions(state string, asJSON bool) (err error) {
 	lg, err := a.openRead()
 	if err != nil {
 		return err
@@ -101,9 +107,19 @@ func (a *app) listPositions(state string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	saved, err := store.List(context.Background())
+	saved, corrupt, err := listSaved(store)
 	if err != nil {
 		return err
+	}
+	for _, e := range corrupt {
+		fmt.Fprintln(a.stderr, "strom:", e)
+	}
+	if len(corrupt) > 0 {
+		defer func() {
+			if err == nil {
+				err = fmt.Errorf("%d position file(s) in %s do not parse (listed above)", len(corrupt), store.Dir())
+			}
+		}()
 	}
 	rows := make([]positionRow, 0, len(saved))
 	for _, s := range saved {
@@ -149,6 +165,39 @@ func (a *app) listPositions(state string, asJSON bool) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// listSaved is store.List, except that a position file that does not parse
+// (checkpoint.ErrCorrupt) is returned in corrupt instead of failing it all.
+func listSaved(store *checkpoint.FileStore) (saved []checkpoint.TopicPosition, corrupt []error, err error) {
+	entries, err := os.ReadDir(store.Dir())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		base, ok := strings.CutSuffix(e.Name(), ".position")
+		i := strings.LastIndexByte(base, '-')
+		if !ok || i < 1 || !e.Type().IsRegular() {
+			continue
+		}
+		pn, err := strconv.ParseInt(base[i+1:], 10, 32)
+		if err != nil || pn < 0 || log.ValidateTopicName(base[:i]) != nil {
+			continue
+		}
+		pos, found, err := store.Load(context.Background(), base[:i], int32(pn))
+		switch {
+		case errors.Is(err, checkpoint.ErrCorrupt):
+			corrupt = append(corrupt, err)
+		case err != nil:
+			return nil, nil, err
+		case found: // else removed since ReadDir
+			saved = append(saved, checkpoint.TopicPosition{Topic: base[:i], Partition: int32(pn), Position: pos})
+		}
+	}
+	slices.SortFunc(saved, func(a, b checkpoint.TopicPosition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return saved, corrupt, nil
 }
 
 // optInt formats an optional number, "-" for none.
@@ -197,7 +246,14 @@ func (a *app) setPosition(state, topic, partArg, offArg string) error {
 		return err
 	}
 	defer lg.Close()
-	p, err := partitionOf(lg, topic, int32(pn))
+	t, err := lg.Topic(topic)
+	if err != nil {
+		return err
+	}
+	if pn >= int64(t.Partitions()) {
+		return usageErrorf("partition %d: topic %s has partitions 0 to %d", pn, topic, t.Partitions()-1)
+	}
+	p, err := t.Partition(int32(pn))
 	if err != nil {
 		return err
 	}

@@ -7,14 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"os/signal"
 	"regexp"
 	"slices"
 	"strconv"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/samber/lo"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/strom-dev/strom/log"
@@ -45,6 +51,11 @@ const (
 // either mode reopens the segments of the other.
 const produceMode = "file"
 
+// minSegmentBytes is the smallest segment size log.Open takes (its largest
+// is math.MaxInt32, the largest frame): checked here first, so a bad
+// --segment-bytes is a usage error found before anything is opened.
+const minSegmentBytes = 64
+
 type produceFlags struct {
 	format       string
 	keyRegex     string
@@ -72,14 +83,20 @@ a last line without '\n' is a record too.
 prints it: {"key":..., "value":..., "headers":[{"key":..., "value":...}],
 "timestamp": MILLISECONDS}; a key or value that is not UTF-8 is given in
 base64 with "keyEncoding":"base64" / "valueEncoding":"base64"; null is a nil
-key or value; topic, partition and offset are accepted and ignored. Blank
-lines are skipped.
+key or value; topic, partition and offset are accepted and ignored. Any
+other field is an error (a misspelt field must not be lost silently): drop
+extra fields first, e.g. jq -c 'del(.extra)'. Blank lines are skipped.
 
 The partition of a record is --partition when given, else picked from its key
 as Kafka does (murmur2, modulo the partition count), and round-robin for
 records without a key. Records are appended in batches (one write per
-partition per batch) and are on disk (synced) when produce exits 0. A progress counter is drawn on stderr when stdin and stdout
-are both terminals.`,
+partition per batch) and are on disk (synced) when produce exits 0. A
+progress counter is drawn on stderr when stdin and stdout are both
+terminals.
+
+On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
+has read, syncs, prints their offsets (--print-offsets) and exits 0, as
+"consume --follow" does; input not read yet is left unread.`,
 		Example: `  strom produce events < access.log
   strom produce events --key-regex '^(\S+)' --print-offsets < access.log
   printf -- '-key=x\n--\n' | strom produce events --partition 0
@@ -121,6 +138,10 @@ type producer struct {
 	rr   int32 // next round-robin partition for records without a key
 	line int64 // number of the last line read, 1-based
 
+	// Between the two, for a stop by signal:
+	stopping atomic.Bool // a signal came: read no more lines
+	inRead   atomic.Bool // the reader waits for stdin with no line held back
+
 	// The appending goroutine's:
 	appended int64 // records appended
 }
@@ -145,6 +166,9 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	mode, err := log.ParseMode(f.mode)
 	if err != nil {
 		return usageErrorf("--mode: %w", err)
+	}
+	if f.segmentBytes < minSegmentBytes || f.segmentBytes > math.MaxInt32 {
+		return usageErrorf("--segment-bytes %d: want %d to %d", f.segmentBytes, minSegmentBytes, math.MaxInt32)
 	}
 	p := &producer{format: f.format, fixed: f.partition, out: a.stdout, print: f.printOffsets}
 	if f.keyRegex != "" {
@@ -197,7 +221,9 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if fi, err := a.stdin.Stat(); err == nil && fi.Mode().IsRegular() {
 		dryFlush = false
 	}
-	if err := p.run(a.ctx, a.stdin, dryFlush, progress); err != nil {
+	stop, cancel := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := p.run(a.ctx, stop, a.stdin, dryFlush, progress); err != nil {
 		return err
 	}
 	if err := t.Sync(); err != nil {
@@ -209,8 +235,10 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 // run reads in to its end, appending a batch whenever one is full, at the
 // end, and, with dryFlush, whenever the reader has no more input waiting.
 // On an input error (a JSON line that does not parse) the lines before it
-// are appended and the error returned.
-func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progress func(int)) error {
+// are appended and the error returned. When stop is done (a signal) it
+// appends the lines read so far and returns nil, leaving the reader blocked
+// in a read of in if it is (a pipe or terminal cannot be interrupted).
+func (p *producer) run(ctx, stop context.Context, in io.Reader, dryFlush bool, progress func(int)) error {
 	free := make(chan *batch, batchesInFlight)
 	for range batchesInFlight {
 		free <- &batch{arena: make([]byte, 0, batchBytes)}
@@ -223,7 +251,30 @@ func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progres
 		readErr <- p.read(in, dryFlush, free, full, done)
 		close(full)
 	}()
-	for b := range full {
+	stopped := stop.Done()
+	var poll <-chan time.Time
+	for {
+		var b *batch
+		select {
+		case b = <-full:
+		case <-stopped:
+			p.stopping.Store(true)
+			stopped = nil
+			ticker := time.NewTicker(2 * time.Millisecond)
+			defer ticker.Stop()
+			poll = ticker.C
+			continue
+		case <-poll:
+			// The reader waits for input after handing over every line it
+			// read (see stdinReader), and they have all been appended.
+			if p.inRead.Load() && len(full) == 0 {
+				return nil
+			}
+			continue
+		}
+		if b == nil {
+			return <-readErr // full closed: the reader is done
+		}
 		if err := p.append(ctx, b); err != nil {
 			return err
 		}
@@ -233,13 +284,41 @@ func (p *producer) run(ctx context.Context, in io.Reader, dryFlush bool, progres
 		b.reset()
 		free <- b
 	}
-	return <-readErr
+}
+
+// stdinReader is what the reader's bufio.Reader reads stdin through. Before
+// a read that may block (nothing waiting on a pipe or terminal), it hands
+// over the lines held back in the batch being filled (flush), so a line is
+// appended at once and a stop by signal finds every line read handed over;
+// while blocked it says so in inRead.
+type stdinReader struct {
+	in     io.Reader
+	flush  func() // nil: stdin is a regular file, a read never waits
+	inRead *atomic.Bool
+}
+
+func (r *stdinReader) Read(b []byte) (int, error) {
+	if r.flush != nil {
+		if f, ok := r.in.(*os.File); !ok || !readable(f) {
+			r.flush()
+		}
+		r.inRead.Store(true)
+		defer r.inRead.Store(false)
+	}
+	return r.in.Read(b)
+}
+
+// readable reports whether a read of f returns at once (data or its end
+// waiting).
+func readable(f *os.File) bool {
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // read fills batches taken from free with the lines of in and hands them to
 // full, until the end of in or done.
 func (p *producer) read(in io.Reader, dryFlush bool, free <-chan *batch, full chan<- *batch, done <-chan struct{}) error {
-	br := bufio.NewReaderSize(in, stdinBufBytes)
 	var b *batch
 	send := func() bool {
 		if b == nil || len(b.recs) == 0 {
@@ -253,8 +332,17 @@ func (p *producer) read(in io.Reader, dryFlush bool, free <-chan *batch, full ch
 			return false
 		}
 	}
+	sr := &stdinReader{in: in, inRead: &p.inRead}
+	if dryFlush {
+		sr.flush = func() { send() }
+	}
+	br := bufio.NewReaderSize(sr, stdinBufBytes)
 	var long []byte // a line longer than br's buffer, gathered piecewise
 	for {
+		if p.stopping.Load() {
+			send()
+			return nil
+		}
 		chunk, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long, chunk...)
@@ -311,6 +399,9 @@ func (p *producer) add(b *batch, line []byte) error {
 		}
 		var err error
 		if rec, err = parseJSONRecord(line); err != nil {
+			if p.line == 1 {
+				return fmt.Errorf("stdin line 1: %w (nothing was appended)", err)
+			}
 			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
 		}
 	} else {

@@ -23,7 +23,10 @@ the segments deleted from each partition and its new log start offset.
 Retention deletes whole segments, oldest first, never a partition's active
 one (see the log package's "Retention"). It is a write: it takes each topic's
 writer lock, so it fails, naming the writer's pid, on a topic another process
-is writing; that process applies the policy itself every 5 minutes.`,
+is writing; that process applies the policy itself every 5 minutes. A topic
+without a retention policy is skipped without taking its lock. A topic that
+fails is reported on stderr and the others are still done; the exit status
+is then 1.`,
 		Example: `  strom retention --dir /var/lib/app/log
   strom retention events`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,16 +51,25 @@ func (a *app) retention(topics []string) error {
 	}
 	defer lg.Close()
 	now := time.Now()
+	failed := 0
 	for _, name := range topics {
 		t, err := lg.Topic(name)
-		if err != nil {
-			return err
+		if err == nil {
+			if pol := t.Retention(); pol.Bytes < 0 && pol.Age < 0 {
+				printRetention(a, t, log.RetentionReport{}) // unlimited: nothing to lock for
+				continue
+			}
+			var rep log.RetentionReport
+			rep, err = t.EnforceRetention(now)
+			printRetention(a, t, rep)
 		}
-		rep, err := t.EnforceRetention(now)
-		printRetention(a, t, rep)
 		if err != nil {
-			return fmt.Errorf("retention of topic %s: %w", name, err)
+			failed++
+			fmt.Fprintf(a.stderr, "strom: retention of topic %s: %v\n", name, err)
 		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("retention failed for %d of %d topic(s)", failed, len(topics))
 	}
 	return nil
 }
@@ -74,6 +86,22 @@ func printRetention(a *app, t *log.Topic, rep log.RetentionReport) {
 		fmt.Fprintf(a.stdout, "%s partition %d: deleted %d segment(s), %d records, %d bytes (%s); log start offset now %d\n",
 			t.Name(), p.Partition, len(p.Segments), p.Records, p.Bytes, strings.Join(names, ", "), p.StartOffset)
 	}
+}
+
+// policyCell is a policy in the RETENTION column of topics list: "unlimited",
+// "bytes 1073741824", "age 168h0m0s", or both.
+func policyCell(p log.RetentionPolicy) string {
+	parts := []string{}
+	if p.Bytes >= 0 {
+		parts = append(parts, fmt.Sprintf("bytes %d", p.Bytes))
+	}
+	if p.Age >= 0 {
+		parts = append(parts, fmt.Sprintf("age %s", p.Age))
+	}
+	if len(parts) == 0 {
+		return "unlimited"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // policyString describes a retention policy in words.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -95,6 +96,25 @@ func checkDir(what, dir string) error {
 		return fmt.Errorf("%s %s is not a directory", what, dir)
 	}
 	return nil
+}
+
+// noTopics says that the log directory dir holds no topic and, when one
+// of its subfolders does (--dir given one level too high, e.g. the folder
+// above log/), suggests --dir with that subfolder.
+func noTopics(dir string) string {
+	msg := fmt.Sprintf("no topics in log directory %s", dir)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		if names, err := log.ListTopics(sub); err == nil && len(names) > 0 {
+			return fmt.Sprintf("%s; its subfolder %s holds %d topic(s) (%s): did you mean --dir %s?",
+				msg, sub, len(names), strings.Join(names[:min(len(names), 3)], ", "), sub)
+		}
+	}
+	return msg
 }
 
 // openRead opens the log directory read-only: it takes no lock, so it reads

@@ -44,7 +44,7 @@ the retention bounds given; another count is an error.
 
 Topic names follow Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 --retention-bytes and --retention bound what each partition keeps (see
-"strom retention"); unlimited by default.`,
+"strom retention"); unlimited when not given. Negative values are an error.`,
 		Example: `  strom topics create events --partitions 3
   strom topics create audit --retention-bytes 1073741824 --retention 168h`,
 		Args: exactArgs(1, "TOPIC"),
@@ -54,8 +54,8 @@ Topic names follow Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&f.partitions, "partitions", 1, "number of partitions")
-	fl.Int64Var(&f.retentionBytes, "retention-bytes", -1, "keep at least this many bytes per partition, delete older segments (-1: unlimited)")
-	fl.DurationVar(&f.retention, "retention", -1, "delete segments whose newest record is older than this (-1: unlimited)")
+	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at least this many bytes per partition, delete older segments (default: unlimited)")
+	fl.DurationVar(&f.retention, "retention", 0, "delete segments whose newest record is older than this, e.g. 168h (default: unlimited)")
 	return cmd
 }
 
@@ -68,6 +68,12 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 	}
 	if err := log.ValidateTopicName(topic); err != nil {
 		return usageErrorf("%w", err)
+	}
+	if err := checkFlagNonNegative(cmd, "retention-bytes", f.retentionBytes); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("retention") && f.retention < 0 {
+		return usageErrorf("%s: --retention %s is negative", cmd.CommandPath(), f.retention)
 	}
 	var opts []log.TopicOption
 	if cmd.Flags().Changed("retention-bytes") {

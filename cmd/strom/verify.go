@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,9 @@ func newVerifyCmd(a *app) *cobra.Command {
 		Long: `Read every frame of every segment of the topics named (every topic when none
 is), checking each CRC32C, body and offset, that segments are contiguous and
 that no partition ends below its recovery point, by the rules the log's
-recovery applies. It reads without a lock, beside a running writer.
+recovery applies. It reads without a lock, beside a running writer. A log
+directory that holds no topic is an error (exit 1), not a clean log: verify
+says so, and names a subfolder that holds topics (--dir one level too high).
 
 Each problem is printed with its topic, partition, segment file, byte
 position and the offset the frame should hold, and verify exits 3. A torn
@@ -110,6 +113,9 @@ func (a *app) verify(topics []string, repair, asJSON bool) error {
 	rep, err := log.Verify(dir, topics...)
 	if err != nil {
 		return err
+	}
+	if len(topics) == 0 && rep.Topics == 0 && len(rep.Problems) == 0 {
+		return errors.New("nothing to verify: " + noTopics(dir))
 	}
 	out := verifyJSON{reportJSON: toReportJSON(rep)}
 	if !asJSON {
