@@ -108,6 +108,25 @@
 //
 // Valid records are never dropped silently.
 //
+// A log opened ReadOnly judges the end of a partition's last segment by
+// the same scan, without the recovery point and without cutting anything:
+// a stop of any kind, a zero length or a length past the end of the file
+// as much as a CRC mismatch, with an intact frame behind it fails the open
+// with the same *CorruptError; anything else is the end as far as the
+// reader can tell, and later reads look again. A writer in another process
+// may be appending there: a ModeMmap group write stores its frames' lengths
+// one after the other while the reader's pread copies alongside, so the
+// reader can see one frame's length still zero and later ones already
+// stored, and a ModeFile pwrite can be seen half done. So the open reads
+// the stop again 20 ms later and reports damage only when the walk has not
+// moved and the writer began no epoch meanwhile (a Truncate rewrites the
+// tail after it records its epoch). The scan skips blocks of zeros at the
+// speed of a compare and holes unread (SEEK_DATA), but reads the zero tail
+// of a live pre-sized segment as far as the file system holds data for it:
+// a read-only open of a live ModeMmap partition took 10 to 17 ms against
+// 2 to 4 ms for ModeFile (an 8 MiB data region on ext4, 2-core machine
+// under load, 2026-11-30).
+//
 // The recovery point, recovery-point.json in the partition folder, records
 // the end of what is known to be on disk: segment base offset, byte
 // position and offset. It is written after syncs, at most once a second,

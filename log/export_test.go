@@ -29,3 +29,12 @@ func SetBeforeSegmentRead(f func(p *Partition, base, offset int64)) (restore fun
 // FrameBytes returns the bytes r takes in a segment: header, body and
 // padding.
 func FrameBytes(r Record) int64 { return int64(frameSize(&r)) }
+
+// SetReadOnlyRecheck installs f to run when a read-only open, having found
+// a stop in the last segment with intact frames behind it, has waited and
+// is about to read the stop again (readOnlyRecheckHook). It returns a
+// function that removes f. Tests use it to finish a write "in flight".
+func SetReadOnlyRecheck(f func()) (restore func()) {
+	readOnlyRecheckHook.Store(&f)
+	return func() { readOnlyRecheckHook.Store(nil) }
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -88,15 +89,13 @@ func (p *Partition) recoverLocked(bases []int64) error {
 			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
 		}
 		last := i == len(bases)-1
-		if pw.take(i, s) {
-			// Trusted from its seal marker, or walked intact in parallel. The
-			// last segment still goes through the tail rules: its end is
-			// checked against the recovery point.
-			if last && p.ownsWrites() {
-				return p.recoverTailLocked(s, stopEOF)
-			}
-			continue
+		if pw.take(i, s) && !last {
+			continue // trusted from its seal marker, or walked intact in parallel
 		}
+		// The last segment, even when walked in parallel, is walked here
+		// (on from where that walk stopped, which costs one read then) for
+		// the reason it stops: "intact" covers a zero length, which the
+		// tail rules must still judge.
 		var why stopReason
 		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
 			return err
@@ -104,15 +103,15 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		if last && p.ownsWrites() {
 			return p.recoverTailLocked(s, why) // end, torn tail or corruption (tail.go)
 		}
-		if why.intact() {
-			continue
-		}
 		if last {
 			// Read-only: the writer may be mid-append, and refreshLocked
-			// retries. But a bad frame with intact frames behind it is
-			// damage, not an append in flight: say so rather than hide the
-			// records behind it.
+			// retries. But a stop, a zero length included, with intact
+			// frames behind it is damage, not an append in flight: say so
+			// rather than hide the records behind it.
 			return p.checkReadOnlyTailLocked(s, why)
+		}
+		if why.intact() {
+			continue
 		}
 		return p.corruptLocked(i, s.size, why.String())
 	}
@@ -209,26 +208,53 @@ func (p *Partition) cutTailLocked() error {
 }
 
 // readOnlyRecheck is how long a read-only open waits before it looks again
-// at a bad frame that has intact frames behind it: a pread racing the
-// writer's pwrite of a group can copy an earlier page before the writer
-// filled it and a later one after, and a writer finishes a group write in
+// at a stop that has intact frames behind it: a pread racing the writer's
+// pwrite of a group can copy an earlier page before the writer filled it
+// and a later one after, and a pread racing a ModeMmap group write can read
+// one frame's length before the writer stored it and the lengths of later
+// frames of the group after (the writer publishes them in order, but the
+// reader's copy runs alongside); a writer finishes a group write in
 // microseconds.
 const readOnlyRecheck = 20 * time.Millisecond
 
+// readOnlyRecheckHook, set only by tests (export_test.go), runs in
+// checkReadOnlyTailLocked after the wait, before the stop is read again:
+// tests finish a write "in flight" there.
+var readOnlyRecheckHook atomic.Pointer[func()]
+
 // checkReadOnlyTailLocked is the read-only arm for the last segment s whose
-// walk stopped for why: a CRC mismatch or an undecodable frame followed by
-// an intact frame of a later offset, still there after readOnlyRecheck, is
-// a *CorruptError; anything else is the end as far as this reader can tell.
+// walk stopped for why. Whatever the stop (a zero length, a length past the
+// end of the file, a CRC mismatch, a body that does not decode), an intact
+// frame of the expected offset or a later one behind it (findFrameAfter, as
+// recovery and Verify scan) is damage, a *CorruptError, when it is still so
+// readOnlyRecheck later: the walk, read again from the stop, does not move,
+// and the writer began no epoch meanwhile (a Truncate rewrites the tail
+// after it records its epoch, and the next refresh starts over). Anything
+// else is the end as far as this reader can tell: a clean end of file, the
+// zero tail of a pre-sized segment, a torn tail or an append in flight with
+// nothing intact behind it, which refreshLocked retries.
 func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
-	if why != stopCRC && why != stopBad {
+	if why == stopEOF {
 		return nil
 	}
 	if _, _, found, err := s.findFrameAfter(s.size, s.next); err != nil || !found {
 		return nil
 	}
+	epoch, pos := p.epochs.latest(), s.size
 	time.Sleep(readOnlyRecheck)
-	if why, p.walkBuf, _ = s.walk(p.walkBuf, p.cfg.indexInterval); why != stopCRC && why != stopBad {
-		return nil // it was a write in flight
+	if h := readOnlyRecheckHook.Load(); h != nil {
+		(*h)()
+	}
+	why, buf, err := s.walk(p.walkBuf, p.cfg.indexInterval)
+	p.walkBuf = buf
+	if err != nil {
+		return err
+	}
+	if why == stopEOF || s.size != pos {
+		return nil // it was a write in flight: the frame verifies now
+	}
+	if e, err := readEpochs(p.dir); err != nil || e.latest() != epoch {
+		return nil // the writer truncated or reopened meanwhile: refreshLocked starts over
 	}
 	at, off, found, err := s.findFrameAfter(s.size, s.next)
 	if err != nil || !found {
