@@ -717,11 +717,9 @@ func TestProduceStopsOnSIGTERMAppendingWhatItRead(t *testing.T) {
 	_, err = stdin.Write([]byte("one\ntwo\nthree\n"))
 	require.NoError(t, err)
 	// The lines are appended (not yet synced) once produce reads them.
-	deadline := time.Now().Add(10 * time.Second)
-	for string(ok(t, nil, "--dir", dir, "consume", "ev")) != "one\ntwo\nthree\n" {
-		require.True(t, time.Now().Before(deadline), "produce did not append the lines")
-		time.Sleep(10 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool {
+		return string(ok(t, nil, "--dir", dir, "consume", "ev")) == "one\ntwo\nthree\n"
+	}, 10*time.Second, 10*time.Millisecond, "produce did not append the lines")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
