@@ -38,4 +38,4 @@ lint:
 
 build:
 	$(GO) build ./...
-	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./internal/cmd/kafkatool ./cmd/strom
+	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./examples/projection ./internal/cmd/kafkatool ./cmd/strom

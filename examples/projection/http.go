@@ -1,0 +1,29 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/strom-dev/strom/internal/service"
+)
+
+// errorBody is the JSON body of an error answer.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func (p *projection) handleUser(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	n, found, ready := p.user(id)
+	switch {
+	case !ready:
+		service.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: "replaying"})
+	case !found:
+		service.WriteJSON(w, http.StatusNotFound, errorBody{Error: "no events for user " + id})
+	default:
+		service.WriteJSON(w, http.StatusOK, userCount{User: id, Events: n})
+	}
+}
+
+func (p *projection) handleStats(w http.ResponseWriter, _ *http.Request) {
+	service.WriteJSON(w, http.StatusOK, p.stats())
+}
