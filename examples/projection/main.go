@@ -4,7 +4,7 @@
 // Run it beside the publisher (or on a log it left behind) with
 //
 //	go run ./examples/projection --dir /tmp/strom-log
-//	curl -s http://127.0.0.1:7072/users/user-17
+//	curl -s http://127.0.0.1:7075/users/user-17
 //
 // The publisher keys every event by its user id ("user-17"); the model maps each key to the
 // number of records with that key in the topic. A record without a key is applied (counted in
@@ -39,7 +39,7 @@
 //	--dir    STROM_DIR    log directory (required); opened read-only, so the publisher may
 //	                      hold the topic's writer lock meanwhile
 //	--topic  STROM_TOPIC  topic to project, default "events"
-//	--addr   STROM_ADDR   HTTP address, default 127.0.0.1:7072
+//	--addr   STROM_ADDR   HTTP address, default 127.0.0.1:7075
 //
 // If the topic does not exist yet the service waits for it, checking every 100 ms.
 //
@@ -105,7 +105,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("projection", flag.ContinueOnError)
 	dir := fs.String("dir", env.String("STROM_DIR", ""), "log directory (env STROM_DIR)")
 	topic := fs.String("topic", env.String("STROM_TOPIC", "events"), "topic to project (env STROM_TOPIC)")
-	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7072"), "HTTP address (env STROM_ADDR)")
+	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7075"), "HTTP address (env STROM_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}

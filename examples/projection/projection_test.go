@@ -57,7 +57,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	cfg, err := parseFlags([]string{"--dir", "d"})
 	require.NoError(t, err)
-	assert.Equal(t, config{dir: "d", topic: "events", addr: "127.0.0.1:7072"}, cfg)
+	assert.Equal(t, config{dir: "d", topic: "events", addr: "127.0.0.1:7075"}, cfg)
 
 	_, err = parseFlags(nil)
 	assert.ErrorContains(t, err, "--dir")
