@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestWaitersFlagProtocol ensures the ModeMmap handshake works as
@@ -43,12 +45,8 @@ func TestWaitersFlagProtocol(t *testing.T) {
 		_, err := r.Follow(0).Next(ctx, 1<<20)
 		got <- err
 	}()
-	for flag() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the follower never raised the flag")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return flag() != 0 }, 10*time.Second, time.Millisecond,
+		"the follower never raised the flag")
 	r.xproc.mu.Lock()
 	wd, fwd, followers := r.xproc.wd, r.xproc.fwd, r.xproc.followers
 	r.xproc.mu.Unlock()

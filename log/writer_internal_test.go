@@ -196,17 +196,11 @@ func TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang(t *testing.T) {
 // waitFor polls cond under p's writer mutex until it holds.
 func waitFor(t *testing.T, p *Partition, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.Eventually(t, func() bool {
 		p.w.mu.Lock()
-		ok := cond()
-		p.w.mu.Unlock()
-		if ok {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "condition not reached")
-		time.Sleep(time.Millisecond)
-	}
+		defer p.w.mu.Unlock()
+		return cond()
+	}, 10*time.Second, time.Millisecond, "condition not reached")
 }
 
 // TestSyncRacingTruncateNeverClaimsCutRecords ensures a sync round that was

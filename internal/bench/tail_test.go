@@ -108,9 +108,17 @@ func tailOnce(b *testing.B) (saves int64, secs float64, lat []time.Duration) {
 		}
 		appended++
 	}
-	for wait := time.Now().Add(5 * time.Second); handled.Load() < appended && time.Now().Before(wait); {
-		time.Sleep(time.Millisecond)
+	// Let the follower catch up (at most 5 s) before stopping it.
+	giveUp, poll := time.After(5*time.Second), time.NewTicker(time.Millisecond)
+wait:
+	for handled.Load() < appended {
+		select {
+		case <-giveUp:
+			break wait // the check below says how many were handled
+		case <-poll.C:
+		}
 	}
+	poll.Stop()
 	cancel()
 	if err := <-ran; err != nil {
 		b.Fatal(err)
