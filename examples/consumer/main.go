@@ -92,20 +92,7 @@ type config struct {
 	out        string
 }
 
-func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "consumer: %v\n", err)
-		os.Exit(2)
-	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "consumer: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("consumer", parseFlags, run) }
 
 // parseFlags reads the command line, with environment variables as defaults.
 func parseFlags(args []string) (config, error) {

@@ -84,20 +84,7 @@ type config struct {
 	addr  string
 }
 
-func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "projection: %v\n", err)
-		os.Exit(2)
-	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "projection: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("projection", parseFlags, run) }
 
 // parseFlags reads the command line, with environment variables as defaults.
 func parseFlags(args []string) (config, error) {

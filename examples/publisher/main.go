@@ -77,20 +77,7 @@ type config struct {
 	key        *regexp.Regexp
 }
 
-func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "publisher: %v\n", err)
-		os.Exit(2)
-	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "publisher: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("publisher", parseFlags, run) }
 
 // parseFlags reads the command line, with environment variables as defaults.
 func parseFlags(args []string) (config, error) {

@@ -142,20 +142,7 @@ type config struct {
 // crashAfterAppendEnv names the test hook (see the package doc).
 const crashAfterAppendEnv = "STROM_RELAY_CRASH_AFTER_APPEND"
 
-func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
-		os.Exit(2)
-	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("relay", parseFlags, run) }
 
 func parseFlags(args []string) (config, error) {
 	var env service.Env
