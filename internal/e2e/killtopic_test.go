@@ -44,6 +44,40 @@ func init() {
 	}
 }
 
+// childFiles is what a kill-test child works on in its folder: the log
+// under log/ (read-only), the FileStore under state/ and handled.log, where
+// it appends what it handled (O_APPEND, so every write survives a SIGKILL
+// whole).
+type childFiles struct {
+	lg    *log.Log
+	store *checkpoint.FileStore
+	out   *os.File
+}
+
+// openChildFiles opens the childFiles of dir.
+func openChildFiles(dir string) (*childFiles, error) {
+	lg, err := log.Open(filepath.Join(dir, "log"), log.ReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	store, err := checkpoint.NewFileStore(filepath.Join(dir, "state"))
+	if err != nil {
+		lg.Close()
+		return nil, err
+	}
+	out, err := os.OpenFile(filepath.Join(dir, "handled.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		lg.Close()
+		return nil, err
+	}
+	return &childFiles{lg: lg, store: store, out: out}, nil
+}
+
+func (c *childFiles) close() {
+	c.out.Close()
+	c.lg.Close()
+}
+
 // part is one piece of a record after the flat-map: records at an offset
 // divisible by 7 are split in two, so a split record's position waits for
 // both parts.
@@ -61,23 +95,13 @@ type part struct {
 func killChild(dir string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	lg, err := log.Open(filepath.Join(dir, "log"), log.ReadOnly())
+	files, err := openChildFiles(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kill child:", err)
 		return 2
 	}
-	defer lg.Close()
-	store, err := checkpoint.NewFileStore(filepath.Join(dir, "state"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kill child:", err)
-		return 2
-	}
-	out, err := os.OpenFile(filepath.Join(dir, "handled.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kill child:", err)
-		return 2
-	}
-	defer out.Close()
+	defer files.close()
+	lg, store, out := files.lg, files.store, files.out
 	var mu sync.Mutex
 	recs := stream.From(source.Topic(lg, killTopic, source.FromStore(store), source.Replay(), source.MaxBytes(16<<10))).
 		Filter(func(_ context.Context, r log.Record) (bool, error) { return r.Value != nil, nil })

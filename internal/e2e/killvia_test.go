@@ -55,20 +55,12 @@ func viaChild(dir string) int {
 		fmt.Fprintln(os.Stderr, "via child:", err)
 		return 2
 	}
-	lg, err := log.Open(filepath.Join(dir, "log"), log.ReadOnly())
+	files, err := openChildFiles(dir)
 	if err != nil {
 		return fail(err)
 	}
-	defer lg.Close()
-	store, err := checkpoint.NewFileStore(filepath.Join(dir, "state"))
-	if err != nil {
-		return fail(err)
-	}
-	out, err := os.OpenFile(filepath.Join(dir, "handled.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return fail(err)
-	}
-	defer out.Close()
+	defer files.close()
+	lg, store, out := files.lg, files.store, files.out
 	upper := flow.NewMap(func(r log.Record) log.Record {
 		return log.Record{Partition: r.Partition, Offset: r.Offset, Value: bytes.ToUpper(r.Value)}
 	}, 1)
