@@ -85,9 +85,10 @@ func MaxBytes(n int) Option {
 // only when no stage function or sink keeps a record's bytes after it
 // returns. Run refuses it with [stream.ErrReusedBytes] in a pipeline with
 // a Parallel, KeyOrdered or Batch stage, or before an asynchronous sink
-// such as sink.Kafka, which hold records past the next Read. It saves the allocation of the batch's bytes (a replay of 64 B
-// records allocated 120 bytes per record without it; see
-// internal/bench BenchmarkThreeFromLog for the speed it buys). The default
+// such as sink.Kafka, which hold records past the next Read. It saves the
+// allocation of the batch's bytes (a replay of 64 B records allocated 120
+// bytes per record without it; see internal/bench BenchmarkThreeFromLog for
+// the speed it buys). The default
 // is off: records stay valid for as long as anything holds them.
 func ReuseBytes() PartitionOption {
 	return sharedOption(func(c *partitionConfig) { c.reuseBytes = true })
