@@ -23,12 +23,13 @@ import (
 // copy of every value in flight: the log -> Kafka relay of 20,000 1 KiB
 // records allocated 73 MB per run with the copy and 50 MB without
 // (internal/bench BenchmarkRelayLogToKafka, -benchmem); its throughput
-// moved less than the run-to-run noise. It returns an
-// error only when it could not take the batch at all; a failure of a write
-// it took goes to ack. ack must be called exactly once per WriteAsync that
-// returned nil, from any goroutine: ack(-1, nil) when every value is
-// acknowledged, ack(i, err) with the index of a value that failed
-// otherwise. Flush waits until every ack of the writes taken so far has
+// moved less than the run-to-run noise.
+//
+// WriteAsync returns an error only when it could not take the batch at
+// all; a failure of a write it took goes to ack. ack must be called
+// exactly once per WriteAsync that returned nil, from any goroutine:
+// ack(-1, nil) when every value is acknowledged, ack(i, err) with the
+// index of a value that failed otherwise. Flush waits until every ack of the writes taken so far has
 // been called (or ctx ends). Write, from Sink, is the synchronous form,
 // used outside pipelines.
 //
