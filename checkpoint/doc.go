@@ -59,10 +59,53 @@
 // topic-partition in the same directory do not corrupt the file (the last
 // rename wins), but strom expects one consumer per topic-partition and store.
 //
+// # State snapshots
+//
+// A pipeline's stateful stages (windows, per-key aggregates) keep their state
+// through a [StateStore]: SaveState stores an opaque snapshot (bytes) under a
+// name, LoadState returns it when the pipeline starts. The store never looks
+// inside a snapshot. Names follow the rule of topic names; any other name is
+// rejected with [ErrInvalidStateName].
+//
+// [FileStore] keeps each snapshot in dir/<name>.state (a 249-byte name gives a
+// 255-byte file name, so every valid name fits). The file is a 24-byte header
+// and the body, all integers little-endian:
+//
+//	offset  size  field
+//	     0     8  magic "STROMST\x00" (53 54 52 4f 4d 53 54 00)
+//	     8     4  format version, uint32: 1
+//	    12     8  body length in bytes, uint64
+//	    20     4  CRC32C (Castagnoli) of the body, uint32
+//	    24     n  body: the snapshot as given to SaveState (n may be 0)
+//
+// LoadState checks the file before trusting it: a file that is empty or
+// shorter than the header, has another magic or version, whose body length
+// differs from what the file holds after the header (either way), or whose
+// body does not match the CRC is an error wrapping [ErrCorrupt] and naming the
+// file:
+//
+//	checkpoint: corrupt state file /var/lib/app/window.state: header gives a 4096-byte body, the file holds 100 bytes after the header (truncated)
+//
+// The body is read into a buffer sized by the file's size, once the header's
+// length has been found equal to it, so a damaged header never makes
+// LoadState allocate more than the file holds. There is no limit on a
+// snapshot's size.
+//
+// SaveState replaces the file as Save does (temporary file
+// .<name>.state.tmp-*, fsync, close, rename, directory fsync) and returns after
+// the directory fsync, so that after a crash LoadState returns the old
+// snapshot or the new one, whole, and a snapshot SaveState saved survives a
+// power loss. A snapshot and the positions it reflects are separate files,
+// each replaced atomically on its own, not together: a crash between
+// SaveState and the Save that follows it leaves the new snapshot beside the
+// old positions, and a caller that must tell the two apart keeps the
+// positions it reflects inside the snapshot. [FileStore.List] skips state
+// files.
+//
 // # MemoryStore
 //
-// [MemoryStore] keeps positions in a map. Its zero value is ready to use and it
-// is safe for concurrent use. It forgets everything when the process exits, so
-// it serves tests, and consumers that choose to start from a fixed place on
-// every run.
+// [MemoryStore] keeps positions and state snapshots in maps. Its zero value
+// is ready to use and it is safe for concurrent use. It forgets everything
+// when the process exits, so it serves tests, and consumers that choose to
+// start from a fixed place on every run.
 package checkpoint

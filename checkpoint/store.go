@@ -58,22 +58,27 @@ const maxTopicLen = 249
 
 // validateTopic checks topic against Kafka's naming rule, which also
 // guarantees that a file named after it stays inside the store's directory.
-func validateTopic(topic string) error {
+func validateTopic(topic string) error { return validateName(ErrInvalidTopic, topic) }
+
+// validateName checks name against Kafka's topic-naming rule (1 to 249
+// bytes of [a-zA-Z0-9._-], not "." or ".."), and returns an error wrapping
+// sentinel and naming the name when it breaks it.
+func validateName(sentinel error, name string) error {
 	switch {
-	case topic == "":
-		return fmt.Errorf("%w %q: empty", ErrInvalidTopic, topic)
-	case topic == "." || topic == "..":
-		return fmt.Errorf("%w %q: not allowed", ErrInvalidTopic, topic)
-	case len(topic) > maxTopicLen:
-		return fmt.Errorf("%w %q: %d bytes, the limit is %d", ErrInvalidTopic, topic, len(topic), maxTopicLen)
+	case name == "":
+		return fmt.Errorf("%w %q: empty", sentinel, name)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w %q: not allowed", sentinel, name)
+	case len(name) > maxTopicLen:
+		return fmt.Errorf("%w %q: %d bytes, the limit is %d", sentinel, name, len(name), maxTopicLen)
 	}
-	for i := 0; i < len(topic); i++ {
-		c := topic[i]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '_' || c == '-'
 		if !ok {
 			return fmt.Errorf("%w %q: character %q at byte %d is not one of [a-zA-Z0-9._-]",
-				ErrInvalidTopic, topic, c, i)
+				sentinel, name, c, i)
 		}
 	}
 	return nil
@@ -122,4 +127,37 @@ type TopicPosition struct {
 type BatchStore interface {
 	Store
 	SaveBatch(ctx context.Context, positions []TopicPosition) error
+}
+
+// StateStore is a [Store] that also keeps named state snapshots: the state of
+// a pipeline's stateful stages (windows, per-key aggregates) as opaque bytes,
+// saved next to the positions it reflects and loaded when the pipeline
+// starts. A snapshot is replaced whole on every save; the store never looks
+// inside it.
+//
+// Names follow the rule of topic names (1 to 249 characters from
+// [a-zA-Z0-9._-], not "." or ".."); any other name is an error wrapping
+// [ErrInvalidStateName]. Names and topic-partitions are separate: a state
+// named "events-0" does not touch the position of events/0.
+//
+// Implementations must be safe for concurrent use. As with Save, a SaveState
+// that returns nil must be visible to every later LoadState; whether it
+// survives a crash is the implementation's to document ([FileStore]: yes;
+// [MemoryStore]: no).
+type StateStore interface {
+	Store
+
+	// SaveState replaces the snapshot saved under name with state,
+	// atomically: after a crash LoadState returns the old snapshot or the new
+	// one, whole, never a mix. The store does not keep state after it
+	// returns, so the caller may reuse the slice. A nil or empty state is a
+	// snapshot of 0 bytes, and is found by LoadState. On an error the caller
+	// must assume the old snapshot is still the one saved.
+	SaveState(ctx context.Context, name string, state []byte) error
+
+	// LoadState returns the snapshot last saved under name, in a new slice
+	// the caller owns (non-nil, possibly empty, when found); (nil, false,
+	// nil) when none was ever saved; an error wrapping [ErrCorrupt] naming
+	// the file when it is damaged.
+	LoadState(ctx context.Context, name string) (state []byte, found bool, err error)
 }
