@@ -13,8 +13,9 @@ import (
 // List returns every position saved in the store's directory, sorted by
 // topic and then partition (strom positions prints it). A file is a position
 // file when its name is <topic>-<partition>.position with a valid topic and
-// a partition >= 0; other files, temporary files of an interrupted Save
-// among them, are skipped. A position file that does not parse is an error
+// a partition >= 0; other files, temporary files of an interrupted Save,
+// state files (<name>.state) and their temporary files among them, are
+// skipped. A position file that does not parse is an error
 // wrapping [ErrCorrupt] and naming the file, as from Load; ctx is checked
 // between files.
 func (s *FileStore) List(ctx context.Context) ([]TopicPosition, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,4 +45,24 @@ func TestFileStoreListFailsOnACorruptPositionFile(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, checkpoint.ErrCorrupt))
 	assert.Contains(t, err.Error(), path)
+}
+
+// TestFileStoreListSkipsStateFiles ensures state files, their temporary
+// files (the long name's cut short) and a damaged state file are neither
+// listed as positions nor make List fail, even when a state is named like a
+// position file.
+func TestFileStoreListSkipsStateFiles(t *testing.T) {
+	ctx := context.Background()
+	s := newFileStore(t)
+	require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(41)))
+	long := strings.Repeat("w", 249)
+	for _, name := range []string{"events-0", "events-1", "events-1.position", long} {
+		require.NoError(t, s.SaveState(ctx, name, []byte("state")))
+	}
+	for _, name := range []string{".events-0.state.tmp-123", "." + long[:240] + ".tmp-123", "events-2.position.state"} {
+		require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), name), []byte("junk"), 0o600))
+	}
+	got, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []checkpoint.TopicPosition{{Topic: "events", Partition: 0, Position: checkpoint.At(41)}}, got)
 }
