@@ -66,3 +66,46 @@ func ExampleMemoryStore() {
 	// found before save: false
 	// offset 100 true
 }
+
+// A FileStore keeps a stage's state snapshot in <name>.state next to the
+// positions; a snapshot never saved is not found, and a damaged one is an
+// error.
+func ExampleFileStore_SaveState() {
+	dir, err := os.MkdirTemp("", "strom-checkpoint")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	ctx := context.Background()
+	store, err := checkpoint.NewFileStore(dir)
+	if err != nil {
+		panic(err)
+	}
+
+	_, found, err := store.LoadState(ctx, "counts")
+	fmt.Println("found before save:", found, err)
+
+	// Save the state first, then the positions it reflects.
+	if err := store.SaveState(ctx, "counts", []byte(`{"a":3,"b":1}`)); err != nil {
+		panic(err)
+	}
+	if err := store.Save(ctx, "events", 0, checkpoint.At(4)); err != nil {
+		panic(err)
+	}
+	state, found, err := store.LoadState(ctx, "counts")
+	fmt.Println(string(state), found, err)
+
+	path, _ := store.StatePath("counts")
+	info, _ := os.Stat(path)
+	fmt.Println(filepath.Base(path), info.Size(), "bytes: a 24-byte header and the 13-byte state")
+
+	_ = os.WriteFile(path, []byte("STROMST"), 0o600) // cut short by hand
+	_, _, err = store.LoadState(ctx, "counts")
+	fmt.Println("corrupt:", errors.Is(err, checkpoint.ErrCorrupt))
+	// Output:
+	// found before save: false <nil>
+	// {"a":3,"b":1} true <nil>
+	// counts.state 37 bytes: a 24-byte header and the 13-byte state
+	// corrupt: true
+}
