@@ -7,8 +7,9 @@
 //     and with [Follow] able to wait at its end as a following source does.
 //   - [Collect] returns a sink that keeps every value written to it, and can
 //     fail a chosen Write.
-//   - [RecordingStore] is a checkpoint store that records every Save in order
-//     and can fail a chosen Save or every Load.
+//   - [RecordingStore] is a checkpoint store (with state snapshots) that
+//     records every Save and SaveState in one order and can fail a chosen
+//     Save, a chosen SaveState or every Load.
 //   - [Faults] wraps a stage's function or sink to fail or panic at a chosen
 //     record, or fail its first attempts to test stream.Retry.
 //   - [Clock] is a fake stream.Clock, stepped by hand, for Batch's linger and

@@ -3,7 +3,9 @@ package streamtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -216,6 +218,94 @@ func TestRecordingStoreConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Len(t, s.Saves(), 400)
+}
+
+// TestRecordingStoreNumbersStateSavesWithSaves ensures state saves and
+// position saves share one sequence, so a test can check that a round's
+// state was saved before its positions, and that LoadState returns the last
+// snapshot.
+func TestRecordingStoreNumbersStateSavesWithSaves(t *testing.T) {
+	ctx := context.Background()
+	var s streamtest.RecordingStore
+	require.NoError(t, s.SaveState(ctx, "window", []byte("abc")))
+	require.NoError(t, s.Save(ctx, "a", 0, checkpoint.At(1)))
+	require.NoError(t, s.Save(ctx, "a", 1, checkpoint.At(2)))
+	require.NoError(t, s.SaveState(ctx, "window", []byte("abcde")))
+	require.NoError(t, s.Save(ctx, "a", 0, checkpoint.At(3)))
+
+	assert.Equal(t, []streamtest.StateSave{
+		{Name: "window", SizeBytes: 3, Seq: 1},
+		{Name: "window", SizeBytes: 5, Seq: 4},
+	}, s.StateSaves())
+	assert.Equal(t, []int{2, 3, 5}, s.SaveSeqs())
+	assert.Len(t, s.Saves(), 3, "Saves is unchanged by state saves")
+
+	state, found, err := s.LoadState(ctx, "window")
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, []byte("abcde"), state)
+	_, found, err = s.LoadState(ctx, "other")
+	require.NoError(t, err)
+	assert.False(t, found)
+}
+
+// TestRecordingStoreFailStateSaveAtFailsTheChosenCallOnly ensures
+// FailStateSaveAt fails the n-th SaveState call (Save calls not counted),
+// which then stores, records and numbers nothing, and that FailSaveAt still
+// counts Save calls alone.
+func TestRecordingStoreFailStateSaveAtFailsTheChosenCallOnly(t *testing.T) {
+	ctx := context.Background()
+	var s streamtest.RecordingStore
+	s.FailStateSaveAt(2, errInjected)
+	s.FailSaveAt(2, errInjected)
+
+	require.NoError(t, s.SaveState(ctx, "w", []byte("one")))
+	require.NoError(t, s.Save(ctx, "a", 0, checkpoint.At(1)))
+	require.ErrorIs(t, s.SaveState(ctx, "w", []byte("two")), errInjected)
+	require.ErrorIs(t, s.Save(ctx, "a", 0, checkpoint.At(2)), errInjected)
+	require.ErrorIs(t, s.SaveState(ctx, "a/b", nil), checkpoint.ErrInvalidStateName)
+	require.NoError(t, s.SaveState(ctx, "w", []byte("four")))
+
+	assert.Equal(t, []streamtest.StateSave{
+		{Name: "w", SizeBytes: 3, Seq: 1},
+		{Name: "w", SizeBytes: 4, Seq: 3},
+	}, s.StateSaves())
+	assert.Equal(t, []int{2}, s.SaveSeqs())
+	state, _, err := s.LoadState(ctx, "w")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("four"), state)
+}
+
+// TestRecordingStoreStateConcurrentUse ensures state and position saves
+// from many goroutines are race-free under -race and numbered 1..n once each.
+func TestRecordingStoreStateConcurrentUse(t *testing.T) {
+	var s streamtest.RecordingStore
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("w%d", g)
+			for i := range 50 {
+				assert.NoError(t, s.SaveState(context.Background(), name, make([]byte, i)))
+				assert.NoError(t, s.Save(context.Background(), "t", int32(g), checkpoint.At(int64(i))))
+				_, _, err := s.LoadState(context.Background(), name)
+				assert.NoError(t, err)
+				_ = s.StateSaves()
+			}
+		}()
+	}
+	wg.Wait()
+	seqs := s.SaveSeqs()
+	for _, st := range s.StateSaves() {
+		seqs = append(seqs, st.Seq)
+	}
+	slices.Sort(seqs)
+	want := make([]int, 400)
+	for i := range want {
+		want[i] = i + 1
+	}
+	assert.Equal(t, want, seqs)
 }
 
 func upper(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil }
