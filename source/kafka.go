@@ -727,6 +727,7 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 				Partition: r.Partition,
 				Offset:    r.Offset,
 				Epoch:     r.LeaderEpoch,
+				Timestamp: r.Timestamp.UnixMilli(),
 			})
 		}
 	})

@@ -239,6 +239,7 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 			Partition: r.Partition,
 			Offset:    r.Offset,
 			Epoch:     r.Epoch,
+			Timestamp: r.Timestamp,
 		}
 	}
 	return elems, nil

@@ -24,7 +24,7 @@ import (
 func Batch[T any](s *Stream[T], size int, linger time.Duration) *Stream[[]T] {
 	size = max(size, 1)
 	ctr := s.p.counters(StageBatch)
-	return chain(s, func(rt *runtime, down outlet[[]T]) outlet[T] {
+	out := chain(s, func(rt *runtime, down outlet[[]T]) outlet[T] {
 		// A batch holds its records unfinished until it is handed on, and
 		// the source stops reading at WithMaxInFlight unfinished records of
 		// a partition: a larger batch could never fill.
@@ -39,6 +39,9 @@ func Batch[T any](s *Stream[T], size int, linger time.Duration) *Stream[[]T] {
 		}
 		return b
 	})
+	// A batch carries the lineage of its first record only: a stateful
+	// stage after it could not tell which offsets it absorbed.
+	return reordering(out, StageBatch)
 }
 
 type batchStage[T any] struct {
@@ -118,7 +121,7 @@ func (b *batchStage[T]) push(ctx context.Context, elems []Element[T]) error {
 		if len(b.cur) == 0 {
 			b.cur = make([]T, 0, b.size)
 			b.grp = &group{pending: 1}
-			b.first = Element[T]{Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch}
+			b.first = Element[T]{Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp}
 			if b.linger > 0 {
 				select {
 				case b.arm <- b.rt.clock.Now():
@@ -145,7 +148,7 @@ func (b *batchStage[T]) emitLocked(ctx context.Context) error {
 		return nil
 	}
 	f := b.first
-	b.out[0] = Element[[]T]{Value: b.cur, Topic: f.Topic, Partition: f.Partition, Offset: f.Offset, Epoch: f.Epoch}
+	b.out[0] = Element[[]T]{Value: b.cur, Topic: f.Topic, Partition: f.Partition, Offset: f.Offset, Epoch: f.Epoch, Timestamp: f.Timestamp}
 	if len(b.grp.members) > 0 {
 		b.out[0].owner = b.grp
 	}

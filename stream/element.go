@@ -22,6 +22,12 @@ type Element[T any] struct {
 	// reused after a crash recovery. Sources without epochs set
 	// checkpoint.NoEpoch (-1).
 	Epoch int32
+	// Timestamp is the record's timestamp in milliseconds since the Unix
+	// epoch (log.Record.Timestamp, a Kafka record's timestamp), set by the
+	// source and kept by every stage like the lineage: the default event
+	// time of [Window]. 0 when the source has none (lines of a file, a
+	// slice).
+	Timestamp int64
 
 	// owner is told when the element is finished (or split): the tracker of
 	// its source partition, or the group of a batch it went into. nil for

@@ -502,7 +502,7 @@ func Via[T, U any](s *Stream[T], f streams.Flow, opts ...GoOption) *Stream[U] {
 	}
 	cfg := defaultGoConfig(opts)
 	ctr := s.p.counters(cfg.name)
-	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
+	out := chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
 		st := &viaStage[T, U]{rt: rt, ctr: ctr, name: cfg.name, f: f, in: f.In(), out: f.Out(), down: down,
 			stallTimeout: cfg.stallTimeout, bad: checkFlow(f, cfg.name)}
 		// Values stay in the flow past the next Read and finish on the
@@ -512,6 +512,7 @@ func Via[T, U any](s *Stream[T], f streams.Flow, opts ...GoOption) *Stream[U] {
 		rt.spawn(st.collect)
 		return st
 	})
+	return reordering(out, cfg.name)
 }
 
 // viaStage is Via in one Run: push sends values into the flow on the
@@ -547,6 +548,7 @@ type pendingInput struct {
 	partition int32
 	offset    int64
 	epoch     int32
+	timestamp int64
 	owner     acker
 }
 
@@ -587,7 +589,7 @@ func (st *viaStage[T, U]) push(_ context.Context, elems []Element[T]) error {
 		st.mu.Lock()
 		// Registered before the send, so an output that comes out at once
 		// finds its lineage.
-		st.pending.push(pendingInput{topic: e.Topic, partition: e.Partition, offset: e.Offset, epoch: e.Epoch, owner: e.owner})
+		st.pending.push(pendingInput{topic: e.Topic, partition: e.Partition, offset: e.Offset, epoch: e.Epoch, timestamp: e.Timestamp, owner: e.owner})
 		st.sent++
 		st.mu.Unlock()
 		select {
@@ -722,7 +724,7 @@ func (st *viaStage[T, U]) pair(v any) (Element[U], error) {
 	st.emitted++
 	st.lastOut = time.Now()
 	st.mu.Unlock()
-	e := Element[U]{Topic: p.topic, Partition: p.partition, Offset: p.offset, Epoch: p.epoch, owner: p.owner}
+	e := Element[U]{Topic: p.topic, Partition: p.partition, Offset: p.offset, Epoch: p.epoch, Timestamp: p.timestamp, owner: p.owner}
 	u, ok := v.(U)
 	if !ok {
 		return e, &RecordError{Stage: st.name, Topic: p.topic, Partition: p.partition, Offset: p.offset,

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"sync"
 )
@@ -30,11 +31,21 @@ func Merge[T any](streams ...*Stream[T]) *Stream[T] {
 		p.stores = append(p.stores, s.p.stores...)
 		p.stages = append(p.stages, s.p.stages...)
 		p.nilSrc = p.nilSrc || s.p.nilSrc
+		for n := range s.p.stateNames {
+			if p.stateNames == nil {
+				p.stateNames = make(map[string]bool)
+			}
+			p.stateNames[n] = true
+		}
 		if len(s.p.stores) > 0 {
 			p.cp = s.p.cp
 		}
 	}
-	return &Stream[T]{p: p, connect: func(rt *runtime, down outlet[T]) {
+	reorders := ""
+	for _, s := range streams {
+		reorders = cmp.Or(reorders, s.reorders)
+	}
+	return &Stream[T]{p: p, reorders: reorders, connect: func(rt *runtime, down outlet[T]) {
 		m := &mergeOutlet[T]{down: down, open: len(streams)}
 		for _, s := range streams {
 			s.connect(rt, m)

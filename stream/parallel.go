@@ -175,7 +175,7 @@ func (st *parallelStage[T, U]) work(w int, in <-chan Element[T]) error {
 		if err != nil {
 			return err
 		}
-		r := result[U]{e: Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, owner: e.owner}, drop: oc == dropped}
+		r := result[U]{e: Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner}, drop: oc == dropped}
 		select {
 		case st.results <- r:
 		case <-rt.stop:

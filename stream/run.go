@@ -56,6 +56,12 @@ type runtime struct {
 	progress     chan struct{} // capacity 1: something finished
 	saveReq      chan chan error
 
+	// stateful are the pipeline's stateful stages, in wiring order, and
+	// stateStores the checkpoint stores that keep their state (state.go).
+	stateful    []statefulStage
+	stateStores []checkpoint.StateStore
+	stateBytes  atomic.Int64 // the size of the last snapshot saved
+
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
 	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
@@ -254,6 +260,12 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 			}
 		}
 	}
+	if err := rt.restoreState(ctx); err != nil {
+		for _, src := range p.sources {
+			_ = src.Close()
+		}
+		return err
+	}
 	for _, src := range p.sources {
 		if pa, ok := src.(PositionsAware); ok {
 			pa.SetPositions(trackerPositions{rt.tracker})
@@ -369,6 +381,15 @@ func (rt *runtime) save() error {
 		return nil
 	}
 	ctx := context.WithoutCancel(rt.parent)
+	if len(rt.stateful) > 0 {
+		// State first: the records it covers finish only once it is
+		// saved, so the positions computed below never pass a record
+		// whose effect on the state could be lost.
+		if err := rt.saveState(ctx); err != nil {
+			rt.saveFailed.Store(true)
+			return err
+		}
+	}
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
 	rt.batch, rt.batchPts = rt.batch[:0], rt.batchPts[:0]
 	for _, pt := range rt.parts {

@@ -197,7 +197,7 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 		if st.reuse != nil && w == i {
 			out[w].Value = v // in place: the lineage is already there
 		} else {
-			out[w] = Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, owner: e.owner}
+			out[w] = Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner}
 		}
 		w++
 	}
@@ -276,13 +276,17 @@ func MapTo[T, U any](s *Stream[T], fn func(context.Context, T) (U, error), opts 
 		out, err := fn(ctx, v)
 		return out, true, err
 	}
-	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
+	out := chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
 		if cfg.parallel > 1 {
 			return newParallel(sr, wrapped, down)
 		}
 		return &seqStage[T, U]{sr: sr, fn: wrapped, mapTo: fn, down: down}
 	})
+	if cfg.parallel > 1 {
+		reordering(out, cfg.name)
+	}
+	return out
 }
 
 func sameSlice[T any](e []Element[T]) []Element[T] { return e }
@@ -294,7 +298,7 @@ func sameSlice[T any](e []Element[T]) []Element[T] { return e }
 func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlaceStage[T], fn func(context.Context, T) (T, bool, error)) *Stream[T] {
 	cfg := newStageConfig(name, opts)
 	ctr := s.p.counters(cfg.name)
-	return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
+	out := chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
 		switch {
 		case cfg.parallel > 1:
@@ -306,6 +310,10 @@ func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlac
 		st.sr, st.fn, st.down = sr, fn, down
 		return &st
 	})
+	if cfg.parallel > 1 {
+		reordering(out, cfg.name)
+	}
+	return out
 }
 
 // The kinds of inPlaceStage.
@@ -557,7 +565,7 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 			e.owner.Split(e.Offset, len(vs))
 		}
 		for _, v := range vs {
-			out = append(out, Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, owner: e.owner})
+			out = append(out, Element[U]{Value: v, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
 		}
 	}
 	st.sr.doneBatch(start)

@@ -24,6 +24,10 @@ type Stream[T any] struct {
 	// rt: it builds each stage's outlet and registers the goroutines Run
 	// starts.
 	connect func(rt *runtime, out outlet[T])
+	// reorders names the first stage upstream that may hand the records of
+	// a partition on out of offset order (a Parallel or KeyOrdered stage,
+	// Batch, Via), "" when none does: stateful stages need that order.
+	reorders string
 }
 
 // outlet is where a stage hands its output: the next stage, or Run's
@@ -54,6 +58,8 @@ type pipeline struct {
 
 	running atomic.Pointer[runtime] // while Run runs, for Checkpoint
 	nilSrc  bool
+	// stateNames are the names of the stateful stages, unique (state.go).
+	stateNames map[string]bool
 }
 
 // From returns a Stream reading from src. Nothing is read until [Stream.Run].
@@ -190,9 +196,18 @@ func (r *registrar[T]) push(ctx context.Context, elems []Element[T], out outlet[
 // upstream pushes into.
 func chain[T, U any](s *Stream[T], stage func(rt *runtime, down outlet[U]) outlet[T]) *Stream[U] {
 	up := s.connect
-	return &Stream[U]{p: s.p, connect: func(rt *runtime, down outlet[U]) {
+	return &Stream[U]{p: s.p, reorders: s.reorders, connect: func(rt *runtime, down outlet[U]) {
 		up(rt, stage(rt, down))
 	}}
+}
+
+// reordering marks s as fed by the stage name, which may reorder the
+// records of a partition, unless an earlier stage already did.
+func reordering[T any](s *Stream[T], name string) *Stream[T] {
+	if s.reorders == "" {
+		s.reorders = name
+	}
+	return s
 }
 
 func mustFunc(op string, isNil bool) {
@@ -272,17 +287,19 @@ type StageStats struct {
 	DeadLettered int64 // written to the dead-letter sink after failing (a sink: every record of the batch)
 	Failed       int64 // calls of the function (a sink: Writes) that failed, each retry included
 	Retried      int64 // calls that were retries, whether they failed or not
+	Late         int64 // a Window's late records: sent to LateTo, dropped by DropLate, or the one that stopped Run
 }
 
 type stageCounters struct {
 	name                                            string
 	idx                                             int // the stage's place in pipeline.stages
 	in, out, skipped, deadLettered, failed, retried atomic.Int64
+	late                                            atomic.Int64
 }
 
 func (c *stageCounters) snapshot() StageStats {
 	return StageStats{Name: c.name, In: c.in.Load(), Out: c.out.Load(), Skipped: c.skipped.Load(),
-		DeadLettered: c.deadLettered.Load(), Failed: c.failed.Load(), Retried: c.retried.Load()}
+		DeadLettered: c.deadLettered.Load(), Failed: c.failed.Load(), Retried: c.retried.Load(), Late: c.late.Load()}
 }
 
 func (p *pipeline) counters(name string) *stageCounters {

@@ -1,0 +1,208 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/strom-dev/strom/checkpoint"
+)
+
+// Aggregate folds the values of each key of k into an accumulator with agg
+// and emits the key's new accumulator after every record, as Kafka
+// Streams' KGroupedStream.aggregate emits its table's updates: a Stream of
+// KV, one per record, with the record's lineage. The accumulators are the
+// stage's state, saved with the positions (see the package doc's "State"):
+// after a restart they equal those of an uninterrupted run although
+// records are delivered again. A record delivered again whose effect is
+// already in the restored state is not added twice; the stage emits the
+// key's current accumulator for it instead, so every key's latest value
+// still reaches downstream at least once.
+//
+// opts: [Name] (default "aggregate", also the name the state is saved
+// under). It panics if agg.Add is nil, if a [Window] option is given, or
+// if a stage before it may reorder records ([Parallel], [KeyOrdered],
+// [Batch], [Via]).
+func Aggregate[K comparable, T, A any](k *Keyed[K, T], agg Aggregator[T, A], opts ...StateOption) *Stream[KV[K, A]] {
+	mustFunc("Aggregate", agg.Add == nil)
+	return aggregate(k, StageAggregate, func(v T) A { return agg.Add(agg.init(), v) }, agg.Add, opts)
+}
+
+// Reduce combines the values of each key of k with fn, the first value of
+// a key being its start, and emits the key's new value after every record
+// (Kafka Streams' reduce). State, restarts and options as for [Aggregate]
+// (default name "reduce"). It panics if fn is nil.
+func Reduce[K comparable, T any](k *Keyed[K, T], fn func(acc, v T) T, opts ...StateOption) *Stream[KV[K, T]] {
+	mustFunc("Reduce", fn == nil)
+	return aggregate(k, StageReduce, func(v T) T { return v }, fn, opts)
+}
+
+func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T) A, add func(A, T) A, opts []StateOption) *Stream[KV[K, A]] {
+	if k == nil {
+		panic("stream: " + kind + " called with a nil Keyed")
+	}
+	cfg := newStateConfig(kind, opts)
+	if cfg.windowOnly != "" {
+		panic(fmt.Sprintf("stream: %s applies to Window, not to %s", cfg.windowOnly, kind))
+	}
+	registerState(k.s, kind, cfg.name)
+	ctr := k.s.p.counters(cfg.name)
+	return chain(k.s, func(rt *runtime, down outlet[KV[K, A]]) outlet[T] {
+		st := &aggStage[K, T, A]{kind: kind, key: k.key, first: first, add: add, down: down, accs: make(map[K]A)}
+		st.core.init(rt, cfg.name, ctr)
+		rt.stateful = append(rt.stateful, st)
+		rt.flushers = append(rt.flushers, rt.saveWhenHeld(st.holding))
+		return st
+	})
+}
+
+// aggStage is Aggregate and Reduce.
+type aggStage[K comparable, T, A any] struct {
+	kind  string
+	key   func(T) K
+	first func(T) A
+	add   func(A, T) A
+	down  outlet[KV[K, A]]
+
+	mu   sync.Mutex
+	core stateCore
+	accs map[K]A
+	out  []Element[KV[K, A]]
+	fin  []member
+}
+
+func (st *aggStage[K, T, A]) stateName() string { return st.core.name }
+
+func (st *aggStage[K, T, A]) holding() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.core.held) > 0
+}
+
+func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
+	c := &st.core
+	c.ctr.in.Add(int64(len(elems)))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := st.out[:0]
+	st.fin = st.fin[:0]
+	held := 0
+	c.busy = true
+	for i := range elems {
+		e := &elems[i]
+		ps := c.part(e.Topic, e.Partition)
+		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
+		if err != nil {
+			return err
+		}
+		k := st.key(e.Value)
+		if replay {
+			// Its effect is in the restored state: emit the key's
+			// current value in its place, if the key is still there.
+			if acc, ok := st.accs[k]; ok {
+				out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
+					Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
+			} else if e.owner != nil {
+				st.fin = append(st.fin, member{e.owner, e.Offset})
+			}
+			continue
+		}
+		acc, ok := st.accs[k]
+		if ok {
+			acc = st.add(acc, e.Value)
+		} else {
+			acc = st.first(e.Value)
+		}
+		st.accs[k] = acc
+		if e.owner != nil && c.persist {
+			// One completion goes downstream with the update, the other
+			// waits for the snapshot that holds the new accumulator.
+			e.owner.Split(e.Offset, 2)
+			c.hold(e.owner, e.Offset, &st.fin)
+			held++
+		}
+		out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
+			Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
+	}
+	c.busy = false
+	c.dirty.Store(true)
+	st.out = out
+	if len(st.fin) > 0 {
+		c.offs = finishMembers(st.fin, c.offs)
+		c.rt.noteFinished(len(st.fin))
+		clear(st.fin)
+	}
+	if held > 0 {
+		c.rt.noteFinished(held) // for CheckpointRecords: progress that a save will finish
+	}
+	c.ctr.out.Add(int64(len(out)))
+	if len(out) == 0 {
+		return nil
+	}
+	err := st.down.push(ctx, out)
+	clear(out)
+	return err
+}
+
+func (st *aggStage[K, T, A]) close(ctx context.Context) error { return st.down.close(ctx) }
+
+// aggFile is an Aggregate's or Reduce's snapshot.
+type aggFile[K comparable, A any] struct {
+	Parts []partFile
+	Keys  []aggEntry[K, A]
+}
+
+type aggEntry[K comparable, A any] struct {
+	Key K
+	Acc A
+}
+
+func (st *aggStage[K, T, A]) header() stateHeader {
+	return stateHeader{Version: stateVersion, Kind: st.kind}
+}
+
+func (st *aggStage[K, T, A]) snapshot() ([]byte, bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := &st.core
+	if c.busy {
+		return nil, false, fmt.Errorf("the state was left half changed by a panic")
+	}
+	if !c.dirty.Swap(false) {
+		return nil, false, nil
+	}
+	f := aggFile[K, A]{Parts: c.partsFile(), Keys: make([]aggEntry[K, A], 0, len(st.accs))}
+	for k, a := range st.accs {
+		f.Keys = append(f.Keys, aggEntry[K, A]{k, a})
+	}
+	data, err := encodeState(st.header(), &f)
+	if err != nil {
+		c.dirty.Store(true)
+		return nil, false, err
+	}
+	c.takeHeld()
+	return data, true, nil
+}
+
+func (st *aggStage[K, T, A]) release() { st.core.releaseHeld() }
+
+func (st *aggStage[K, T, A]) restore(ctx context.Context, store checkpoint.StateStore) error {
+	data, found, err := store.LoadState(ctx, st.core.name)
+	if err != nil {
+		return fmt.Errorf("stream: load the state of stage %q: %w", st.core.name, err)
+	}
+	if !found {
+		return nil
+	}
+	var f aggFile[K, A]
+	if err := decodeState(st.core.name, data, st.header(), &f); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.core.restoreParts(f.Parts)
+	for _, e := range f.Keys {
+		st.accs[e.Key] = e.Acc
+	}
+	return nil
+}

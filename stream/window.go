@@ -1,0 +1,879 @@
+package stream
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strom-dev/strom/checkpoint"
+)
+
+// Windows says how [Window] assigns records to windows: [Tumbling],
+// [Sliding] or [Session]. The zero Windows is invalid (Window panics).
+type Windows struct {
+	kind  windowKind
+	size  int64 // ms: tumbling and sliding
+	slide int64 // ms: sliding
+	gap   int64 // ms: session
+}
+
+type windowKind uint8
+
+const (
+	kindNone windowKind = iota
+	kindTumbling
+	kindSliding
+	kindSession
+)
+
+// Tumbling returns windows of size that do not overlap: a record with
+// event time t is in [t - t mod size, that + size), aligned on the Unix
+// epoch (a 1-minute window starts on the minute). It panics if size is
+// under 1ms.
+func Tumbling(size time.Duration) Windows {
+	mustDuration("Tumbling", "size", size)
+	return Windows{kind: kindTumbling, size: size.Milliseconds()}
+}
+
+// Sliding returns windows of size that start every slide (Kafka Streams'
+// hopping windows, Flink's sliding ones): a record is in size/slide of
+// them, rounded up. Aligned on the Unix epoch. It panics if size or slide
+// is under 1ms or slide is above size.
+func Sliding(size, slide time.Duration) Windows {
+	mustDuration("Sliding", "size", size)
+	mustDuration("Sliding", "slide", slide)
+	if slide > size {
+		panic(fmt.Sprintf("stream: Sliding with a slide (%s) above the size (%s): records between windows would be in none", slide, size))
+	}
+	return Windows{kind: kindSliding, size: size.Milliseconds(), slide: slide.Milliseconds()}
+}
+
+// Session returns session windows of a key: a record starts a session
+// [t, t+gap) and a record less than gap after the last one of a session
+// extends it, so a session ends after gap without records; a record that
+// bridges two sessions merges them (with the Aggregator's Merge, which
+// Window then requires). It panics if gap is under 1ms.
+func Session(gap time.Duration) Windows {
+	mustDuration("Session", "gap", gap)
+	return Windows{kind: kindSession, gap: gap.Milliseconds()}
+}
+
+func mustDuration(op, what string, d time.Duration) {
+	if d < time.Millisecond {
+		panic(fmt.Sprintf("stream: %s with a %s of %s: windows are counted in milliseconds, at least 1ms", op, what, d))
+	}
+}
+
+// String describes w, as in "tumbling 1m0s", "sliding 1m0s every 10s",
+// "session gap 30s". It is saved with a window's state, and a restore
+// under another definition fails with [ErrStateMismatch].
+func (w Windows) String() string {
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	switch w.kind {
+	case kindTumbling:
+		return "tumbling " + ms(w.size).String()
+	case kindSliding:
+		return "sliding " + ms(w.size).String() + " every " + ms(w.slide).String()
+	case kindSession:
+		return "session gap " + ms(w.gap).String()
+	}
+	return "invalid windows"
+}
+
+// WindowResult is what [Window] emits for a key's window.
+type WindowResult[K comparable, A any] struct {
+	Key   K
+	Start time.Time // the window's first instant, UTC
+	End   time.Time // one past its last: the window is [Start, End)
+	Value A         // the accumulator
+	// Final is true for the result emitted when the watermark passed End
+	// (or the input ended), and for the updates of a window that was
+	// already final, made by records within the allowed lateness (or by a
+	// later run over more records, after an end of input): such a result
+	// replaces the earlier one of the same Key, Start and End. It is false
+	// for an early result ([EmitUpdates]).
+	Final bool
+}
+
+// ErrLateRecord is the error of a late record under [Window]'s default
+// policy: a record whose every window has closed (End + allowed lateness
+// at or below the watermark). The *RecordError Run returns wraps it and
+// names the record. Route late records with [LateTo], drop them counted
+// with [DropLate], or make fewer records late with [OutOfOrderness] and
+// [AllowedLateness].
+var ErrLateRecord = errors.New("stream: late record")
+
+// EventTime makes [Window] read each record's event time with fn instead
+// of the default, the record's Timestamp ([Element].Timestamp, as the
+// source set it). fn must be deterministic: a record delivered again
+// after a restart must land in the same windows. It panics if fn is nil;
+// Window panics if T is not its values' type.
+func EventTime[T any](fn func(T) time.Time) StateOption {
+	mustFunc("EventTime", fn == nil)
+	return stateOptionFunc(func(c *stateConfig) {
+		c.eventTime, c.processingTime = fn, false
+		c.windowOnly = "EventTime"
+	})
+}
+
+// ProcessingTime makes [Window] use processing time: a record's time is
+// the pipeline's [Clock] when the stage receives it, and the watermark is
+// the clock itself, so windows close when the clock passes their end,
+// records or not (on a timer goroutine). Results then depend on when
+// records arrive: a replay after a restart does not give the same
+// windows.
+func ProcessingTime() StateOption {
+	return stateOptionFunc(func(c *stateConfig) {
+		c.processingTime, c.eventTime = true, nil
+		c.windowOnly = "ProcessingTime"
+	})
+}
+
+// OutOfOrderness sets the bounded out-of-orderness of [Window]'s event
+// time (default 0): the watermark of a partition is its greatest event
+// time so far minus d, so records up to d behind the newest of their
+// partition are on time. It is Flink's
+// WatermarkStrategy.forBoundedOutOfOrderness. d < 0 is 0.
+func OutOfOrderness(d time.Duration) StateOption {
+	return stateOptionFunc(func(c *stateConfig) {
+		c.outOfOrder = max(d, 0).Milliseconds()
+		c.windowOnly = "OutOfOrderness"
+	})
+}
+
+// AllowedLateness keeps a [Window]'s windows d past the watermark passing
+// their end (default 0): a record that arrives for one in that time
+// updates it and its result is emitted again (Final). Past End + d the
+// window is dropped and its records are late. d < 0 is 0.
+func AllowedLateness(d time.Duration) StateOption {
+	return stateOptionFunc(func(c *stateConfig) {
+		c.lateness = max(d, 0).Milliseconds()
+		c.windowOnly = "AllowedLateness"
+	})
+}
+
+// LateTo sends [Window]'s late records to sink, the side output of late
+// data: one Write per batch of late records, in order; a late record is
+// finished once the Write returned nil, and a failed Write stops Run with
+// a [*RecordError]. Late records are counted in [StageStats].Late. It
+// panics if sink is nil; Window panics if T is not its values' type.
+func LateTo[T any](sink Sink[T]) StateOption {
+	if sink == nil {
+		panic("stream: LateTo called with a nil sink")
+	}
+	return stateOptionFunc(func(c *stateConfig) {
+		c.lateSink, c.dropLate = sink, false
+		c.windowOnly = "LateTo"
+	})
+}
+
+// DropLate drops [Window]'s late records, counted in [StageStats].Late and
+// Skipped, instead of stopping Run with [ErrLateRecord].
+func DropLate() StateOption {
+	return stateOptionFunc(func(c *stateConfig) {
+		c.dropLate, c.lateSink = true, nil
+		c.windowOnly = "DropLate"
+	})
+}
+
+// EmitUpdates makes [Window] also emit a window's result after every
+// record that changed it, before it is final (Final false): Kafka Streams'
+// default of emitting every update, as opposed to emitting on the
+// watermark only (Window's default, Kafka Streams' suppress(untilWindowCloses)).
+func EmitUpdates() StateOption {
+	return stateOptionFunc(func(c *stateConfig) {
+		c.emitUpdates = true
+		c.windowOnly = "EmitUpdates"
+	})
+}
+
+// Window aggregates the values of each key of k per window of event time,
+// with agg, and emits each window's result once the watermark passes its
+// end: the windows of Flink and Kafka Streams.
+//
+// Event time is the record's Timestamp by default ([EventTime] to read it
+// from the value, [ProcessingTime] for the clock). The watermark is, per
+// source partition, the greatest event time seen minus the
+// [OutOfOrderness], and the stage's watermark is the least of those of
+// the partitions it has seen, never going back. A window [Start, End)
+// fires when the watermark reaches End, and is dropped [AllowedLateness]
+// later. A record whose every window was dropped is late: by default Run
+// stops with a *RecordError wrapping [ErrLateRecord]; [LateTo] sends late
+// records to a sink, [DropLate] counts and drops them. No late record is
+// dropped unseen.
+//
+// When the input ends (every source returned io.EOF), every window still
+// open is emitted, Final, without waiting for the watermark; it stays in
+// the state until the watermark passes it, so a later run over more
+// records updates it (and emits it again) instead of starting it afresh.
+// A cancelled Run emits nothing early.
+//
+// The open windows, the watermark and the results emitted but not yet
+// finished downstream are the stage's state, saved atomically with what
+// the stage has read of each partition (see the package doc's "State"): a
+// record is finished for the checkpoint only once a snapshot holding its
+// effect is saved, and after a restart the results equal those of an
+// uninterrupted run, although records and results are delivered again.
+//
+// The records of a partition must reach the stage in offset order: Window
+// panics if a stage before it may reorder them (Parallel, KeyOrdered,
+// Batch, Via), if w is the zero Windows, if agg.Add is nil, if w is a
+// [Session] and agg.Merge is nil, or if an option's type parameter is not
+// T. opts: the options above and [Name] (default "window", also the name
+// the state is saved under).
+func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T, A], opts ...StateOption) *Stream[WindowResult[K, A]] {
+	if k == nil {
+		panic("stream: Window called with a nil Keyed")
+	}
+	if w.kind == kindNone {
+		panic("stream: Window called with the zero Windows: use Tumbling, Sliding or Session")
+	}
+	mustFunc("Window (agg.Add)", agg.Add == nil)
+	if w.kind == kindSession && agg.Merge == nil {
+		panic("stream: Window over Session windows needs agg.Merge, to merge the sessions a record joins")
+	}
+	cfg := newStateConfig(StageWindow, opts)
+	var evTime func(T) time.Time
+	if cfg.eventTime != nil {
+		fn, ok := cfg.eventTime.(func(T) time.Time)
+		if !ok {
+			panic(fmt.Sprintf("stream: EventTime's function is a %T, the window's values need a func(%T) time.Time", cfg.eventTime, *new(T)))
+		}
+		evTime = fn
+	}
+	var lateSink Sink[T]
+	if cfg.lateSink != nil {
+		s, ok := cfg.lateSink.(Sink[T])
+		if !ok {
+			panic(fmt.Sprintf("stream: LateTo's sink is a %T, the window's values need a stream.Sink[%T]", cfg.lateSink, *new(T)))
+		}
+		lateSink = s
+	}
+	registerState(k.s, StageWindow, cfg.name)
+	ctr := k.s.p.counters(cfg.name)
+	return chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
+		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
+			down: down, keys: make(map[K][]*win[A]), wm: math.MinInt64, minTs: math.MinInt64,
+			wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		st.pend = &pendingResults[K, A]{m: make(map[int64]*pendingResult[K, A]), dirty: &st.core.dirty}
+		st.core.init(rt, cfg.name, ctr)
+		rt.stateful = append(rt.stateful, st)
+		rt.flushers = append(rt.flushers, rt.saveWhenHeld(st.holding))
+		if cfg.processingTime {
+			rt.async = true
+			rt.spawn(st.tick)
+		}
+		return st
+	})
+}
+
+// win is one open window of a key.
+type win[A any] struct {
+	start, end int64 // ms, [start, end)
+	acc        A
+	fired      bool // its final result was emitted
+}
+
+// winTimer says that key has a window due at at (its end, or its end plus
+// the allowed lateness once fired). Timers are not removed when a session
+// merges away: a due timer looks at the key's windows as they are.
+type winTimer[K comparable] struct {
+	at  int64
+	seq uint64 // insertion order: ties fire in the order they were set
+	key K
+}
+
+type timerHeap[K comparable] []winTimer[K]
+
+func (h timerHeap[K]) Len() int { return len(h) }
+func (h timerHeap[K]) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+}
+func (h timerHeap[K]) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap[K]) Push(x any)   { *h = append(*h, x.(winTimer[K])) }
+func (h *timerHeap[K]) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}
+
+// pendingResult is a result emitted and not yet finished downstream.
+type pendingResult[K comparable, A any] struct {
+	res   WindowResult[K, A]
+	count int // completions still to come
+}
+
+// pendingResults is the owner of the results a window emits: a result is
+// kept, and saved with the state, until it has finished every stage after
+// the window, so that a crash before then emits it again.
+type pendingResults[K comparable, A any] struct {
+	mu    sync.Mutex
+	m     map[int64]*pendingResult[K, A]
+	dirty *atomic.Bool
+}
+
+func (p *pendingResults[K, A]) Done(offsets ...int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, o := range offsets {
+		if r := p.m[o]; r != nil {
+			if r.count--; r.count <= 0 {
+				delete(p.m, o)
+			}
+		}
+	}
+	p.dirty.Store(true)
+}
+
+func (p *pendingResults[K, A]) Split(offset int64, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.m[offset]; r != nil {
+		if r.count += n - 1; r.count <= 0 {
+			delete(p.m, offset)
+			p.dirty.Store(true)
+		}
+	}
+}
+
+// windowStage is Window.
+type windowStage[K comparable, T, A any] struct {
+	spec     Windows
+	cfg      *stateConfig
+	key      func(T) K
+	agg      Aggregator[T, A]
+	evTime   func(T) time.Time // nil: Element.Timestamp
+	lateSink Sink[T]
+	down     outlet[WindowResult[K, A]]
+
+	mu     sync.Mutex // guards what follows and serialises pushes downstream
+	core   stateCore
+	keys   map[K][]*win[A]
+	timers timerHeap[K]
+	tseq   uint64
+	wm     int64 // the watermark, ms; math.MinInt64 before any record
+	minTs  int64 // the least of the partitions' greatest event times
+	seq    int64 // the Offset of the next result: its id in pend
+	redo   []WindowResult[K, A]
+	out    []Element[WindowResult[K, A]]
+	late   []Element[T]
+	lateV  []T
+	fin    []member
+
+	pend *pendingResults[K, A]
+
+	wake chan struct{} // processing time: a timer earlier than the one waited for
+	quit chan struct{}
+}
+
+func (st *windowStage[K, T, A]) stateName() string { return st.core.name }
+
+func (st *windowStage[K, T, A]) holding() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.core.held) > 0
+}
+
+func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
+	c := &st.core
+	c.ctr.in.Add(int64(len(elems)))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.out, st.late, st.fin = st.out[:0], st.late[:0], st.fin[:0]
+	st.redoLocked()
+	held := 0
+	c.busy = true
+	for i := range elems {
+		e := &elems[i]
+		ps := c.part(e.Topic, e.Partition)
+		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
+		if err != nil {
+			return err
+		}
+		if replay {
+			if e.owner != nil {
+				st.fin = append(st.fin, member{e.owner, e.Offset})
+			}
+			continue
+		}
+		var t int64
+		switch {
+		case st.cfg.processingTime:
+			t = c.rt.clock.Now().UnixMilli()
+			st.wm = max(st.wm, t)
+		case st.evTime != nil:
+			t = st.evTime(e.Value).UnixMilli()
+		default:
+			t = e.Timestamp
+		}
+		if !st.absorb(st.key(e.Value), e.Value, t) {
+			st.late = append(st.late, *e)
+			continue
+		}
+		if c.persist {
+			if e.owner != nil {
+				c.held = append(c.held, member{e.owner, e.Offset})
+				held++
+			}
+		} else if e.owner != nil {
+			st.fin = append(st.fin, member{e.owner, e.Offset})
+		}
+		if !st.cfg.processingTime {
+			st.advance(ps, t)
+		}
+	}
+	c.busy = false
+	c.dirty.Store(true)
+	if len(st.late) > 0 {
+		if err := st.lateLocked(ctx); err != nil {
+			return err
+		}
+	}
+	if len(st.fin) > 0 {
+		c.offs = finishMembers(st.fin, c.offs)
+		c.rt.noteFinished(len(st.fin))
+		clear(st.fin)
+	}
+	if held > 0 {
+		c.rt.noteFinished(held) // for CheckpointRecords: progress that a save will finish
+	}
+	return st.flushLocked(ctx)
+}
+
+// absorb adds v, of event time t, to the windows of key k, and emits what
+// that changes. It returns false when the record is late.
+func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
+	L := st.cfg.lateness
+	switch st.spec.kind {
+	case kindSession:
+		ws := st.keys[k]
+		ns, ne := t, t+st.spec.gap
+		var m *win[A]
+		n := 0
+		for _, w := range ws {
+			if w.start < ne && ns < w.end { // overlaps [t, t+gap)
+				if m == nil {
+					m = w
+				} else {
+					m.acc = st.agg.Merge(m.acc, w.acc)
+					m.start, m.end = min(m.start, w.start), max(m.end, w.end)
+					m.fired = m.fired || w.fired
+					continue // merged away
+				}
+			}
+			ws[n] = w
+			n++
+		}
+		clear(ws[n:])
+		ws = ws[:n]
+		if m == nil {
+			if ne+L <= st.wm {
+				return false
+			}
+			m = &win[A]{start: ns, end: ne, acc: st.agg.init()}
+			ws = append(ws, m)
+			st.setTimer(ne, k)
+		} else {
+			oldEnd := m.end
+			m.start, m.end = min(m.start, ns), max(m.end, ne)
+			if m.end != oldEnd {
+				st.setTimer(st.due(m), k)
+			}
+		}
+		m.acc = st.agg.Add(m.acc, v)
+		st.keys[k] = ws
+		st.changed(k, m)
+		return true
+	default:
+		size, slide := st.spec.size, st.spec.slide
+		if st.spec.kind == kindTumbling {
+			slide = size
+		}
+		ws := st.keys[k]
+		any := false
+		for s := floorDiv(t, slide) * slide; s > t-size; s -= slide {
+			e := s + size
+			var w *win[A]
+			for _, x := range ws {
+				if x.start == s {
+					w = x
+					break
+				}
+			}
+			if w == nil {
+				if e+L <= st.wm {
+					continue // closed: late for this window
+				}
+				w = &win[A]{start: s, end: e, acc: st.agg.init()}
+				ws = append(ws, w)
+				st.setTimer(e, k)
+			}
+			w.acc = st.agg.Add(w.acc, v)
+			any = true
+			st.changed(k, w)
+		}
+		if any {
+			st.keys[k] = ws
+		}
+		return any
+	}
+}
+
+// due is when w's timer is due: its end, or its end plus the allowed
+// lateness once it fired.
+func (st *windowStage[K, T, A]) due(w *win[A]) int64 {
+	if w.fired {
+		return w.end + st.cfg.lateness
+	}
+	return w.end
+}
+
+// changed emits w's result after a record changed it when that is asked
+// for: an early result, or the update of a window already final.
+func (st *windowStage[K, T, A]) changed(k K, w *win[A]) {
+	if w.fired {
+		st.emit(k, w, true)
+	} else if st.cfg.emitUpdates {
+		st.emit(k, w, false)
+	}
+}
+
+func (st *windowStage[K, T, A]) setTimer(at int64, k K) {
+	st.tseq++
+	first := len(st.timers) == 0 || at < st.timers[0].at
+	heap.Push(&st.timers, winTimer[K]{at: at, seq: st.tseq, key: k})
+	if first && st.cfg.processingTime {
+		select {
+		case st.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// advance raises the watermark with a record of event time t of the
+// partition ps, and fires the windows it passes.
+func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
+	if t <= ps.maxTs {
+		return
+	}
+	old := ps.maxTs
+	ps.maxTs = t
+	switch {
+	case old == math.MinInt64 && len(st.core.parts) == 1:
+		st.minTs = t // the first partition's first record
+	case old == math.MinInt64:
+		st.minTs = min(st.minTs, t) // a new partition: the least may fall
+	case old == st.minTs:
+		// ps held the least: it may rise.
+		m := int64(math.MaxInt64)
+		for _, p := range st.core.parts {
+			if p.maxTs != math.MinInt64 {
+				m = min(m, p.maxTs)
+			}
+		}
+		st.minTs = m
+	default:
+		return
+	}
+	if w := st.minTs - st.cfg.outOfOrder; w > st.wm {
+		st.wm = w
+		st.fire()
+	}
+}
+
+// fire emits the windows whose end the watermark reached and drops those
+// past their allowed lateness.
+func (st *windowStage[K, T, A]) fire() {
+	for len(st.timers) > 0 && st.timers[0].at <= st.wm {
+		k := heap.Pop(&st.timers).(winTimer[K]).key
+		st.fireKey(k, st.wm, false)
+	}
+}
+
+// fireKey fires and drops the windows of k due at wm. With all (the end
+// of the input) it fires every window of k, and drops none early.
+func (st *windowStage[K, T, A]) fireKey(k K, wm int64, all bool) {
+	ws, ok := st.keys[k]
+	if !ok {
+		return
+	}
+	L := st.cfg.lateness
+	n := 0
+	for _, w := range ws {
+		if !w.fired && (all || w.end <= wm) {
+			st.emit(k, w, true)
+			w.fired = true
+			if !all && L > 0 {
+				st.setTimer(w.end+L, k)
+			}
+		}
+		if w.fired && w.end+L <= st.wm {
+			continue // dropped
+		}
+		ws[n] = w
+		n++
+	}
+	clear(ws[n:])
+	if n == 0 {
+		delete(st.keys, k)
+	} else {
+		st.keys[k] = ws[:n]
+	}
+}
+
+// emit queues w's result for downstream and keeps it pending until it
+// finishes there.
+func (st *windowStage[K, T, A]) emit(k K, w *win[A], final bool) {
+	st.emitResult(WindowResult[K, A]{Key: k, Start: time.UnixMilli(w.start).UTC(), End: time.UnixMilli(w.end).UTC(), Value: w.acc, Final: final})
+}
+
+func (st *windowStage[K, T, A]) emitResult(r WindowResult[K, A]) {
+	id := st.seq
+	st.seq++
+	st.pend.mu.Lock()
+	st.pend.m[id] = &pendingResult[K, A]{res: r, count: 1}
+	st.pend.mu.Unlock()
+	// The result's event time is the window's last instant, as Flink
+	// stamps it, so a window after this one works on it by default.
+	st.out = append(st.out, Element[WindowResult[K, A]]{Value: r, Offset: id, Epoch: checkpoint.NoEpoch,
+		Timestamp: r.End.UnixMilli() - 1, owner: st.pend})
+}
+
+// redoLocked emits again the results that were pending in the restored
+// state, before anything else.
+func (st *windowStage[K, T, A]) redoLocked() {
+	for _, r := range st.redo {
+		st.emitResult(r)
+	}
+	st.redo = nil
+}
+
+// lateLocked hands the late records of a push to the late policy.
+func (st *windowStage[K, T, A]) lateLocked(ctx context.Context) error {
+	c := &st.core
+	c.ctr.late.Add(int64(len(st.late)))
+	switch {
+	case st.lateSink != nil:
+		st.lateV = st.lateV[:0]
+		for i := range st.late {
+			st.lateV = append(st.lateV, st.late[i].Value)
+		}
+		err := st.lateSink.Write(ctx, st.lateV)
+		clear(st.lateV)
+		if err != nil {
+			return recordError(c.name+" (late records)", &st.late[0], err)
+		}
+	case st.cfg.dropLate:
+		c.ctr.skipped.Add(int64(len(st.late)))
+	default:
+		e := &st.late[0]
+		var t int64
+		switch {
+		case st.evTime != nil:
+			t = st.evTime(e.Value).UnixMilli()
+		default:
+			t = e.Timestamp
+		}
+		return recordError(c.name, e, fmt.Errorf("%w: event time %s is in %s windows that closed at watermark %s (out-of-orderness %s, allowed lateness %s); route late records with stream.LateTo or drop them with stream.DropLate",
+			ErrLateRecord, fmtMillis(t), st.spec, fmtMillis(st.wm),
+			time.Duration(st.cfg.outOfOrder)*time.Millisecond, time.Duration(st.cfg.lateness)*time.Millisecond))
+	}
+	for i := range st.late {
+		if o := st.late[i].owner; o != nil {
+			st.fin = append(st.fin, member{o, st.late[i].Offset})
+		}
+	}
+	clear(st.late)
+	return nil
+}
+
+func fmtMillis(ms int64) string {
+	if ms == math.MinInt64 {
+		return "(none yet)"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+}
+
+// flushLocked hands the queued results downstream.
+func (st *windowStage[K, T, A]) flushLocked(ctx context.Context) error {
+	if len(st.out) == 0 {
+		return nil
+	}
+	st.core.ctr.out.Add(int64(len(st.out)))
+	err := st.down.push(ctx, st.out)
+	clear(st.out)
+	st.out = st.out[:0]
+	return err
+}
+
+func (st *windowStage[K, T, A]) close(ctx context.Context) error {
+	rt := st.core.rt
+	st.mu.Lock()
+	st.out = st.out[:0]
+	st.redoLocked()
+	if rt.parent.Err() == nil && !rt.stopped() {
+		// The end of the input: every open window is as complete as it
+		// will be in this run. Emit them, in the order of their ends,
+		// and keep them until the watermark passes them.
+		st.core.busy = true
+		order := append(timerHeap[K](nil), st.timers...)
+		for len(order) > 0 {
+			k := heap.Pop(&order).(winTimer[K]).key
+			st.fireKey(k, st.wm, true)
+		}
+		st.core.busy = false
+		st.core.dirty.Store(true)
+	}
+	err := st.flushLocked(ctx)
+	st.mu.Unlock()
+	close(st.quit)
+	if err != nil {
+		return err
+	}
+	return st.down.close(ctx)
+}
+
+// tick is the timer goroutine of processing time: it fires windows when
+// the clock passes their end.
+func (st *windowStage[K, T, A]) tick() error {
+	rt := st.core.rt
+	for {
+		st.mu.Lock()
+		d := time.Hour
+		if len(st.timers) > 0 {
+			d = time.Duration(st.timers[0].at-rt.clock.Now().UnixMilli()) * time.Millisecond
+		}
+		st.mu.Unlock()
+		t := rt.clock.NewTimer(max(d, 0))
+		select {
+		case <-t.C():
+		case <-st.wake:
+			t.Stop()
+			continue
+		case <-st.quit:
+			t.Stop()
+			return nil
+		case <-rt.stop:
+			t.Stop()
+			return nil
+		}
+		st.mu.Lock()
+		st.out = st.out[:0]
+		st.redoLocked()
+		if now := rt.clock.Now().UnixMilli(); now > st.wm {
+			st.wm = now
+			st.core.busy = true
+			st.fire()
+			st.core.busy = false
+			st.core.dirty.Store(true)
+		}
+		err := st.flushLocked(rt.stageCtx)
+		st.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// winFile is a Window's snapshot.
+type winFile[K comparable, A any] struct {
+	Parts     []partFile
+	Watermark int64
+	Seq       int64
+	Windows   []winEntry[K, A]
+	Pending   []WindowResult[K, A]
+}
+
+type winEntry[K comparable, A any] struct {
+	Key        K
+	Start, End int64
+	Acc        A
+	Fired      bool
+}
+
+func (st *windowStage[K, T, A]) header() stateHeader {
+	spec := st.spec.String()
+	if st.cfg.processingTime {
+		spec += ", processing time"
+	}
+	return stateHeader{Version: stateVersion, Kind: StageWindow, Spec: spec}
+}
+
+func (st *windowStage[K, T, A]) snapshot() ([]byte, bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := &st.core
+	if c.busy {
+		return nil, false, errors.New("the state was left half changed by a panic")
+	}
+	if !c.dirty.Swap(false) {
+		return nil, false, nil
+	}
+	f := winFile[K, A]{Parts: c.partsFile(), Watermark: st.wm, Seq: st.seq}
+	for k, ws := range st.keys {
+		for _, w := range ws {
+			f.Windows = append(f.Windows, winEntry[K, A]{Key: k, Start: w.start, End: w.end, Acc: w.acc, Fired: w.fired})
+		}
+	}
+	st.pend.mu.Lock()
+	for _, p := range st.pend.m {
+		f.Pending = append(f.Pending, p.res)
+	}
+	st.pend.mu.Unlock()
+	f.Pending = append(f.Pending, st.redo...)
+	data, err := encodeState(st.header(), &f)
+	if err != nil {
+		c.dirty.Store(true)
+		return nil, false, err
+	}
+	c.takeHeld()
+	return data, true, nil
+}
+
+func (st *windowStage[K, T, A]) release() { st.core.releaseHeld() }
+
+func (st *windowStage[K, T, A]) restore(ctx context.Context, store checkpoint.StateStore) error {
+	data, found, err := store.LoadState(ctx, st.core.name)
+	if err != nil {
+		return fmt.Errorf("stream: load the state of stage %q: %w", st.core.name, err)
+	}
+	if !found {
+		return nil
+	}
+	var f winFile[K, A]
+	if err := decodeState(st.core.name, data, st.header(), &f); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.core.restoreParts(f.Parts)
+	st.wm, st.seq = f.Watermark, f.Seq
+	st.minTs = math.MinInt64
+	first := true
+	for _, p := range st.core.parts {
+		if p.maxTs != math.MinInt64 && (first || p.maxTs < st.minTs) {
+			st.minTs, first = p.maxTs, false
+		}
+	}
+	for _, e := range f.Windows {
+		w := &win[A]{start: e.Start, end: e.End, acc: e.Acc, fired: e.Fired}
+		st.keys[e.Key] = append(st.keys[e.Key], w)
+		st.setTimer(st.due(w), e.Key)
+	}
+	st.redo = f.Pending
+	return nil
+}
