@@ -162,13 +162,25 @@ func newStageConfig(name string, opts []StageOption) *stageConfig {
 }
 
 // Name names the stage in errors, dead letters and [Stream.Stats] (default:
-// the operator, "map", "filter", ...).
-func Name(name string) StageOption {
-	return stageOptionFunc(func(c *stageConfig) {
-		if name != "" {
-			c.name = name
-		}
-	})
+// the operator, "map", "filter", ...). For a stateful stage ([Aggregate],
+// [Reduce], [Window]) it is also the name its state is saved under, unique
+// in the pipeline: it is both a [StageOption] and a [StateOption]. An empty
+// name keeps the default.
+func Name(name string) NameOption { return NameOption{name: name} }
+
+// NameOption is what [Name] returns: a [StageOption] and a [StateOption].
+type NameOption struct{ name string }
+
+func (o NameOption) applyStage(c *stageConfig) {
+	if o.name != "" {
+		c.name = o.name
+	}
+}
+
+func (o NameOption) applyState(c *stateConfig) {
+	if o.name != "" {
+		c.name = o.name
+	}
 }
 
 // Parallel runs the stage's function on n goroutines at once; records
