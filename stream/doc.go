@@ -178,6 +178,82 @@
 // by default) Run fails with [ErrFlowStalled]: filter with [Stream.Filter]
 // before the flow instead. Its doc gives the rule and the flows it refuses.
 //
+// # Keys, windows and state
+//
+// [KeyBy] groups a stream by key for the stateful operators: [Aggregate]
+// and [Reduce] keep an accumulator per key and emit its new value per
+// record (Kafka Streams' aggregate and reduce); [Window] keeps one per key
+// and window of event time, [Tumbling], [Sliding] or [Session], and emits
+// a window's result once the watermark passes its end (Flink's and Kafka
+// Streams' windows):
+//
+//	attempts := stream.KeyBy(failed, func(a Attempt) string { return a.IP })
+//	perMinute := stream.Window(attempts, stream.Tumbling(time.Minute), stream.Count[Attempt](),
+//		stream.EventTime(func(a Attempt) time.Time { return a.Time }),
+//		stream.OutOfOrderness(30*time.Second), stream.LateTo(lateSink))
+//
+// Event time is the record's Timestamp unless [EventTime] reads it from
+// the value. The watermark of a source partition is the greatest event
+// time it has delivered minus the [OutOfOrderness]; the stage's watermark
+// is the least over the partitions it has seen, and never goes back. A
+// window fires when the watermark reaches its end and is dropped
+// [AllowedLateness] later; a record whose every window was dropped is
+// late, and goes to [LateTo]'s sink, or is counted and dropped
+// ([DropLate]), or stops Run ([ErrLateRecord], the default): a late record
+// is never dropped unseen. A partition that delivers nothing holds the
+// watermark back (there is no idleness timeout yet); the end of the input
+// emits every open window.
+//
+// # State
+//
+// The state of a stateful stage (its accumulators, open windows and
+// watermark) is saved with the positions, so that after a crash the
+// results equal those of an uninterrupted run although records are
+// delivered again. How:
+//
+//   - Every stateful stage keeps, per source partition, the next offset it
+//     has seen, its mark. The records of a partition reach it in offset
+//     order (Window and Aggregate panic at build after a stage that may
+//     reorder them: Parallel, KeyOrdered, Batch, Via), so every record
+//     below the mark has had its effect on the state.
+//   - Each checkpoint saves first a snapshot of every stateful stage that
+//     changed, its state and marks together, encoded with encoding/gob, to
+//     the pipeline's [checkpoint.StateStore] under the stage's [Name] (a
+//     FileStore writes <dir>/<name>.state with the atomic replace of its
+//     position files), and only then the positions.
+//   - A record a stage absorbed is finished for the checkpoint only once a
+//     snapshot holding its effect is saved, so a saved position never
+//     passes a record whose effect could be lost.
+//   - After a restart the stage restores its snapshot; a record delivered
+//     again below the restored mark is recognised as counted and is not
+//     added twice (an Aggregate emits the key's current value for it
+//     instead). A saved position may lag its snapshot (the positions of a
+//     round are saved after the state, and may fail alone): the replay
+//     between them is what the marks absorb.
+//   - A Window's results are kept in the state from the moment they are
+//     emitted until they have finished every stage after it, and a
+//     restored state emits those again: results are at-least-once, each
+//     with the value it had, and a (key, window) emitted twice has the
+//     same value both times unless a record within the allowed lateness
+//     changed it.
+//
+// Exactly-once state needs the same records, with the same keys and event
+// times, on a replay: key and event-time functions must be deterministic,
+// as must the stages before the stateful one (a Filter on the wall clock
+// would break it). Processing-time windows are not exact across a restart.
+//
+// The cost: a snapshot holds the whole state of the stage (no changelog:
+// state is bounded by memory, and its size is what internal/bench
+// measures per key), is encoded and written on every checkpoint in which
+// the state changed, and with a FileStore costs one more temporary file,
+// fsync and rename per stateful stage per checkpoint. Records wait for
+// the next checkpoint (200ms by default) before their positions may move,
+// and a source waiting for room ([WithMaxInFlight]) makes a stateful stage
+// save at once. Without Checkpointing, state lives in memory for the run
+// and records finish as they are absorbed. Keys and accumulators are
+// saved with encoding/gob: their exported fields survive a restart, and a
+// stage whose state holds interface values must gob.Register their types.
+//
 // # Sources and sinks
 //
 // A [Source] returns batches and io.EOF at a clean end; strom's sources
