@@ -87,7 +87,6 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 	out := st.out[:0]
 	st.fin = st.fin[:0]
 	held := 0
-	c.busy = true
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
@@ -107,6 +106,7 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 			}
 			continue
 		}
+		c.busy = true // until the record's effect is whole
 		acc, ok := st.accs[k]
 		if ok {
 			acc = st.add(acc, e.Value)
@@ -114,6 +114,7 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 			acc = st.first(e.Value)
 		}
 		st.accs[k] = acc
+		c.busy = false
 		if e.owner != nil && c.persist {
 			// One completion goes downstream with the update, the other
 			// waits for the snapshot that holds the new accumulator.
@@ -124,7 +125,6 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 		out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
 			Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
 	}
-	c.busy = false
 	c.dirty.Store(true)
 	st.out = out
 	if len(st.fin) > 0 {

@@ -277,6 +277,7 @@ type win[A any] struct {
 	start, end int64 // ms, [start, end)
 	acc        A
 	fired      bool // its final result was emitted
+	dropTimer  bool // a timer is set for its end plus the allowed lateness
 }
 
 // winTimer says that key has a window due at at (its end, or its end plus
@@ -388,7 +389,6 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	st.out, st.late, st.fin = st.out[:0], st.late[:0], st.fin[:0]
 	st.redoLocked()
 	held := 0
-	c.busy = true
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
@@ -402,6 +402,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 			}
 			continue
 		}
+		c.busy = true // until the record's effect is whole
 		var t int64
 		switch {
 		case st.cfg.processingTime:
@@ -413,6 +414,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 			t = e.Timestamp
 		}
 		if !st.absorb(st.key(e.Value), e.Value, t) {
+			c.busy = false
 			st.late = append(st.late, *e)
 			continue
 		}
@@ -427,8 +429,8 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		if !st.cfg.processingTime {
 			st.advance(ps, t)
 		}
+		c.busy = false
 	}
-	c.busy = false
 	c.dirty.Store(true)
 	if len(st.late) > 0 {
 		if err := st.lateLocked(ctx); err != nil {
@@ -564,23 +566,18 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 	}
 	old := ps.maxTs
 	ps.maxTs = t
-	switch {
-	case old == math.MinInt64 && len(st.core.parts) == 1:
-		st.minTs = t // the first partition's first record
-	case old == math.MinInt64:
-		st.minTs = min(st.minTs, t) // a new partition: the least may fall
-	case old == st.minTs:
-		// ps held the least: it may rise.
-		m := int64(math.MaxInt64)
-		for _, p := range st.core.parts {
-			if p.maxTs != math.MinInt64 {
-				m = min(m, p.maxTs)
-			}
-		}
-		st.minTs = m
-	default:
-		return
+	if old != math.MinInt64 && old != st.minTs {
+		return // another partition holds the least: it did not move
 	}
+	// A partition's first event time (the least may fall), or the
+	// partition that held the least moved (it may rise).
+	m := int64(math.MaxInt64)
+	for _, p := range st.core.parts {
+		if p.maxTs != math.MinInt64 {
+			m = min(m, p.maxTs)
+		}
+	}
+	st.minTs = m
 	if w := st.minTs - st.cfg.outOfOrder; w > st.wm {
 		st.wm = w
 		st.fire()
@@ -609,12 +606,14 @@ func (st *windowStage[K, T, A]) fireKey(k K, wm int64, all bool) {
 		if !w.fired && (all || w.end <= wm) {
 			st.emit(k, w, true)
 			w.fired = true
-			if !all && L > 0 {
-				st.setTimer(w.end+L, k)
-			}
 		}
 		if w.fired && w.end+L <= st.wm {
 			continue // dropped
+		}
+		if w.fired && !w.dropTimer && w.end <= st.wm {
+			// Kept for the allowed lateness: drop it when that ends.
+			st.setTimer(w.end+L, k)
+			w.dropTimer = true
 		}
 		ws[n] = w
 		n++
@@ -870,7 +869,7 @@ func (st *windowStage[K, T, A]) restore(ctx context.Context, store checkpoint.St
 		}
 	}
 	for _, e := range f.Windows {
-		w := &win[A]{start: e.Start, end: e.End, acc: e.Acc, fired: e.Fired}
+		w := &win[A]{start: e.Start, end: e.End, acc: e.Acc, fired: e.Fired, dropTimer: e.Fired}
 		st.keys[e.Key] = append(st.keys[e.Key], w)
 		st.setTimer(st.due(w), e.Key)
 	}
