@@ -127,6 +127,7 @@
 //	strom.stage.records.dead_lettered  counter (async)   {record}  records written to the [DeadLetter] sink (DeadLettered)
 //	strom.stage.failures               counter (async)   {call}    calls of the function, or Writes, that failed, retries included (Failed)
 //	strom.stage.retries                counter (async)   {call}    calls that were retries (Retried)
+//	strom.stage.records.late           counter (async)   {record}  a [Window]'s late records (Late)
 //	strom.stage.duration               histogram         s         one value per batch: the stage's function over the batch, or the sink's Write; not for Parallel and KeyOrdered stages
 //
 // Per partition read, with messaging.destination.name (the topic) and

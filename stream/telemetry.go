@@ -29,6 +29,7 @@ const (
 	MetricStageRecordsDeadLettered = "strom.stage.records.dead_lettered"
 	MetricStageFailures            = "strom.stage.failures"
 	MetricStageRetries             = "strom.stage.retries"
+	MetricStageRecordsLate         = "strom.stage.records.late"
 	MetricStageDuration            = "strom.stage.duration"
 	MetricConsumedMessages         = "messaging.client.consumed.messages" // messagingconv.ClientConsumedMessages
 	MetricProcessDuration          = "messaging.process.duration"         // messagingconv.ProcessDuration
@@ -231,6 +232,7 @@ func (t *telemetry) observe(o metric.Observer) {
 		o.ObserveInt64(in.dead, c.deadLettered.Load(), a)
 		o.ObserveInt64(in.failures, c.failed.Load(), a)
 		o.ObserveInt64(in.retries, c.retried.Load(), a)
+		o.ObserveInt64(in.late, c.late.Load(), a)
 	}
 	for _, pt := range t.rt.tracker.Partitions(nil) {
 		low, begun, ok := pt.Progress()

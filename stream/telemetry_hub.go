@@ -12,6 +12,7 @@ import (
 // telInstruments are the pipeline's telInstruments on one meter provider.
 type telInstruments struct {
 	in, out, skipped, dead, failures, retries metric.Int64ObservableCounter
+	late                                      metric.Int64ObservableCounter
 	consumed                                  metric.Int64ObservableCounter
 	position, hwm, lag                        metric.Int64ObservableGauge
 
@@ -27,6 +28,7 @@ func newTelInstruments(m metric.Meter) *telInstruments {
 		dead:     newObservable(m, MetricStageRecordsDeadLettered, "{record}", "Records written to the dead-letter sink after the stage's function failed."),
 		failures: newObservable(m, MetricStageFailures, "{call}", "Calls of the stage's function (a sink: Writes) that failed, each retry included."),
 		retries:  newObservable(m, MetricStageRetries, "{call}", "Calls of the stage's function that were retries, failed or not."),
+		late:     newObservable(m, MetricStageRecordsLate, "{record}", "A window's late records: sent to its late sink, dropped, or the one that stopped the pipeline."),
 		consumed: newObservable(m, MetricConsumedMessages, "{message}", "Records with lineage read from the partition by the pipeline, each again when it is read again."),
 		position: newGauge(m, MetricPartitionPosition, "{offset}", "The partition's position: its lowest offset not yet finished, which the next checkpoint saves (where the pipeline resumes if it stops now)."),
 		hwm:      newGauge(m, MetricPartitionHighWatermark, "{offset}", "The partition's high watermark (next offset), from the source."),
@@ -41,7 +43,7 @@ func newTelInstruments(m metric.Meter) *telInstruments {
 }
 
 func (in *telInstruments) observables() []metric.Observable {
-	return []metric.Observable{in.in, in.out, in.skipped, in.dead, in.failures, in.retries,
+	return []metric.Observable{in.in, in.out, in.skipped, in.dead, in.failures, in.retries, in.late,
 		in.consumed, in.position, in.hwm, in.lag}
 }
 
@@ -66,6 +68,7 @@ type telHub struct {
 type telFinalStage struct {
 	set                                             attribute.Set
 	in, out, skipped, deadLettered, failed, retried int64
+	late                                            int64
 }
 
 // telFinalCount is the sum of a partition's consumed records over the runs
@@ -134,6 +137,7 @@ func (h *telHub) remove(t *telemetry) {
 		f.deadLettered += c.deadLettered.Load()
 		f.failed += c.failed.Load()
 		f.retried += c.retried.Load()
+		f.late += c.late.Load()
 	}
 	for _, pt := range t.rt.tracker.Partitions(nil) {
 		_, begun, ok := pt.Progress()
@@ -166,6 +170,7 @@ func (h *telHub) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(in.dead, f.deadLettered, a)
 		o.ObserveInt64(in.failures, f.failed, a)
 		o.ObserveInt64(in.retries, f.retried, a)
+		o.ObserveInt64(in.late, f.late, a)
 	}
 	for _, f := range h.consumed {
 		o.ObserveInt64(in.consumed, f.n, metric.WithAttributeSet(f.set))
