@@ -596,9 +596,12 @@ func (st *windowStage[K, T, A]) fire() {
 	}
 }
 
-// fireKey fires and drops the windows of k due at wm. With all (the end
-// of the input) it fires every window of k, and drops none early.
-func (st *windowStage[K, T, A]) fireKey(k K, wm int64, all bool) {
+// fireKey fires the windows of k that end by upTo and drops those past
+// their allowed lateness at the watermark. atEnd is the end of the input:
+// close fires each window at its own timer (upTo is the timer's time, not
+// the watermark), so that the windows come out in the order of their ends
+// across keys, and sets no lateness timers.
+func (st *windowStage[K, T, A]) fireKey(k K, upTo int64, atEnd bool) {
 	ws, ok := st.keys[k]
 	if !ok {
 		return
@@ -606,10 +609,10 @@ func (st *windowStage[K, T, A]) fireKey(k K, wm int64, all bool) {
 	L := st.cfg.lateness
 	n := 0
 	for _, w := range ws {
-		if !w.fired && (all || w.end <= wm) {
+		if !w.fired && w.end <= upTo {
 			st.emit(k, w, true)
 			w.fired = true
-			if !all && L > 0 {
+			if !atEnd && L > 0 {
 				st.setTimer(w.end+L, k)
 			}
 		}
@@ -720,12 +723,20 @@ func (st *windowStage[K, T, A]) close(ctx context.Context) error {
 	if rt.parent.Err() == nil && !rt.stopped() {
 		// The end of the input: every open window is as complete as it
 		// will be in this run. Emit them, in the order of their ends,
-		// and keep them until the watermark passes them.
+		// and keep them until the watermark passes them. Every window
+		// not fired has a timer at its end; each timer fires only the
+		// windows of its key that end by its time. (Firing all of a
+		// key's windows at its first timer emitted a key's later windows
+		// before other keys' earlier ones, and a Window after this one,
+		// whose event time is a result's end, then found those late.)
 		st.core.busy = true
 		order := append(timerHeap[K](nil), st.timers...)
 		for len(order) > 0 {
-			k := heap.Pop(&order).(winTimer[K]).key
-			st.fireKey(k, st.wm, true)
+			t := heap.Pop(&order).(winTimer[K])
+			st.fireKey(t.key, t.at, true)
+		}
+		for k := range st.keys { // none is left unfired: a guard against losing one
+			st.fireKey(k, math.MaxInt64, true)
 		}
 		st.core.busy = false
 		st.core.dirty.Store(true)
