@@ -44,7 +44,7 @@ var winFailedRe = regexp.MustCompile(`Failed password for (invalid user )?(\S+) 
 // winSSHAttempts parses the failed logins of OpenSSH_2k.log, in file order
 // (which is time order): "Dec 10 07:28:14 LabSZ sshd[24206]: Failed
 // password for invalid user test9 from 52.80.34.196 port 36060 ssh2", the
-// time read as UTC in sshYear.
+// time read as UTC in winYear.
 func winSSHAttempts(t testing.TB) []winAttempt {
 	t.Helper()
 	f, err := os.Open(filepath.Join(loghub.Dir(t), "OpenSSH_2k.log"))
@@ -736,7 +736,7 @@ type winBenchValue struct {
 	_    [48]byte
 }
 
-// winBenchSource yields n benchValues over 1000 keys, one ms apart, in
+// winBenchSource yields n winBenchValues over 1000 keys, one ms apart, in
 // batches of 256 it reuses.
 type winBenchSource struct {
 	n, next int
@@ -782,7 +782,7 @@ func BenchmarkWindowTumblingCount(b *testing.B) {
 }
 
 // Count the clicks of each user per minute of event time: a window's
-// winResult comes once the watermark (the greatest time seen) passes its
+// result comes once the watermark (the greatest time seen) passes its
 // end, and the windows still open come out when the input ends.
 func ExampleWindow() {
 	type click struct {
