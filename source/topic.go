@@ -104,6 +104,22 @@ type TopicSource struct {
 	resetMu sync.Mutex // serialises the OnReset hook across partitions
 
 	opened atomic.Pointer[log.Topic] // the topic once resolved, for HighWatermark (telemetry.go)
+	// pending are the partitions that had records to read when they
+	// opened (PendingPartitions); nil until the first open.
+	pending atomic.Pointer[[]stream.TopicPartition]
+}
+
+var _ stream.PartitionLister = (*TopicSource)(nil)
+
+// PendingPartitions returns the partitions that had records to read from
+// their start when the source opened them (nil before the first Read or
+// Resume): an event-time stream.Window waits for each of them before its
+// watermark moves. Safe for concurrent use.
+func (s *TopicSource) PendingPartitions() []stream.TopicPartition {
+	if p := s.pending.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // topicPart is the state of one partition of a TopicSource. Only the
@@ -300,6 +316,15 @@ func (s *TopicSource) open(ctx context.Context) error {
 			return err
 		}
 		p.pos = p.src.pos
+	}
+	if s.pending.Load() == nil {
+		pending := []stream.TopicPartition{}
+		for _, p := range s.parts {
+			if lp := p.src.opened.Load(); lp != nil && !p.done && p.pos >= 0 && p.pos < lp.NextOffset() {
+				pending = append(pending, stream.TopicPartition{Topic: s.topic, Partition: p.src.partition})
+			}
+		}
+		s.pending.Store(&pending)
 	}
 	for _, p := range s.parts {
 		if p.ch != nil || p.done {

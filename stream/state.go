@@ -195,6 +195,14 @@ type partState struct {
 	// maxTs is the greatest event time seen in the partition, in ms
 	// (math.MinInt64: none yet); Window's watermark is built on it.
 	maxTs int64
+	// waiting: a source listed the partition and nothing of it has been
+	// read yet; it holds Window's watermark (window.go, watchParts).
+	waiting bool
+}
+
+// seen reports whether anything of the partition reached the stage.
+func (ps *partState) seen() bool {
+	return ps.next > 0 || ps.restored > 0 || ps.maxTs != math.MinInt64
 }
 
 // stateCore is what every stateful stage keeps besides its state proper:
@@ -207,6 +215,7 @@ type stateCore struct {
 	persist bool // positions are saved: hold records until a snapshot covers them
 
 	parts    map[partKey]*partState
+	list     []*partState // parts' values, to walk without a map iteration
 	lastKey  partKey
 	lastPart *partState
 
@@ -235,6 +244,7 @@ func (c *stateCore) part(topic string, partition int32) *partState {
 	if ps == nil {
 		ps = &partState{maxTs: math.MinInt64}
 		c.parts[k] = ps
+		c.list = append(c.list, ps)
 	}
 	c.lastKey, c.lastPart = k, ps
 	return ps
@@ -315,6 +325,9 @@ type partFile struct {
 func (c *stateCore) partsFile() []partFile {
 	out := make([]partFile, 0, len(c.parts))
 	for k, ps := range c.parts {
+		if !ps.seen() {
+			continue // listed by a source, never read: it must wait again after a restore
+		}
 		next := max(ps.next, ps.restored)
 		out = append(out, partFile{Topic: k.topic, Partition: k.partition, Next: next, MaxTs: ps.maxTs})
 	}
@@ -323,7 +336,9 @@ func (c *stateCore) partsFile() []partFile {
 
 func (c *stateCore) restoreParts(pf []partFile) {
 	for _, p := range pf {
-		c.parts[partKey{p.Topic, p.Partition}] = &partState{restored: p.Next, next: p.Next, maxTs: p.MaxTs}
+		ps := &partState{restored: p.Next, next: p.Next, maxTs: p.MaxTs}
+		c.parts[partKey{p.Topic, p.Partition}] = ps
+		c.list = append(c.list, ps)
 	}
 	c.lastPart = nil
 }

@@ -100,6 +100,24 @@ type WindowResult[K comparable, A any] struct {
 	Final bool
 }
 
+// TopicPartition names a partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// PartitionLister is implemented by sources that read several partitions
+// and know, once they have opened them, which have records to deliver
+// (source.Topic). An event-time [Window] waits for a record, or a read, of
+// each of them before its watermark moves, so that the first batch of one
+// partition does not make the unread records of the others late.
+// PendingPartitions returns nil until the source knows, then the
+// partitions (possibly none); it is called from the pipeline's goroutines
+// and must be safe for concurrent use with Read.
+type PartitionLister interface {
+	PendingPartitions() []TopicPartition
+}
+
 // ErrLateRecord is the error of a late record under [Window]'s default
 // policy: a record whose every window has closed (End + allowed lateness
 // at or below the watermark). The *RecordError Run returns wraps it and
@@ -262,6 +280,13 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 			wake: make(chan struct{}, 1), quit: make(chan struct{})}
 		st.pend = &pendingResults[K, A]{m: make(map[int64]*pendingResult[K, A]), dirty: &st.core.dirty}
 		st.core.init(rt, cfg.name, ctr)
+		if !cfg.processingTime {
+			for _, src := range rt.p.sources {
+				if l, ok := src.(PartitionLister); ok {
+					st.listers = append(st.listers, l)
+				}
+			}
+		}
 		rt.stateful = append(rt.stateful, st)
 		rt.flushers = append(rt.flushers, rt.saveWhenHeld(st.holding))
 		if cfg.processingTime {
@@ -369,6 +394,14 @@ type windowStage[K comparable, T, A any] struct {
 
 	pend *pendingResults[K, A]
 
+	// listers are the sources that list their partitions and have not yet
+	// (PartitionLister); waiting counts the partitions listed that hold
+	// the watermark until they deliver; trk is scratch for watchParts.
+	listers []PartitionLister
+	waiting int
+	begun   []*partState // waiting, and read by the source: released at the end of the push
+	trk     []*checkpoint.PartitionTracker
+
 	wake chan struct{} // processing time: a timer earlier than the one waited for
 	quit chan struct{}
 }
@@ -388,6 +421,9 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	defer st.mu.Unlock()
 	st.out, st.late, st.fin = st.out[:0], st.late[:0], st.fin[:0]
 	st.redoLocked()
+	if len(st.listers) > 0 || st.waiting > 0 {
+		st.watchParts()
+	}
 	held := 0
 	for i := range elems {
 		e := &elems[i]
@@ -431,6 +467,9 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		}
 		c.busy = false
 	}
+	if len(st.begun) > 0 {
+		st.releaseBegun()
+	}
 	c.dirty.Store(true)
 	if len(st.late) > 0 {
 		if err := st.lateLocked(ctx); err != nil {
@@ -446,6 +485,63 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		c.rt.noteFinished(held) // for CheckpointRecords: progress that a save will finish
 	}
 	return st.flushLocked(ctx)
+}
+
+// watchParts asks the sources that list their partitions (the first time
+// they can tell) which partitions have records to deliver, and makes the
+// watermark wait for each of them: without that, the first batch of one
+// partition would carry the watermark past the records of the others,
+// still unread, and make them late. A partition stops holding it once the
+// source has read from it (its records may all be filtered out before
+// the window) or a record of it arrives.
+func (st *windowStage[K, T, A]) watchParts() {
+	c := &st.core
+	for i := 0; i < len(st.listers); {
+		tps := st.listers[i].PendingPartitions()
+		if tps == nil {
+			i++
+			continue
+		}
+		for _, tp := range tps {
+			if _, seen := c.parts[partKey{tp.Topic, tp.Partition}]; seen {
+				continue // restored, or already delivering
+			}
+			c.part(tp.Topic, tp.Partition).waiting = true
+			st.waiting++
+		}
+		st.listers = append(st.listers[:i], st.listers[i+1:]...)
+	}
+	if st.waiting == 0 {
+		return
+	}
+	st.trk = c.rt.tracker.Partitions(st.trk[:0])
+	for _, pt := range st.trk {
+		if _, begun, ok := pt.Progress(); ok && begun > 0 {
+			if ps := c.parts[partKey{pt.Topic(), pt.ID()}]; ps != nil && ps.waiting {
+				st.begun = append(st.begun, ps)
+			}
+		}
+	}
+}
+
+// releaseBegun stops the partitions the source has read from, none of
+// whose records raised the watermark in this push (all filtered out before
+// the window, say), from holding the watermark. Done at the end of the
+// push, so that their records in it, if any, count first.
+func (st *windowStage[K, T, A]) releaseBegun() {
+	released := false
+	for _, ps := range st.begun {
+		if ps.waiting {
+			ps.waiting = false
+			st.waiting--
+			released = true
+		}
+	}
+	clear(st.begun)
+	st.begun = st.begun[:0]
+	if released && st.waiting == 0 {
+		st.raise()
+	}
 }
 
 // absorb adds v, of event time t, to the windows of key k, and emits what
@@ -566,16 +662,31 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 	}
 	old := ps.maxTs
 	ps.maxTs = t
-	if old != math.MinInt64 && old != st.minTs {
-		return // another partition holds the least: it did not move
+	if ps.waiting {
+		ps.waiting = false // its first event time is in
+		st.waiting--
+	}
+	if st.waiting > 0 || (old != math.MinInt64 && old != st.minTs) {
+		// A partition the source listed has not delivered yet, or
+		// another partition holds the least: the watermark stays.
+		return
 	}
 	// A partition's first event time (the least may fall), or the
 	// partition that held the least moved (it may rise).
+	st.raise()
+}
+
+// raise sets the watermark from the least of the partitions' greatest
+// event times, if that is above it, and fires the windows it passes.
+func (st *windowStage[K, T, A]) raise() {
 	m := int64(math.MaxInt64)
-	for _, p := range st.core.parts {
+	for _, p := range st.core.list {
 		if p.maxTs != math.MinInt64 {
 			m = min(m, p.maxTs)
 		}
+	}
+	if m == math.MaxInt64 {
+		return // no event time yet
 	}
 	st.minTs = m
 	if w := st.minTs - st.cfg.outOfOrder; w > st.wm {
@@ -589,13 +700,16 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 func (st *windowStage[K, T, A]) fire() {
 	for len(st.timers) > 0 && st.timers[0].at <= st.wm {
 		k := heap.Pop(&st.timers).(winTimer[K]).key
-		st.fireKey(k, st.wm, false)
+		st.fireKey(k, st.wm)
 	}
 }
 
-// fireKey fires and drops the windows of k due at wm. With all (the end
-// of the input) it fires every window of k, and drops none early.
-func (st *windowStage[K, T, A]) fireKey(k K, wm int64, all bool) {
+// fireKey fires the windows of k that end by upTo and drops those past
+// their allowed lateness at the watermark. At the end of the input close
+// fires each window at its own timer (upTo is the timer's time, not the
+// watermark), so that the windows come out in the order of their ends
+// across keys.
+func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 	ws, ok := st.keys[k]
 	if !ok {
 		return
@@ -603,7 +717,7 @@ func (st *windowStage[K, T, A]) fireKey(k K, wm int64, all bool) {
 	L := st.cfg.lateness
 	n := 0
 	for _, w := range ws {
-		if !w.fired && (all || w.end <= wm) {
+		if !w.fired && w.end <= upTo {
 			st.emit(k, w, true)
 			w.fired = true
 		}
@@ -719,12 +833,20 @@ func (st *windowStage[K, T, A]) close(ctx context.Context) error {
 	if rt.parent.Err() == nil && !rt.stopped() {
 		// The end of the input: every open window is as complete as it
 		// will be in this run. Emit them, in the order of their ends,
-		// and keep them until the watermark passes them.
+		// and keep them until the watermark passes them. Every window
+		// not fired has a timer at its end; each timer fires only the
+		// windows of its key that end by its time. (Firing all of a
+		// key's windows at its first timer emitted a key's later windows
+		// before other keys' earlier ones, and a Window after this one,
+		// whose event time is a result's end, then found those late.)
 		st.core.busy = true
 		order := append(timerHeap[K](nil), st.timers...)
 		for len(order) > 0 {
-			k := heap.Pop(&order).(winTimer[K]).key
-			st.fireKey(k, st.wm, true)
+			t := heap.Pop(&order).(winTimer[K])
+			st.fireKey(t.key, t.at)
+		}
+		for k := range st.keys { // none is left unfired: a guard against losing one
+			st.fireKey(k, math.MaxInt64)
 		}
 		st.core.busy = false
 		st.core.dirty.Store(true)
@@ -863,7 +985,7 @@ func (st *windowStage[K, T, A]) restore(ctx context.Context, store checkpoint.St
 	st.wm, st.seq = f.Watermark, f.Seq
 	st.minTs = math.MinInt64
 	first := true
-	for _, p := range st.core.parts {
+	for _, p := range st.core.list {
 		if p.maxTs != math.MinInt64 && (first || p.maxTs < st.minTs) {
 			st.minTs, first = p.maxTs, false
 		}
