@@ -172,10 +172,10 @@ func (s *stateSaveCounter) SaveState(ctx context.Context, name string, state []b
 	return s.StateStore.SaveState(ctx, name, state)
 }
 
-// timed runs fn, one op per record of b.N, and reports records/s,
+// timed runs fn, one op per record of b.N, reports records/s,
 // allocs/record (allocs/op unrounded) and, with a store, the state
-// snapshots saved per second (saves/s).
-func timed(b *testing.B, store *stateSaveCounter, fn func() error) {
+// snapshots saved per second (saves/s), and returns how long fn took.
+func timed(b *testing.B, store *stateSaveCounter, fn func() error) time.Duration {
 	b.Helper()
 	var ms0, ms1 goruntime.MemStats
 	b.ReportAllocs()
@@ -193,6 +193,23 @@ func timed(b *testing.B, store *stateSaveCounter, fn func() error) {
 	if store != nil {
 		b.ReportMetric(float64(store.saves.Load())/elapsed.Seconds(), "saves/s")
 	}
+	return elapsed
+}
+
+// reportSaveCost runs without, the same pipeline over the same b.N records
+// without a store, right after the case that took with, untimed, and
+// reports without-ns/record and save-ns/record: (with - without) / b.N,
+// the cost of saving state per record. Measured side by side, because
+// the load of this shared machine swings between sub-benchmarks.
+func reportSaveCost(b *testing.B, with time.Duration, without func() error) {
+	b.Helper()
+	start := time.Now()
+	if err := without(); err != nil {
+		b.Fatal(err)
+	}
+	wo := time.Since(start)
+	b.ReportMetric(float64(wo.Nanoseconds())/float64(b.N), "without-ns/record")
+	b.ReportMetric(float64((with-wo).Nanoseconds())/float64(b.N), "save-ns/record")
 }
 
 // stateBytesPerKey runs run over stateRecords records with a MemoryStore
@@ -227,10 +244,13 @@ func stateBytesPerKey(b *testing.B, name string, run func(stream.Source[log.Reco
 // b.TempDir(), default policy: a snapshot every 200ms), and
 // "memory-each-batch" and "file-each-batch" (CheckpointEachBatch: a
 // snapshot of the 1,000 open windows and a position save after every
-// source batch of 1,024 records, the worst case). The cost of saving
-// state is a case's ns/op minus none's. "memory" also reports
-// state-B/key: the size of the snapshot after a fixed run of two windows,
-// divided by the 1,000 keys open in it.
+// source batch of 1,024 records, the worst case). Each case with a store
+// also runs the pipeline without one over the same records right after,
+// untimed, and reports save-ns/record, the cost of saving state: (with -
+// without) / records, beside without-ns/record; and saves/s, the state
+// snapshots saved per second. "memory" also reports state-B/key: the size
+// of the snapshot after a fixed run of two windows, divided by the 1,000
+// keys open in it.
 func BenchmarkWindow(b *testing.B) {
 	b.Run("stateless", func(b *testing.B) {
 		var n int
@@ -261,12 +281,17 @@ func BenchmarkWindow(b *testing.B) {
 			}
 			var results int
 			var sum int64
-			timed(b, cs, func() (err error) {
+			with := timed(b, cs, func() (err error) {
 				results, sum, err = stromWindow(newEventSource(int64(b.N)), store, c.opts...)
 				return err
 			})
 			checkWindows(b, int64(b.N), results, sum)
 			if cs != nil {
+				reportSaveCost(b, with, func() error {
+					results, sum, err := stromWindow(newEventSource(int64(b.N)), nil)
+					checkWindows(b, int64(b.N), results, sum)
+					return err
+				})
 				if data, ok, err := cs.LoadState(context.Background(), stream.StageWindow); err != nil || !ok || len(data) == 0 {
 					b.Fatalf("no window state saved: %d bytes, found %v, %v", len(data), ok, err)
 				}
@@ -288,9 +313,10 @@ func BenchmarkWindow(b *testing.B) {
 // the records of BenchmarkWindow (1,000 keys, 64 B), emitting each key's
 // new count per record into a sink that keeps the latest; "none" keeps the
 // counts in memory only, "memory" checkpoints them to a MemoryStore
-// (default policy) and reports state-B/key as BenchmarkWindow/tumbling/memory
-// does (the snapshot after 120,000 records over the 1,000 keys). One op is
-// one record. Its baseline in the table is BenchmarkWindow/stateless.
+// (default policy) and reports save-ns/record, saves/s and state-B/key as
+// BenchmarkWindow/tumbling/memory does (the snapshot after 120,000 records
+// over the 1,000 keys). One op is one record. Its baseline in the table is
+// BenchmarkWindow/stateless.
 func BenchmarkAggregate(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -305,11 +331,18 @@ func BenchmarkAggregate(b *testing.B) {
 			}
 			var updates int
 			var last []int64
-			timed(b, cs, func() (err error) {
+			with := timed(b, cs, func() (err error) {
 				updates, last, err = stromCount(newEventSource(int64(b.N)), store)
 				return err
 			})
 			checkCounts(b, int64(b.N), updates, last)
+			if cs != nil {
+				reportSaveCost(b, with, func() error {
+					updates, last, err := stromCount(newEventSource(int64(b.N)), nil)
+					checkCounts(b, int64(b.N), updates, last)
+					return err
+				})
+			}
 			if c.name == "memory" {
 				perKey, size := stateBytesPerKey(b, stream.StageAggregate, func(src stream.Source[log.Record], st checkpoint.Store) error {
 					updates, last, err := stromCount(src, st)

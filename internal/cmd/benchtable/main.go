@@ -11,10 +11,10 @@
 // read-only follower's, and KeyOrdered with one worker for more workers;
 // the Kafka relay's is a plain franz-go produce or consumer group loop
 // doing the same work against the same kfake cluster; the window's and
-// Aggregate's is the stateless three stages over the same records. A cost
-// (saving state with each checkpoint) is shown as the difference, per
-// record, between the case with the feature and the one without, beside
-// the latter. A figure without a baseline is judged on its value alone
+// Aggregate's is the stateless three stages over the same records. The
+// cost of saving state with each checkpoint is the difference, per record,
+// between a case with a store and the same pipeline without one that the
+// benchmark ran beside it, shown beside the latter. A figure without a baseline is judged on its value alone
 // (allocations, checkpoint saves per second, memory). `make bench` pipes
 // the log package's and internal/bench's benchmarks through it; the raw
 // output is kept in bench.out.
@@ -79,10 +79,10 @@ type row struct {
 	minRatio  float64 // ratio must be >= this (0: no lower bound)
 	maxRatio  float64 // ratio must be <= this (0: no upper bound)
 	ratioUnit string  // when set, the benchmark's own ratio metric (a baseline it measured beside each case)
-	// minus, when set, makes the figure a cost: the bench's unit minus
-	// that of this benchmark of the same run (with and without a
-	// feature), shown beside the without figure, with no ratio.
-	minus     string
+	// beside, when set, is another metric of the same benchmark shown in
+	// the baseline column, with no ratio: what a cost the benchmark
+	// measured side by side (save-ns/record) is the cost over.
+	beside    string
 	formatter func(float64) string
 	// meets judges a figure without a baseline by its value alone; nil
 	// leaves it unjudged.
@@ -267,33 +267,36 @@ func pipelineRows() []row {
 // count and an Aggregate count over 1,000 keys beside the stateless three
 // stages over the same records in the same run (BenchmarkWindow/stateless),
 // the state a key costs in a snapshot, and the cost of saving the state
-// with each checkpoint: with a store minus without, per record.
+// with each checkpoint: with a store minus without, per record, as the
+// benchmark measured them side by side.
 func statefulRows() []row {
 	const (
 		stateless = "BenchmarkWindow/stateless"
 		window    = "BenchmarkWindow/tumbling/"
 		agg       = "BenchmarkAggregate/count/"
+		cost      = "save-ns/record"    // with a store minus without, measured side by side
+		without   = "without-ns/record" // the same pipeline without a store
 	)
 	return []row{
 		{figure: "tumbling 1-min window count, 1,000 keys (64 B), vs the stateless 3 stages", bench: window + "none", unit: "records/s",
 			baseline: stateless, baseUnit: "records/s", formatter: millions},
 		{figure: "  same, allocations", bench: window + "none", unit: "allocs/record", formatter: allocs},
 		{figure: "  window state per key open (last snapshot / 1,000 keys)", bench: window + "memory", unit: "state-B/key", formatter: bytesPerKey},
-		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: window + "memory", unit: "ns/op",
-			minus: window + "none", formatter: perRecordNanos},
+		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: window + "memory", unit: cost,
+			beside: without, formatter: perRecordNanos},
 		{figure: "  same, state snapshots saved", bench: window + "memory", unit: "saves/s", formatter: perSec},
-		{figure: "  cost of saving state, FileStore, default policy (vs no store)", bench: window + "file", unit: "ns/op",
-			minus: window + "none", formatter: perRecordNanos},
+		{figure: "  cost of saving state, FileStore, default policy (vs no store)", bench: window + "file", unit: cost,
+			beside: without, formatter: perRecordNanos},
 		{figure: "  same, state snapshots saved", bench: window + "file", unit: "saves/s", formatter: perSec},
-		{figure: "  cost of saving state, MemoryStore, CheckpointEachBatch (worst case)", bench: window + "memory-each-batch", unit: "ns/op",
-			minus: window + "none", formatter: perRecordNanos},
-		{figure: "  cost of saving state, FileStore, CheckpointEachBatch (worst case)", bench: window + "file-each-batch", unit: "ns/op",
-			minus: window + "none", formatter: perRecordNanos},
+		{figure: "  cost of saving state, MemoryStore, CheckpointEachBatch (worst case)", bench: window + "memory-each-batch", unit: cost,
+			beside: without, formatter: perRecordNanos},
+		{figure: "  cost of saving state, FileStore, CheckpointEachBatch (worst case)", bench: window + "file-each-batch", unit: cost,
+			beside: without, formatter: perRecordNanos},
 		{figure: "Aggregate count, 1,000 keys (64 B), vs the stateless 3 stages", bench: agg + "none", unit: "records/s",
 			baseline: stateless, baseUnit: "records/s", formatter: millions},
 		{figure: "  aggregate state per key (last snapshot / 1,000 keys)", bench: agg + "memory", unit: "state-B/key", formatter: bytesPerKey},
-		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: agg + "memory", unit: "ns/op",
-			minus: agg + "none", formatter: perRecordNanos},
+		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: agg + "memory", unit: cost,
+			beside: without, formatter: perRecordNanos},
 	}
 }
 
@@ -320,14 +323,8 @@ func render(w io.Writer, m metrics) {
 			continue
 		}
 		baseStr, ratioStr, verdict := "-", "-", ""
-		if r.minus != "" {
-			without, ok := m[r.minus][r.unit]
-			if !ok {
-				fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\tnot run\n", r.figure, r.target)
-				continue
-			}
-			v -= without
-			baseStr = r.formatter(without)
+		if b, ok := m[r.bench][r.beside]; ok && r.beside != "" {
+			baseStr = r.formatter(b)
 		}
 		if r.baseline != "" {
 			if b, ok := m[r.baseline][r.baseUnit]; ok && b > 0 && v > 0 {
