@@ -42,4 +42,11 @@
 //     loop (PollFetches, Topic.AppendBatch, CommitUncommittedOffsets).
 //     Both relay benchmarks report records/s; strom/franz is the cost of
 //     strom's guarantees (target >= 0.8x).
+//   - BenchmarkWindow/{stateless,tumbling/*} and BenchmarkAggregate/count/*
+//     (issue 9, window_test.go): one record (b.N records through one
+//     pipeline): a tumbling 1-minute count and an Aggregate count over
+//     1,000 keys beside the stateless three stages over the same records,
+//     without a store and with a MemoryStore or FileStore (default policy
+//     or CheckpointEachBatch); allocs/record is allocs/op unrounded, and
+//     state-B/key the last snapshot's size over the 1,000 keys in it.
 package bench

@@ -1,19 +1,23 @@
 // Command benchtable reads `go test -bench` output on stdin and prints the
 // log engine's figures (issue 3), the pipeline's (issue 6, and the cost of
-// OpenTelemetry metrics, issue 8) and the Kafka relay's (issue 7) as one
-// table, each beside the baseline measured in the
-// same run, with the ratio and the target. Where a benchmark reports its
-// own x-baseline (synced appends, recovery: the baseline measured beside
-// each case, because this disk's sync latency and the page cache swing
-// within minutes), that ratio is shown. The pipeline's baselines are
-// go-streams v0.13.0 and rill v0.7.0 running the same three stages
-// (internal/bench), the read-write log's replay for the read-only
-// follower's, and KeyOrdered with one worker for more workers; the Kafka
-// relay's is a plain franz-go produce or consumer group loop doing the same
-// work against the same kfake cluster. A figure without a baseline is
-// judged on its value alone (allocations, checkpoint saves per second,
-// memory). `make bench` pipes the log package's and internal/bench's
-// benchmarks through it; the raw output is kept in bench.out.
+// OpenTelemetry metrics, issue 8), the Kafka relay's (issue 7) and the
+// stateful stages' (issue 9) as one table, each beside the baseline
+// measured in the same run, with the ratio and the target. Where a
+// benchmark reports its own x-baseline (synced appends, recovery: the
+// baseline measured beside each case, because this disk's sync latency and
+// the page cache swing within minutes), that ratio is shown. The
+// pipeline's baselines are go-streams v0.13.0 and rill v0.7.0 running the
+// same three stages (internal/bench), the read-write log's replay for the
+// read-only follower's, and KeyOrdered with one worker for more workers;
+// the Kafka relay's is a plain franz-go produce or consumer group loop
+// doing the same work against the same kfake cluster; the window's and
+// Aggregate's is the stateless three stages over the same records. The
+// cost of saving state with each checkpoint is the difference, per record,
+// between a case with a store and the same pipeline without one that the
+// benchmark ran beside it, shown beside the latter. A figure without a baseline is judged on its value alone
+// (allocations, checkpoint saves per second, memory). `make bench` pipes
+// the log package's and internal/bench's benchmarks through it; the raw
+// output is kept in bench.out.
 //
 // A figure whose benchmark did not run (filtered out, or skipped by size)
 // prints "-" and is not judged. The exit status is 0 even when a target is
@@ -75,6 +79,10 @@ type row struct {
 	minRatio  float64 // ratio must be >= this (0: no lower bound)
 	maxRatio  float64 // ratio must be <= this (0: no upper bound)
 	ratioUnit string  // when set, the benchmark's own ratio metric (a baseline it measured beside each case)
+	// beside, when set, is another metric of the same benchmark shown in
+	// the baseline column, with no ratio: what a cost the benchmark
+	// measured side by side (save-ns/record) is the cost over.
+	beside    string
 	formatter func(float64) string
 	// meets judges a figure without a baseline by its value alone; nil
 	// leaves it unjudged.
@@ -94,6 +102,8 @@ func nanos(v float64) string    { return fmt.Sprintf("%.1f ns", v) }
 func bytesEach(v float64) string {
 	return fmt.Sprintf("%.2f B/record", v)
 }
+func perRecordNanos(v float64) string { return fmt.Sprintf("%.1f ns/record", v) }
+func bytesPerKey(v float64) string    { return fmt.Sprintf("%.1f B/key", v) }
 
 func rows() []row {
 	var rs []row
@@ -169,6 +179,7 @@ func rows() []row {
 		meets:     func(v float64) bool { return v < 64 },
 	})
 	rs = append(rs, pipelineRows()...)
+	rs = append(rs, statefulRows()...)
 	rs = append(rs, relayRows()...)
 	return append(rs, cliRows()...)
 }
@@ -252,6 +263,43 @@ func pipelineRows() []row {
 	)
 }
 
+// statefulRows are issue 9's figures, from internal/bench: a tumbling-window
+// count and an Aggregate count over 1,000 keys beside the stateless three
+// stages over the same records in the same run (BenchmarkWindow/stateless),
+// the state a key costs in a snapshot, and the cost of saving the state
+// with each checkpoint: with a store minus without, per record, as the
+// benchmark measured them side by side.
+func statefulRows() []row {
+	const (
+		stateless = "BenchmarkWindow/stateless"
+		window    = "BenchmarkWindow/tumbling/"
+		agg       = "BenchmarkAggregate/count/"
+		cost      = "save-ns/record"    // with a store minus without, measured side by side
+		without   = "without-ns/record" // the same pipeline without a store
+	)
+	return []row{
+		{figure: "tumbling 1-min window count, 1,000 keys (64 B), vs the stateless 3 stages", bench: window + "none", unit: "records/s",
+			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		{figure: "  same, allocations", bench: window + "none", unit: "allocs/record", formatter: allocs},
+		{figure: "  window state per key open (last snapshot / 1,000 keys)", bench: window + "memory", unit: "state-B/key", formatter: bytesPerKey},
+		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: window + "memory", unit: cost,
+			beside: without, formatter: perRecordNanos},
+		{figure: "  same, state snapshots saved", bench: window + "memory", unit: "saves/s", formatter: perSec},
+		{figure: "  cost of saving state, FileStore, default policy (vs no store)", bench: window + "file", unit: cost,
+			beside: without, formatter: perRecordNanos},
+		{figure: "  same, state snapshots saved", bench: window + "file", unit: "saves/s", formatter: perSec},
+		{figure: "  cost of saving state, MemoryStore, CheckpointEachBatch (worst case)", bench: window + "memory-each-batch", unit: cost,
+			beside: without, formatter: perRecordNanos},
+		{figure: "  cost of saving state, FileStore, CheckpointEachBatch (worst case)", bench: window + "file-each-batch", unit: cost,
+			beside: without, formatter: perRecordNanos},
+		{figure: "Aggregate count, 1,000 keys (64 B), vs the stateless 3 stages", bench: agg + "none", unit: "records/s",
+			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		{figure: "  aggregate state per key (last snapshot / 1,000 keys)", bench: agg + "memory", unit: "state-B/key", formatter: bytesPerKey},
+		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: agg + "memory", unit: cost,
+			beside: without, formatter: perRecordNanos},
+	}
+}
+
 func main() {
 	var echo io.Writer
 	if len(os.Args) > 1 && os.Args[1] == "-echo" {
@@ -275,6 +323,9 @@ func render(w io.Writer, m metrics) {
 			continue
 		}
 		baseStr, ratioStr, verdict := "-", "-", ""
+		if b, ok := m[r.bench][r.beside]; ok && r.beside != "" {
+			baseStr = r.formatter(b)
+		}
 		if r.baseline != "" {
 			if b, ok := m[r.baseline][r.baseUnit]; ok && b > 0 && v > 0 {
 				baseStr = r.formatter(b)

@@ -88,3 +88,33 @@ PASS
 	assert.Regexp(t, `relay log -> Kafka \(kfake\), 1 KiB, strom vs plain franz-go loop\s+450000 records/s\s+500000 records/s\s+0.90x\s+>= 0.8x\s+met`, s)
 	assert.Regexp(t, `relay Kafka -> log \(kfake\), 100 B, strom vs plain franz-go loop\s+-\s+-\s+-\s+>= 0.8x\s+not run`, s)
 }
+
+// TestRenderStatefulFigures ensures issue 9's rows divide the window's and
+// Aggregate's records/s by the stateless pipeline of the same run, show
+// the cost of saving state per record the benchmark measured beside the
+// same pipeline without a store, and show state bytes per key.
+func TestRenderStatefulFigures(t *testing.T) {
+	in := `pkg: github.com/strom-dev/strom/internal/bench
+BenchmarkWindow/stateless-2   	15611941	        80.00 ns/op	         0.0000073 allocs/record	  12500000 records/s	       0 B/op	       0 allocs/op
+BenchmarkWindow/tumbling/none-2     	 8045126	       125.0 ns/op	         0.08391 allocs/record	   8000000 records/s	       2 B/op	       0 allocs/op
+BenchmarkWindow/tumbling/memory-2   	 7365334	       135.5 ns/op	         0.08468 allocs/record	   7380000 records/s	        10.50 save-ns/record	       106.2 saves/s	     25397 state-B	        25.40 state-B/key	       125.0 without-ns/record	       8 B/op	       0 allocs/op
+BenchmarkWindow/tumbling/memory-each-batch-2         	 2380234	       493.1 ns/op	         0.1476 allocs/record	   2028263 records/s	       368.1 save-ns/record	      1982 saves/s	       125.0 without-ns/record	     246 B/op	       0 allocs/op
+BenchmarkAggregate/count/memory-2                    	11428472	        94.80 ns/op	         0.0008358 allocs/record	  10550439 records/s	        30.10 save-ns/record	       163.4 saves/s	      8158 state-B	         8.158 state-B/key	        64.70 without-ns/record	       2 B/op	       0 allocs/op
+PASS
+`
+	m, err := parse(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	render(&out, m)
+	s := out.String()
+	assert.Regexp(t, `tumbling 1-min window count, 1,000 keys \(64 B\), vs the stateless 3 stages\s+8.00 M/s\s+12.50 M/s\s+0.64x\s+\n`, s)
+	assert.Regexp(t, `same, allocations\s+0.0839 allocs/record`, s)
+	assert.Regexp(t, `window state per key open \(last snapshot / 1,000 keys\)\s+25.4 B/key`, s)
+	assert.Regexp(t, `MemoryStore, default policy \(vs no store\)\s+10.5 ns/record\s+125.0 ns/record\s+-\s+\n`, s)
+	assert.Regexp(t, `state snapshots saved\s+106 /s`, s)
+	assert.Regexp(t, `MemoryStore, CheckpointEachBatch \(worst case\)\s+368.1 ns/record\s+125.0 ns/record`, s)
+	assert.Regexp(t, `FileStore, CheckpointEachBatch \(worst case\)\s+-\s+-\s+-\s+not run`, s)
+	assert.Regexp(t, `aggregate state per key \(last snapshot / 1,000 keys\)\s+8.2 B/key`, s)
+	assert.Regexp(t, `Aggregate count, 1,000 keys \(64 B\), vs the stateless 3 stages\s+-.*not run`, s)
+	assert.Regexp(t, `Aggregate count[^\n]*\n[^\n]*\n\s+cost of saving state, MemoryStore, default policy \(vs no store\)\s+30.1 ns/record\s+64.7 ns/record\s+-\s+\n`, s)
+}
