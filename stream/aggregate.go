@@ -51,7 +51,6 @@ func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T
 		st := &aggStage[K, T, A]{kind: kind, key: k.key, first: first, add: add, down: down, accs: make(map[K]A)}
 		st.core.init(rt, cfg.name, ctr)
 		rt.stateful = append(rt.stateful, st)
-		rt.flushers = append(rt.flushers, rt.saveWhenHeld(st.holding))
 		return st
 	})
 }
@@ -73,12 +72,6 @@ type aggStage[K comparable, T, A any] struct {
 
 func (st *aggStage[K, T, A]) stateName() string { return st.core.name }
 
-func (st *aggStage[K, T, A]) holding() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return len(st.core.held) > 0
-}
-
 func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
 	c := &st.core
 	c.ctr.in.Add(int64(len(elems)))
@@ -86,7 +79,6 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 	defer st.mu.Unlock()
 	out := st.out[:0]
 	st.fin = st.fin[:0]
-	held := 0
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
@@ -115,13 +107,6 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 		}
 		st.accs[k] = acc
 		c.busy = false
-		if e.owner != nil && c.persist {
-			// One completion goes downstream with the update, the other
-			// waits for the snapshot that holds the new accumulator.
-			e.owner.Split(e.Offset, 2)
-			c.hold(e.owner, e.Offset, &st.fin)
-			held++
-		}
 		out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
 			Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
 	}
@@ -131,9 +116,6 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 		c.offs = finishMembers(st.fin, c.offs)
 		c.rt.noteFinished(len(st.fin))
 		clear(st.fin)
-	}
-	if held > 0 {
-		c.rt.noteFinished(held) // for CheckpointRecords: progress that a save will finish
 	}
 	c.ctr.out.Add(int64(len(out)))
 	if len(out) == 0 {
@@ -180,11 +162,8 @@ func (st *aggStage[K, T, A]) snapshot() ([]byte, bool, error) {
 		c.dirty.Store(true)
 		return nil, false, err
 	}
-	c.takeHeld()
 	return data, true, nil
 }
-
-func (st *aggStage[K, T, A]) release() { st.core.releaseHeld() }
 
 func (st *aggStage[K, T, A]) restore(ctx context.Context, store checkpoint.StateStore) error {
 	data, found, err := store.LoadState(ctx, st.core.name)

@@ -217,20 +217,20 @@
 //     order (Window and Aggregate panic at build after a stage that may
 //     reorder them: Parallel, KeyOrdered, Batch, Via), so every record
 //     below the mark has had its effect on the state.
-//   - Each checkpoint saves first a snapshot of every stateful stage that
-//     changed, its state and marks together, encoded with encoding/gob, to
-//     the pipeline's [checkpoint.StateStore] under the stage's [Name] (a
-//     FileStore writes <dir>/<name>.state with the atomic replace of its
-//     position files), and only then the positions.
-//   - A record a stage absorbed is finished for the checkpoint only once a
-//     snapshot holding its effect is saved, so a saved position never
-//     passes a record whose effect could be lost.
+//   - Each checkpoint reads the positions it will save (every record below
+//     them has finished, so its effect on the state is in), then takes and
+//     saves a snapshot of every stateful stage that changed, its state and
+//     marks together, encoded with encoding/gob, to the pipeline's
+//     [checkpoint.StateStore] under the stage's [Name] (a FileStore writes
+//     <dir>/<name>.state with the atomic replace of its position files),
+//     and only then saves the positions. A saved position therefore never
+//     passes a record whose effect on the state is not saved: the state
+//     is the done-ness of the records that went into it.
 //   - After a restart the stage restores its snapshot; a record delivered
-//     again below the restored mark is recognised as counted and is not
-//     added twice (an Aggregate emits the key's current value for it
-//     instead). A saved position may lag its snapshot (the positions of a
-//     round are saved after the state, and may fail alone): the replay
-//     between them is what the marks absorb.
+//     again below the restored mark (absorbed after the positions were
+//     read, or before positions that failed to save) is recognised as
+//     counted and is not added twice (an Aggregate emits the key's current
+//     value for it instead).
 //   - A Window's results are kept in the state from the moment they are
 //     emitted until they have finished every stage after it, and a
 //     restored state emits those again: results are at-least-once, each
@@ -247,11 +247,14 @@
 // state is bounded by memory, and its size is what internal/bench
 // measures per key), is encoded and written on every checkpoint in which
 // the state changed, and with a FileStore costs one more temporary file,
-// fsync and rename per stateful stage per checkpoint. Records wait for
-// the next checkpoint (200ms by default) before their positions may move,
-// and a source waiting for room ([WithMaxInFlight]) makes a stateful stage
-// save at once. Without Checkpointing, state lives in memory for the run
-// and records finish as they are absorbed. Keys and accumulators are
+// fsync and rename per stateful stage per checkpoint. (A first design held
+// each record unfinished until a snapshot holding it was saved; at
+// millions of records a second the source then waited at
+// [WithMaxInFlight] and forced a save every 65,536 records, about 100 a
+// second, in internal/bench's BenchmarkWindow; reading the positions
+// before the snapshot keeps the same rule at the checkpoint policy's
+// pace.) Without Checkpointing, state lives in memory for the run.
+// Keys and accumulators are
 // saved with encoding/gob: their exported fields survive a restart, and a
 // stage whose state holds interface values must gob.Register their types.
 //

@@ -381,15 +381,6 @@ func (rt *runtime) save() error {
 		return nil
 	}
 	ctx := context.WithoutCancel(rt.parent)
-	if len(rt.stateful) > 0 {
-		// State first: the records it covers finish only once it is
-		// saved, so the positions computed below never pass a record
-		// whose effect on the state could be lost.
-		if err := rt.saveState(ctx); err != nil {
-			rt.saveFailed.Store(true)
-			return err
-		}
-	}
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
 	rt.batch, rt.batchPts = rt.batch[:0], rt.batchPts[:0]
 	for _, pt := range rt.parts {
@@ -402,6 +393,17 @@ func (rt *runtime) save() error {
 		}
 		rt.batch = append(rt.batch, checkpoint.TopicPosition{Topic: pt.Topic(), Partition: pt.ID(), Position: pos})
 		rt.batchPts = append(rt.batchPts, pt)
+	}
+	if len(rt.stateful) > 0 {
+		// The state after the positions are read, before they are saved:
+		// every record below them had finished, its effect on the state
+		// was in, and the snapshot holds it. A record absorbed since then
+		// is in the snapshot too, above the positions: after a crash it
+		// is delivered again, and the stage's marks tell it counted.
+		if err := rt.saveState(ctx); err != nil {
+			rt.saveFailed.Store(true)
+			return err
+		}
 	}
 	if len(rt.batch) == 0 {
 		return nil

@@ -170,11 +170,8 @@ type statefulStage interface {
 	stateName() string
 	// restore loads the stage's state from store.
 	restore(ctx context.Context, store checkpoint.StateStore) error
-	// snapshot encodes the state when it changed since the last snapshot,
-	// and sets aside the records it covers for release.
+	// snapshot encodes the state when it changed since the last snapshot.
 	snapshot() (data []byte, changed bool, err error)
-	// release finishes the records the last snapshot covered: it is saved.
-	release()
 }
 
 // partKey names a source partition; the zero partKey stands for records
@@ -206,23 +203,19 @@ func (ps *partState) seen() bool {
 }
 
 // stateCore is what every stateful stage keeps besides its state proper:
-// the marks per partition that tell a replayed record, and the records
-// held unfinished until a snapshot that covers them is saved.
+// the marks per partition that tell a replayed record.
 type stateCore struct {
-	rt      *runtime
-	name    string
-	ctr     *stageCounters
-	persist bool // positions are saved: hold records until a snapshot covers them
+	rt   *runtime
+	name string
+	ctr  *stageCounters
 
 	parts    map[partKey]*partState
 	list     []*partState // parts' values, to walk without a map iteration
 	lastKey  partKey
 	lastPart *partState
 
-	held      []member // absorbed since the last snapshot
-	releasing []member // covered by the snapshot being saved
-	offs      []int64
-	dirty     atomic.Bool // changed since the last snapshot
+	offs  []int64
+	dirty atomic.Bool // changed since the last snapshot
 	// busy is set while the state is being changed: a panic in a user
 	// function leaves it set, and a state half changed is never saved.
 	busy bool
@@ -230,7 +223,6 @@ type stateCore struct {
 
 func (c *stateCore) init(rt *runtime, name string, ctr *stageCounters) {
 	c.rt, c.name, c.ctr = rt, name, ctr
-	c.persist = len(rt.p.stores) > 0
 	c.parts = make(map[partKey]*partState)
 }
 
@@ -268,19 +260,6 @@ func (c *stateCore) check(ps *partState, topic string, partition int32, offset i
 	return false, nil
 }
 
-// hold keeps e unfinished until a snapshot covering it is saved, or
-// finishes it at once when nothing is saved; fin collects what to finish.
-func (c *stateCore) hold(owner acker, offset int64, fin *[]member) {
-	if owner == nil {
-		return
-	}
-	if c.persist {
-		c.held = append(c.held, member{owner: owner, offset: offset})
-	} else {
-		*fin = append(*fin, member{owner: owner, offset: offset})
-	}
-}
-
 // finishMembers calls Done once per run of members of one owner.
 func finishMembers(ms []member, offs []int64) []int64 {
 	for i := 0; i < len(ms); {
@@ -294,24 +273,6 @@ func finishMembers(ms []member, offs []int64) []int64 {
 		i = j
 	}
 	return offs
-}
-
-// takeHeld sets the held records aside for release after the snapshot.
-func (c *stateCore) takeHeld() {
-	c.releasing = append(c.releasing, c.held...)
-	clear(c.held)
-	c.held = c.held[:0]
-}
-
-// releaseHeld finishes the records of the saved snapshot. Called by the
-// runtime's save, which runs one at a time.
-func (c *stateCore) releaseHeld() {
-	if len(c.releasing) == 0 {
-		return
-	}
-	c.offs = finishMembers(c.releasing, c.offs)
-	clear(c.releasing)
-	c.releasing = c.releasing[:0]
 }
 
 // partFile is a partition's marks in a snapshot.
@@ -413,8 +374,10 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 }
 
 // saveState saves the snapshot of every stateful stage that changed to
-// every state store, then finishes the records the snapshots cover. Called
-// by save, under saveMu, before the positions are computed.
+// every state store. Called by save, under saveMu, after it read the
+// positions to save and before it saves them: every record below those
+// positions had finished, so its effect on the state was in, before the
+// snapshot was taken.
 func (rt *runtime) saveState(ctx context.Context) error {
 	for _, st := range rt.stateful {
 		data, changed, err := st.snapshot()
@@ -430,22 +393,6 @@ func (rt *runtime) saveState(ctx context.Context) error {
 			}
 		}
 		rt.stateBytes.Store(int64(len(data)))
-		st.release()
 	}
 	return nil
-}
-
-// saveWhenHeld is registered as a flusher by stateful stages: a source
-// waiting for room (WithMaxInFlight) may be waiting for records a stage
-// holds until the next snapshot, so take one now.
-func (rt *runtime) saveWhenHeld(held func() bool) func(context.Context) error {
-	return func(context.Context) error {
-		if len(rt.p.stores) == 0 || !held() {
-			return nil
-		}
-		if err := rt.failSave(); err != nil {
-			return errAbandoned // failSave stopped the pipeline
-		}
-		return nil
-	}
 }

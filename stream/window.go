@@ -288,7 +288,6 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 			}
 		}
 		rt.stateful = append(rt.stateful, st)
-		rt.flushers = append(rt.flushers, rt.saveWhenHeld(st.holding))
 		if cfg.processingTime {
 			rt.async = true
 			rt.spawn(st.tick)
@@ -408,12 +407,6 @@ type windowStage[K comparable, T, A any] struct {
 
 func (st *windowStage[K, T, A]) stateName() string { return st.core.name }
 
-func (st *windowStage[K, T, A]) holding() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return len(st.core.held) > 0
-}
-
 func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
 	c := &st.core
 	c.ctr.in.Add(int64(len(elems)))
@@ -424,7 +417,6 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	if len(st.listers) > 0 || st.waiting > 0 {
 		st.watchParts()
 	}
-	held := 0
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
@@ -454,12 +446,9 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 			st.late = append(st.late, *e)
 			continue
 		}
-		if c.persist {
-			if e.owner != nil {
-				c.held = append(c.held, member{e.owner, e.Offset})
-				held++
-			}
-		} else if e.owner != nil {
+		if e.owner != nil {
+			// Finished: its effect is in the state, which the next
+			// checkpoint saves before the positions it read.
 			st.fin = append(st.fin, member{e.owner, e.Offset})
 		}
 		if !st.cfg.processingTime {
@@ -480,9 +469,6 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		c.offs = finishMembers(st.fin, c.offs)
 		c.rt.noteFinished(len(st.fin))
 		clear(st.fin)
-	}
-	if held > 0 {
-		c.rt.noteFinished(held) // for CheckpointRecords: progress that a save will finish
 	}
 	return st.flushLocked(ctx)
 }
@@ -961,11 +947,8 @@ func (st *windowStage[K, T, A]) snapshot() ([]byte, bool, error) {
 		c.dirty.Store(true)
 		return nil, false, err
 	}
-	c.takeHeld()
 	return data, true, nil
 }
-
-func (st *windowStage[K, T, A]) release() { st.core.releaseHeld() }
 
 func (st *windowStage[K, T, A]) restore(ctx context.Context, store checkpoint.StateStore) error {
 	data, found, err := store.LoadState(ctx, st.core.name)
