@@ -95,8 +95,8 @@ func atLeast(all map[windowKey]int64, threshold int64) map[windowKey]int64 {
 	return out
 }
 
-func testConfig(t *testing.T, dir string) config {
-	return config{input: sample(t), dir: dir, threshold: 5, year: 2026, json: true, partitions: 1, outOfOrder: 10 * time.Second}
+func testConfig(input, dir string) config {
+	return config{input: input, dir: dir, threshold: 5, year: 2026, json: true, partitions: 1, outOfOrder: 10 * time.Second}
 }
 
 // TestAlertsEqualAnIndependentCountOfTheSample ensures that sshwatch over
@@ -109,7 +109,7 @@ func TestAlertsEqualAnIndependentCountOfTheSample(t *testing.T) {
 	require.Len(t, atLeast(want, 5), 29, "the sample's alert windows, as counted by hand")
 	for _, partitions := range []int{1, 3} {
 		t.Run(strconv.Itoa(partitions)+" partitions", func(t *testing.T) {
-			cfg := testConfig(t, t.TempDir())
+			cfg := testConfig(sample(t), t.TempDir())
 			cfg.partitions = partitions
 			var stdout, stderr bytes.Buffer
 			sum, err := watch(context.Background(), cfg, &stdout, &stderr)
@@ -151,7 +151,7 @@ func (w *cancelAfter) Write(p []byte) (int, error) {
 // third run over the finished directory prints nothing.
 func TestStoppedRunGoesOnWithTheSameAlerts(t *testing.T) {
 	want := atLeast(independentCount(t, sample(t), 2026), 5)
-	cfg := testConfig(t, t.TempDir())
+	cfg := testConfig(sample(t), t.TempDir())
 	cfg.pace = time.Microsecond // one line per batch
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -230,7 +230,7 @@ func TestPublishResumesEachPartitionAtItsHighWatermark(t *testing.T) {
 // non-empty directory sshwatch did not make is refused.
 func TestDirOfAnotherInputOrSettingIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(t, dir)
+	cfg := testConfig("auth.log", dir)
 	cfg.partitions = 2
 	meta, err := prepareDir(cfg, []byte("a\nb\n"))
 	require.NoError(t, err)
@@ -300,7 +300,8 @@ func TestParseAttemptReadsSshdFailures(t *testing.T) {
 func TestParseFlagsRejectsBadUsage(t *testing.T) {
 	_, err := parseFlags([]string{"--help"})
 	require.ErrorIs(t, err, flag.ErrHelp)
-	f := sample(t)
+	f := filepath.Join(t.TempDir(), "auth.log")
+	require.NoError(t, os.WriteFile(f, nil, 0o644))
 	for args, msg := range map[string]string{
 		"":                              "--input is required",
 		"--input F --threshold 0":       "--threshold 0",
