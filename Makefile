@@ -3,6 +3,7 @@ SHELL := /bin/bash
 #
 #   make demo                                   the end-to-end demo on synthetic events
 #   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
+#   make demo-sshwatch [INPUT=sshd.log]         failed SSH logins per IP per minute, uninterrupted and killed -9
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
@@ -16,13 +17,16 @@ BENCHTIME ?= 1s
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay test bench lint build
+.PHONY: demo demo-relay demo-sshwatch test bench lint build
 
 demo:
 	@./scripts/demo.sh
 
 demo-relay:
 	@./scripts/demo-relay.sh
+
+demo-sshwatch:
+	@./examples/sshwatch/demo.sh
 
 test:
 	$(GO) vet ./... && $(GO) test -race ./...
@@ -38,4 +42,4 @@ lint:
 
 build:
 	$(GO) build ./...
-	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./examples/projection ./internal/cmd/kafkatool ./cmd/strom
+	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./examples/projection ./examples/sshwatch ./internal/cmd/kafkatool ./cmd/strom
