@@ -124,16 +124,16 @@ func watch(ctx context.Context, cfg config, stdout, stderr io.Writer) (*summary,
 // checkpointed to store, which also keeps the window's state.
 func pipeline(lg *log.Log, store *checkpoint.FileStore, meta dirMeta, cfg config,
 	sum *summary, windows, stdout, stderr io.Writer) *stream.Stream[stream.WindowResult[string, int64]] {
-	srcs := make([]*source.PartitionSource, meta.Partitions)
-	for p := range srcs {
-		srcs[p] = source.Partition(lg, topicName, int32(p), source.FromStore(store), source.Replay())
-	}
-	batch := 1024
+	opts := []source.TopicOption{source.Replay()}
 	if cfg.pace > 0 {
-		batch = 1 // one line at a time, so a test can kill it between any two
+		opts = append(opts, source.MaxBytes(1)) // one line at a time, so a test can kill it between any two
 	}
 	pc := newPacer(cfg.pace)
-	recs := stream.From(newLineOrder(srcs, batch)).Tap(func(ctx context.Context, _ log.Record) error {
+	// source.Topic hands out a batch of one partition at a time; the
+	// window's watermark waits until every partition with lines has been
+	// read from (stream.PartitionLister), so the first batch of one does
+	// not make the lines of the others late.
+	recs := stream.From(source.Topic(lg, topicName, source.FromStore(store), opts...)).Tap(func(ctx context.Context, _ log.Record) error {
 		sum.Lines.Add(1)
 		return pc.wait(ctx)
 	})
