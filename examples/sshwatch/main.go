@@ -23,7 +23,7 @@
 //     partition (partition p holding c records goes on from line p + c*N).
 //  2. It replays the topic to its end through the pipeline, resuming from
 //     the checkpoint in --dir/checkpoints (a checkpoint.FileStore, which
-//     also keeps the window's state): the lines in file order, the failed
+//     also keeps the window's state): the lines of every partition, the failed
 //     attempts, stream.Window(KeyBy IP, Tumbling(1m), Sum of attempts,
 //     EventTime(the line's timestamp), OutOfOrderness(--out-of-order),
 //     LateTo(a warning on stderr)).

@@ -115,7 +115,7 @@ func watch(ctx context.Context, cfg config, stdout, stderr io.Writer) (*summary,
 
 // pipeline builds the window pipeline over the topic in lg:
 //
-//	lines of every partition, in file order, from the checkpoint
+//	lines of every partition, from the checkpoint
 //	  -> failed password attempts (other lines dropped)
 //	  -> per source IP, one-minute tumbling windows of event time, summed
 //	  -> every result to windows.jsonl
