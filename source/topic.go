@@ -111,10 +111,12 @@ type TopicSource struct {
 
 var _ stream.PartitionLister = (*TopicSource)(nil)
 
-// PendingPartitions returns the partitions that had records to read from
-// their start when the source opened them (nil before the first Read or
-// Resume): an event-time stream.Window waits for each of them before its
-// watermark moves. Safe for concurrent use.
+// PendingPartitions returns the partitions the source will deliver records
+// of (nil before the first Read or Resume): in [Replay] mode those that had
+// records between their start and the end when the source opened them,
+// when following every partition read. An event-time stream.Window holds
+// its watermark back until each of them has delivered an event time (see
+// stream.Idleness for partitions that stay empty). Safe for concurrent use.
 func (s *TopicSource) PendingPartitions() []stream.TopicPartition {
 	if p := s.pending.Load(); p != nil {
 		return *p
@@ -320,7 +322,9 @@ func (s *TopicSource) open(ctx context.Context) error {
 	if s.pending.Load() == nil {
 		pending := []stream.TopicPartition{}
 		for _, p := range s.parts {
-			if lp := p.src.opened.Load(); lp != nil && !p.done && p.pos >= 0 && p.pos < lp.NextOffset() {
+			// A replay delivers what lies between its start and the end;
+			// a follow may deliver any partition, one empty now too.
+			if lp := p.src.opened.Load(); !s.cfg.part.replay || (lp != nil && !p.done && p.pos >= 0 && p.pos < lp.NextOffset()) {
 				pending = append(pending, stream.TopicPartition{Topic: s.topic, Partition: p.src.partition})
 			}
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-
-	"github.com/strom-dev/strom/checkpoint"
 )
 
 // Aggregate folds the values of each key of k into an accumulator with agg
@@ -140,19 +138,20 @@ type aggEntry[K comparable, A any] struct {
 }
 
 func (st *aggStage[K, T, A]) header() stateHeader {
-	return stateHeader{Version: stateVersion, Kind: st.kind}
+	return stateHeader{Version: stateVersion, Kind: st.kind, Types: typeNames[K, A]()}
 }
 
-func (st *aggStage[K, T, A]) snapshot() ([]byte, bool, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+func (st *aggStage[K, T, A]) lock()   { st.mu.Lock() }
+func (st *aggStage[K, T, A]) unlock() { st.mu.Unlock() }
+
+func (st *aggStage[K, T, A]) changedLocked() bool { return st.core.dirty.Load() }
+
+func (st *aggStage[K, T, A]) snapshotLocked() ([]byte, error) {
 	c := &st.core
 	if c.busy {
-		return nil, false, fmt.Errorf("the state was left half changed by a panic")
+		return nil, fmt.Errorf("the state was left half changed by a panic")
 	}
-	if !c.dirty.Swap(false) {
-		return nil, false, nil
-	}
+	c.dirty.Store(false)
 	f := aggFile[K, A]{Parts: c.partsFile(), Keys: make([]aggEntry[K, A], 0, len(st.accs))}
 	for k, a := range st.accs {
 		f.Keys = append(f.Keys, aggEntry[K, A]{k, a})
@@ -160,19 +159,12 @@ func (st *aggStage[K, T, A]) snapshot() ([]byte, bool, error) {
 	data, err := encodeState(st.header(), &f)
 	if err != nil {
 		c.dirty.Store(true)
-		return nil, false, err
+		return nil, err
 	}
-	return data, true, nil
+	return data, nil
 }
 
-func (st *aggStage[K, T, A]) restore(ctx context.Context, store checkpoint.StateStore) error {
-	data, found, err := store.LoadState(ctx, st.core.name)
-	if err != nil {
-		return fmt.Errorf("stream: load the state of stage %q: %w", st.core.name, err)
-	}
-	if !found {
-		return nil
-	}
+func (st *aggStage[K, T, A]) restore(data []byte) error {
 	var f aggFile[K, A]
 	if err := decodeState(st.core.name, data, st.header(), &f); err != nil {
 		return err

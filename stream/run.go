@@ -61,6 +61,7 @@ type runtime struct {
 	stateful    []statefulStage
 	stateStores []checkpoint.StateStore
 	stateBytes  atomic.Int64 // the size of the last snapshot saved
+	stateName   string       // what the state is saved under: the stages' names, upstream first, joined by "."
 
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"strings"
 	"sync/atomic"
 
 	"github.com/strom-dev/strom/checkpoint"
@@ -131,6 +133,7 @@ type stateConfig struct {
 	eventTime      any // func(T) time.Time
 	processingTime bool
 	outOfOrder     int64 // ms
+	idle           int64 // ms; 0: partitions are never idle
 	lateness       int64 // ms
 	lateSink       any   // Sink[T]
 	dropLate       bool
@@ -168,10 +171,17 @@ func registerState[T any](s *Stream[T], op, name string) {
 // statefulStage is what Run needs of a stage that keeps state.
 type statefulStage interface {
 	stateName() string
-	// restore loads the stage's state from store.
-	restore(ctx context.Context, store checkpoint.StateStore) error
-	// snapshot encodes the state when it changed since the last snapshot.
-	snapshot() (data []byte, changed bool, err error)
+	// restore loads the stage's state from its snapshot.
+	restore(data []byte) error
+	// lock and unlock the stage's state: a stage holds its lock while it
+	// pushes downstream, so the stages of one pipeline are locked
+	// upstream first.
+	lock()
+	unlock()
+	// changedLocked reports whether the state changed since the last
+	// snapshot; snapshotLocked encodes it. The stage's lock is held.
+	changedLocked() bool
+	snapshotLocked() (data []byte, err error)
 }
 
 // partKey names a source partition; the zero partKey stands for records
@@ -192,9 +202,12 @@ type partState struct {
 	// maxTs is the greatest event time seen in the partition, in ms
 	// (math.MinInt64: none yet); Window's watermark is built on it.
 	maxTs int64
-	// waiting: a source listed the partition and nothing of it has been
-	// read yet; it holds Window's watermark (window.go, watchParts).
-	waiting bool
+	// listed: a source listed the partition (PartitionLister): while it
+	// has no event time, it holds Window's watermark back.
+	listed bool
+	// active is the clock (ms) when the partition last delivered a record
+	// to the stage, or was listed: Window's Idleness.
+	active int64
 }
 
 // seen reports whether anything of the partition reached the stage.
@@ -313,6 +326,12 @@ type stateHeader struct {
 	Version int
 	Kind    string // StageAggregate, StageReduce, StageWindow
 	Spec    string // the window definition ("" for Aggregate and Reduce)
+	Types   string // the key and accumulator types, as "key string, accumulator int64"
+}
+
+// typeNames describes the key and accumulator types of a stage.
+func typeNames[K comparable, A any]() string {
+	return fmt.Sprintf("key %s, accumulator %s", reflect.TypeFor[K](), reflect.TypeFor[A]())
 }
 
 // encodeState encodes a snapshot: the header, then body, with gob.
@@ -338,12 +357,14 @@ func decodeState(name string, data []byte, want stateHeader, body any) error {
 	if h.Version != stateVersion {
 		return fmt.Errorf("stream: state of stage %q: %w: format version %d, want %d", name, ErrStateMismatch, h.Version, stateVersion)
 	}
-	if h.Kind != want.Kind || h.Spec != want.Spec {
-		return fmt.Errorf("stream: state of stage %q: %w: saved by %s %s, the stage is %s %s",
-			name, ErrStateMismatch, h.Kind, h.Spec, want.Kind, want.Spec)
+	if h.Kind != want.Kind || h.Spec != want.Spec || h.Types != want.Types {
+		return fmt.Errorf("stream: state of stage %q: %w: saved by %s %s (%s), the stage is %s %s (%s)",
+			name, ErrStateMismatch, h.Kind, h.Spec, h.Types, want.Kind, want.Spec, want.Types)
 	}
 	if err := dec.Decode(body); err != nil {
-		return fmt.Errorf("stream: state of stage %q: %w: cannot decode it: %w", name, checkpoint.ErrCorrupt, err)
+		// The store checked the bytes (a FileStore's CRC): what does not
+		// decode was written for other types.
+		return fmt.Errorf("stream: state of stage %q: %w: cannot decode it as %s: %w", name, ErrStateMismatch, want.Types, err)
 	}
 	return nil
 }
@@ -365,12 +386,39 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 	if len(rt.stateStores) == 0 {
 		return fmt.Errorf("%w (stage %q)", ErrNoStateStore, rt.stateful[0].stateName())
 	}
+	names := make([]string, len(rt.stateful))
+	for i, st := range rt.stateful {
+		names[len(names)-1-i] = st.stateName() // upstream first
+	}
+	rt.stateName = strings.Join(names, ".")
+	data, found, err := rt.stateStores[0].LoadState(ctx, rt.stateName)
+	if err != nil {
+		return fmt.Errorf("stream: load the state of %s: %w", rt.stateName, err)
+	}
+	if !found {
+		return nil
+	}
+	var f pipelineState
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil {
+		return fmt.Errorf("stream: state %s: %w: cannot decode it: %w", rt.stateName, ErrStateMismatch, err)
+	}
 	for _, st := range rt.stateful {
-		if err := st.restore(ctx, rt.stateStores[0]); err != nil {
-			return err
+		for _, sn := range f.Stages {
+			if sn.Name == st.stateName() {
+				if err := st.restore(sn.Data); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// pipelineState is what a pipeline saves of its stateful stages: one
+// snapshot each, all taken at one cut and saved in one piece, under the
+// stages' names joined by ".".
+type pipelineState struct {
+	Stages []stateSnap
 }
 
 // saveState saves the snapshot of every stateful stage that changed to
@@ -379,20 +427,58 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 // positions had finished, so its effect on the state was in, before the
 // snapshot was taken.
 func (rt *runtime) saveState(ctx context.Context) error {
-	for _, st := range rt.stateful {
-		data, changed, err := st.snapshot()
-		if err != nil {
-			return fmt.Errorf("stream: snapshot of stage %q: %w", st.stateName(), err)
-		}
-		if !changed {
-			continue
-		}
-		for _, ss := range rt.stateStores {
-			if err := ss.SaveState(ctx, st.stateName(), data); err != nil {
-				return fmt.Errorf("stream: save the state of stage %q (%d bytes): %w", st.stateName(), len(data), err)
-			}
-		}
-		rt.stateBytes.Store(int64(len(data)))
+	// One cut across every stateful stage: all of them locked at once,
+	// upstream first as pushes lock them (rt.stateful is in wiring order,
+	// downstream first), so that no record or result is between two of
+	// them. Saved one after another while records flow, an Aggregate
+	// saved ahead of a stage after it would, after a crash, hand that
+	// stage its current value for a replayed record instead of the one
+	// the record made; a Window saved ahead of the stage after it would
+	// lose a result the stage had absorbed after its own save.
+	for i := len(rt.stateful) - 1; i >= 0; i-- {
+		rt.stateful[i].lock()
 	}
+	changed := false
+	for _, st := range rt.stateful {
+		changed = changed || st.changedLocked()
+	}
+	var data []byte
+	var err error
+	if changed {
+		f := pipelineState{Stages: make([]stateSnap, 0, len(rt.stateful))}
+		for _, st := range rt.stateful {
+			sd, serr := st.snapshotLocked()
+			if serr != nil {
+				err = fmt.Errorf("stream: snapshot of stage %q: %w", st.stateName(), serr)
+				break
+			}
+			f.Stages = append(f.Stages, stateSnap{st.stateName(), sd})
+		}
+		if err == nil {
+			var buf bytes.Buffer
+			err = gob.NewEncoder(&buf).Encode(&f)
+			data = buf.Bytes()
+		}
+	}
+	for _, st := range rt.stateful {
+		st.unlock()
+	}
+	if err != nil || !changed {
+		return err
+	}
+	// One piece: saved one file per stage, a crash between two saves
+	// would restore them from two cuts.
+	for _, ss := range rt.stateStores {
+		if err := ss.SaveState(ctx, rt.stateName, data); err != nil {
+			return fmt.Errorf("stream: save the state %s (%d bytes): %w", rt.stateName, len(data), err)
+		}
+	}
+	rt.stateBytes.Store(int64(len(data)))
 	return nil
+}
+
+// stateSnap is a stage's snapshot.
+type stateSnap struct {
+	Name string
+	Data []byte
 }

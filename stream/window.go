@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,13 +107,13 @@ type TopicPartition struct {
 }
 
 // PartitionLister is implemented by sources that read several partitions
-// and know, once they have opened them, which have records to deliver
-// (source.Topic). An event-time [Window] waits for a record, or a read, of
-// each of them before its watermark moves, so that the first batch of one
-// partition does not make the unread records of the others late.
-// PendingPartitions returns nil until the source knows, then the
-// partitions (possibly none); it is called from the pipeline's goroutines
-// and must be safe for concurrent use with Read.
+// and know, once they have opened them, which they will deliver records of
+// (source.Topic). An event-time [Window] holds its watermark back until an
+// event time of each of them has reached it (or it is idle, [Idleness]),
+// so that the first batch of one partition does not make the unread
+// records of the others late. PendingPartitions returns nil until the
+// source knows, then the partitions (possibly none); it is called from the
+// pipeline's goroutines and must be safe for concurrent use with Read.
 type PartitionLister interface {
 	PendingPartitions() []TopicPartition
 }
@@ -160,6 +161,20 @@ func OutOfOrderness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.outOfOrder = max(d, 0).Milliseconds()
 		c.windowOnly = "OutOfOrderness"
+	})
+}
+
+// Idleness makes a partition that has delivered no record to [Window] for
+// d (on the pipeline's [Clock]) stop holding the watermark back until it
+// delivers again (Flink's WatermarkStrategy.withIdleness): without it, a
+// partition of a followed topic that receives nothing, or whose records
+// are all filtered out before the window, stops every window from firing.
+// Its records that arrive after the others moved the watermark on may be
+// late. d <= 0 turns it off (the default).
+func Idleness(d time.Duration) StateOption {
+	return stateOptionFunc(func(c *stateConfig) {
+		c.idle = max(d, 0).Milliseconds()
+		c.windowOnly = "Idleness"
 	})
 }
 
@@ -430,12 +445,9 @@ type windowStage[K comparable, T, A any] struct {
 	pend *pendingResults[K, A]
 
 	// listers are the sources that list their partitions and have not yet
-	// (PartitionLister); waiting counts the partitions listed that hold
-	// the watermark until they deliver; trk is scratch for watchParts.
+	// (PartitionLister).
 	listers []PartitionLister
-	waiting int
-	begun   []*partState // waiting, and read by the source: released at the end of the push
-	trk     []*checkpoint.PartitionTracker
+	now     int64 // the clock in ms, read once per push when Idleness is set
 
 	free      []*win[A]   // dropped windows, for reuse
 	freeLists [][]*win[A] // the emptied lists of windows of keys dropped, for reuse
@@ -453,12 +465,16 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	defer st.mu.Unlock()
 	st.out, st.late, st.fin = st.out[:0], st.late[:0], st.fin[:0]
 	st.redoLocked()
-	if len(st.listers) > 0 || st.waiting > 0 {
+	if st.cfg.idle > 0 {
+		st.now = c.rt.clock.Now().UnixMilli()
+	}
+	if len(st.listers) > 0 {
 		st.watchParts()
 	}
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
+		ps.active = st.now
 		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
 		if err != nil {
 			return err
@@ -495,9 +511,6 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		}
 		c.busy = false
 	}
-	if len(st.begun) > 0 {
-		st.releaseBegun()
-	}
 	c.dirty.Store(true)
 	if len(st.late) > 0 {
 		if err := st.lateLocked(ctx); err != nil {
@@ -513,12 +526,11 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 }
 
 // watchParts asks the sources that list their partitions (the first time
-// they can tell) which partitions have records to deliver, and makes the
-// watermark wait for each of them: without that, the first batch of one
-// partition would carry the watermark past the records of the others,
-// still unread, and make them late. A partition stops holding it once the
-// source has read from it (its records may all be filtered out before
-// the window) or a record of it arrives.
+// they can tell) which partitions they will deliver, and marks them: a
+// listed partition holds the watermark until an event time of it reaches
+// the stage (or it is idle, with Idleness). Without that, the first batch
+// of one partition would carry the watermark past the records of the
+// others, still unread, and make them late.
 func (st *windowStage[K, T, A]) watchParts() {
 	c := &st.core
 	for i := 0; i < len(st.listers); {
@@ -528,45 +540,16 @@ func (st *windowStage[K, T, A]) watchParts() {
 			continue
 		}
 		for _, tp := range tps {
-			if _, seen := c.parts[partKey{tp.Topic, tp.Partition}]; seen {
-				continue // restored, or already delivering
-			}
-			c.part(tp.Topic, tp.Partition).waiting = true
-			st.waiting++
+			ps := c.part(tp.Topic, tp.Partition)
+			ps.listed, ps.active = true, st.now
 		}
 		st.listers = append(st.listers[:i], st.listers[i+1:]...)
 	}
-	if st.waiting == 0 {
-		return
-	}
-	st.trk = c.rt.tracker.Partitions(st.trk[:0])
-	for _, pt := range st.trk {
-		if _, begun, ok := pt.Progress(); ok && begun > 0 {
-			if ps := c.parts[partKey{pt.Topic(), pt.ID()}]; ps != nil && ps.waiting {
-				st.begun = append(st.begun, ps)
-			}
-		}
-	}
 }
 
-// releaseBegun stops the partitions the source has read from, none of
-// whose records raised the watermark in this push (all filtered out before
-// the window, say), from holding the watermark. Done at the end of the
-// push, so that their records in it, if any, count first.
-func (st *windowStage[K, T, A]) releaseBegun() {
-	released := false
-	for _, ps := range st.begun {
-		if ps.waiting {
-			ps.waiting = false
-			st.waiting--
-			released = true
-		}
-	}
-	clear(st.begun)
-	st.begun = st.begun[:0]
-	if released && st.waiting == 0 {
-		st.raise()
-	}
+// idle reports whether ps has delivered nothing for the Idleness.
+func (st *windowStage[K, T, A]) idle(ps *partState) bool {
+	return st.cfg.idle > 0 && st.now-ps.active >= st.cfg.idle
 }
 
 // absorb adds v, of event time t, to the windows of key k, and emits what
@@ -730,17 +713,13 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 	}
 	old := ps.maxTs
 	ps.maxTs = t
-	if ps.waiting {
-		ps.waiting = false // its first event time is in
-		st.waiting--
+	if st.cfg.idle == 0 && old != math.MinInt64 && old != st.minTs {
+		return // another partition holds the least (or a listed one holds it back)
 	}
-	if st.waiting > 0 || (old != math.MinInt64 && old != st.minTs) {
-		// A partition the source listed has not delivered yet, or
-		// another partition holds the least: the watermark stays.
-		return
-	}
-	// A partition's first event time (the least may fall), or the
-	// partition that held the least moved (it may rise).
+	// A partition's first event time (the least may fall, or a listed
+	// partition stops holding it back), or the partition that held the
+	// least moved (it may rise); with Idleness, any record may make
+	// another partition idle.
 	st.raise()
 }
 
@@ -749,8 +728,14 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 func (st *windowStage[K, T, A]) raise() {
 	m := int64(math.MaxInt64)
 	for _, p := range st.core.list {
-		if p.maxTs != math.MinInt64 {
+		switch {
+		case st.idle(p):
+			// Delivers nothing: does not hold the watermark.
+		case p.maxTs != math.MinInt64:
 			m = min(m, p.maxTs)
+		case p.listed:
+			st.minTs = math.MinInt64 // listed, no event time yet: holds it back
+			return
 		}
 	}
 	if m == math.MaxInt64 {
@@ -1009,47 +994,49 @@ func (st *windowStage[K, T, A]) header() stateHeader {
 	if st.cfg.processingTime {
 		spec += ", processing time"
 	}
-	return stateHeader{Version: stateVersion, Kind: StageWindow, Spec: spec}
+	return stateHeader{Version: stateVersion, Kind: StageWindow, Spec: spec, Types: typeNames[K, A]()}
 }
 
-func (st *windowStage[K, T, A]) snapshot() ([]byte, bool, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+func (st *windowStage[K, T, A]) lock()   { st.mu.Lock() }
+func (st *windowStage[K, T, A]) unlock() { st.mu.Unlock() }
+
+func (st *windowStage[K, T, A]) changedLocked() bool { return st.core.dirty.Load() }
+
+func (st *windowStage[K, T, A]) snapshotLocked() ([]byte, error) {
 	c := &st.core
 	if c.busy {
-		return nil, false, errors.New("the state was left half changed by a panic")
+		return nil, errors.New("the state was left half changed by a panic")
 	}
-	if !c.dirty.Swap(false) {
-		return nil, false, nil
-	}
+	c.dirty.Store(false)
 	f := winFile[K, A]{Parts: c.partsFile(), Watermark: st.wm, Seq: st.seq}
 	for k, ws := range st.keys {
 		for _, w := range ws {
 			f.Windows = append(f.Windows, winEntry[K, A]{Key: k, Start: w.start, End: w.end, Acc: w.acc, Fired: w.fired})
 		}
 	}
+	// In the order they were emitted, those still to emit again first: a
+	// restore emits them in this order, and a Window after this one needs
+	// a window's early results before its final one.
+	f.Pending = append(f.Pending, st.redo...)
 	st.pend.mu.Lock()
-	for _, p := range st.pend.m {
-		f.Pending = append(f.Pending, p.res)
+	ids := make([]int64, 0, len(st.pend.m))
+	for id := range st.pend.m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		f.Pending = append(f.Pending, st.pend.m[id].res)
 	}
 	st.pend.mu.Unlock()
-	f.Pending = append(f.Pending, st.redo...)
 	data, err := encodeState(st.header(), &f)
 	if err != nil {
 		c.dirty.Store(true)
-		return nil, false, err
+		return nil, err
 	}
-	return data, true, nil
+	return data, nil
 }
 
-func (st *windowStage[K, T, A]) restore(ctx context.Context, store checkpoint.StateStore) error {
-	data, found, err := store.LoadState(ctx, st.core.name)
-	if err != nil {
-		return fmt.Errorf("stream: load the state of stage %q: %w", st.core.name, err)
-	}
-	if !found {
-		return nil
-	}
+func (st *windowStage[K, T, A]) restore(data []byte) error {
 	var f winFile[K, A]
 	if err := decodeState(st.core.name, data, st.header(), &f); err != nil {
 		return err
