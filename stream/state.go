@@ -212,8 +212,12 @@ type stateCore struct {
 
 	held      []member // absorbed since the last snapshot
 	releasing []member // covered by the snapshot being saved
-	offs      []int64
-	dirty     atomic.Bool // changed since the last snapshot
+	offs      []int64  // scratch of the stage's push, under its lock
+	// relOffs is releaseHeld's scratch. releaseHeld runs on the saving
+	// goroutine without the stage's lock, while a push may be using offs:
+	// sharing offs raced, and a Done could get another call's offsets.
+	relOffs []int64
+	dirty   atomic.Bool // changed since the last snapshot
 	// busy is set while the state is being changed: a panic in a user
 	// function leaves it set, and a state half changed is never saved.
 	busy bool
@@ -299,7 +303,7 @@ func (c *stateCore) releaseHeld() {
 	if len(c.releasing) == 0 {
 		return
 	}
-	c.offs = finishMembers(c.releasing, c.offs)
+	c.relOffs = finishMembers(c.releasing, c.relOffs)
 	clear(c.releasing)
 	c.releasing = c.releasing[:0]
 }
