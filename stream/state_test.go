@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -95,27 +96,26 @@ type windowID struct {
 // its state is kept, the crash that leaves the state ahead.
 //
 // Every Save also checks the rule that makes this exact: the position
-// saved is not past what the state saved under each of states covers
-// (stream.SnapshotMarks); a breach fails the test.
+// saved is not past what the state saved under the stage's name covers
+// (see assertStateCovers); a breach fails the test.
 type crashStore struct {
-	t           *testing.T
-	fs          *checkpoint.FileStore
-	states      []string
-	frozen      atomic.Bool
-	afterState  atomic.Bool
-	stateBefore atomic.Bool // a SaveState froze the store
+	t          *testing.T
+	fs         *checkpoint.FileStore
+	state      string
+	mayPass    func(offset int64) bool
+	frozen     atomic.Bool
+	afterState atomic.Bool
 }
 
-func openCrashStore(t *testing.T, dir string, states ...string) *crashStore {
+func openCrashStore(t *testing.T, dir, state string, mayPass func(int64) bool) *crashStore {
 	t.Helper()
 	fs, err := checkpoint.NewFileStore(dir)
 	require.NoError(t, err)
-	return &crashStore{t: t, fs: fs, states: states}
+	return &crashStore{t: t, fs: fs, state: state, mayPass: mayPass}
 }
 
-func (s *crashStore) freeze()             { s.frozen.Store(true) }
-func (s *crashStore) freezeAfterState()   { s.afterState.Store(true) }
-func (s *crashStore) stateWasAhead() bool { return s.stateBefore.Load() }
+func (s *crashStore) freeze()           { s.frozen.Store(true) }
+func (s *crashStore) freezeAfterState() { s.afterState.Store(true) }
 
 func (s *crashStore) Load(ctx context.Context, topic string, partition int32) (checkpoint.Position, bool, error) {
 	return s.fs.Load(ctx, topic, partition)
@@ -125,31 +125,8 @@ func (s *crashStore) Save(ctx context.Context, topic string, partition int32, po
 	if s.frozen.Load() {
 		return nil
 	}
-	for _, name := range s.states {
-		assertStateCovers(s.t, s.fs, name, topic, partition, pos.Offset)
-	}
+	assertStateCovers(s.t, s.fs, s.state, topic, partition, pos.Offset, s.mayPass)
 	return s.fs.Save(ctx, topic, partition, pos)
-}
-
-// assertStateCovers asserts that the state saved in store under name covers
-// the records of topic/partition below next: a position up to next may be
-// saved.
-func assertStateCovers(t *testing.T, store checkpoint.StateStore, name, topic string, partition int32, next int64) {
-	t.Helper()
-	data, found, err := store.LoadState(context.Background(), name)
-	if !assert.NoError(t, err) {
-		return
-	}
-	var covered int64
-	if found {
-		_, marks, err := stream.SnapshotMarks(data)
-		if !assert.NoError(t, err) {
-			return
-		}
-		covered = marks[fmt.Sprintf("%s/%d", topic, partition)]
-	}
-	assert.LessOrEqual(t, next, covered,
-		"position %d of %s/%d saved while the state of %q covers the records below %d only", next, topic, partition, name, covered)
 }
 
 func (s *crashStore) LoadState(ctx context.Context, name string) ([]byte, bool, error) {
@@ -164,10 +141,36 @@ func (s *crashStore) SaveState(ctx context.Context, name string, state []byte) e
 		return err
 	}
 	if s.afterState.Load() {
-		s.stateBefore.Store(true)
 		s.freeze()
 	}
 	return nil
+}
+
+// assertStateCovers asserts that the state saved in store under name covers
+// the records of topic/partition below next, so that a position of next
+// may be saved: its marks (stream.SnapshotMarks) are at next or above, or
+// every record between them and next is one that mayPass allows (a late
+// record, which has no effect on the state and is finished at once; nil:
+// none).
+func assertStateCovers(t *testing.T, store checkpoint.StateStore, name, topic string, partition int32, next int64, mayPass func(int64) bool) {
+	t.Helper()
+	data, found, err := store.LoadState(context.Background(), name)
+	if !assert.NoError(t, err) {
+		return
+	}
+	var covered int64
+	if found {
+		_, marks, err := stream.SnapshotMarks(data)
+		if !assert.NoError(t, err) {
+			return
+		}
+		covered = marks[fmt.Sprintf("%s/%d", topic, partition)]
+	}
+	for off := covered; off < next && mayPass != nil && mayPass(off); off++ {
+		covered = off + 1
+	}
+	assert.LessOrEqual(t, next, covered,
+		"position %d of %s/%d saved while the state of %q covers the records below %d only", next, topic, partition, name, covered)
 }
 
 var errCrash = errors.New("crash")
@@ -200,6 +203,11 @@ type crashPlan struct {
 	cut       cut  // what the failure does to the store
 }
 
+func (p crashPlan) String() string {
+	return fmt.Sprintf("batch %d, every %d records (timer %v), fail at result %d / read %d, cut %v",
+		p.batch, p.cpRecords, p.interval, p.tapAfter, p.readFail, p.cut)
+}
+
 // cut is what a failure does to the store of a restart test.
 type cut int
 
@@ -220,21 +228,29 @@ func (s *crashStore) cut(c cut) {
 	}
 }
 
-func (p crashPlan) String() string {
-	return fmt.Sprintf("batch %d, every %d records (timer %v), fail at result %d / read %d, cut %v",
-		p.batch, p.cpRecords, p.interval, p.tapAfter, p.readFail, p.cut)
+// restartTest is a pipeline that a restart test runs again and again over
+// one store, each run a fresh pipeline (a new process) with its source
+// resumed from the store.
+type restartTest[R any] struct {
+	evs   []event
+	state string                                        // the name the stage's state is saved under
+	stage func(*stream.Stream[event]) *stream.Stream[R] // builds the stage under test
+	// late tells the records the stage drops as late (nil: none).
+	late func(id int) bool
 }
 
-// restartRun is one run of a restart test: a fresh pipeline (a new process)
-// over the store in dir, the source resumed from it, the stage under test
-// built by stage (its state saved under state), and a Tap after it that passes each result to record
-// unless plan fails the run there. seen counts every record the stage
-// was handed, by ID.
-func restartRun[R any](t *testing.T, dir string, evs []event, plan crashPlan, state string,
-	stage func(*stream.Stream[event]) *stream.Stream[R], record func(R), seen []int) (err error, late int64) {
+// run is one run: the stage, and after it a Tap that passes each result
+// to record unless plan fails the run there. seen counts every record the
+// stage was handed, by ID. It returns Run's error and the stage's late
+// records.
+func (rt restartTest[R]) run(t *testing.T, dir string, plan crashPlan, record func(R), seen []int) (err error, late int64) {
 	t.Helper()
-	store := openCrashStore(t, dir, state)
-	slice := streamtest.Slice(evs, streamtest.BatchSize(plan.batch))
+	var mayPass func(int64) bool
+	if rt.late != nil {
+		mayPass = func(off int64) bool { return rt.late(int(off)) }
+	}
+	store := openCrashStore(t, dir, rt.state, mayPass)
+	slice := streamtest.Slice(rt.evs, streamtest.BatchSize(plan.batch))
 	require.NoError(t, slice.Resume(context.Background(), store))
 	src := &crashSource[event]{SliceSource: slice, failAt: plan.readFail, onFail: func() { store.cut(plan.cut) }}
 	results := 0
@@ -245,7 +261,7 @@ func restartRun[R any](t *testing.T, dir string, evs []event, plan crashPlan, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	out := stage(in).
+	out := rt.stage(in).
 		Tap(func(_ context.Context, r R) error {
 			if results == plan.tapAfter {
 				store.cut(plan.cut)
@@ -263,17 +279,16 @@ func restartRun[R any](t *testing.T, dir string, evs []event, plan crashPlan, st
 	return err, late
 }
 
-// restartUntilDone runs the pipeline of stage over evs on one store,
-// failing it at crashes random points (seeded) and restarting it each time,
-// until a run completes. It returns how many runs failed, how many
-// records the stage was handed again, and how many late records the run
-// that completed had.
-func restartUntilDone[R any](t *testing.T, seed uint64, evs []event, crashes, maxResults int, state string,
-	stage func(*stream.Stream[event]) *stream.Stream[R], record func(R)) (failed, replayed int, late int64) {
+// untilDone runs the pipeline, failing it at crashes random points
+// (seeded; a failure at most maxResults results into a run) and
+// restarting it each time, until a run completes. It returns how many runs
+// failed, how many records the stage was handed again, and how many late
+// records the run that completed had.
+func (rt restartTest[R]) untilDone(t *testing.T, seed uint64, crashes, maxResults int, record func(R)) (failed, replayed int, late int64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 2))
 	dir := t.TempDir()
-	seen := make([]int, len(evs))
+	seen := make([]int, len(rt.evs))
 	for run := 0; ; run++ {
 		require.LessOrEqual(t, run, 10*crashes, "the pipeline never completed")
 		plan := crashPlan{batch: 1 + rng.IntN(16), cpRecords: 1 + rng.IntN(64), interval: rng.IntN(4) == 0, tapAfter: -1}
@@ -285,7 +300,7 @@ func restartUntilDone[R any](t *testing.T, seed uint64, evs []event, crashes, ma
 			}
 			plan.cut = cut(rng.IntN(3))
 		}
-		err, n := restartRun(t, dir, evs, plan, state, stage, record, seen)
+		err, n := rt.run(t, dir, plan, record, seen)
 		if err == nil {
 			late = n
 			break
@@ -301,25 +316,27 @@ func restartUntilDone[R any](t *testing.T, seed uint64, evs []event, crashes, ma
 }
 
 func TestAggregateIsExactAfterRestartsAtManyCrashPoints(t *testing.T) {
-	evs := events(11, 600, 0)
-	const name = stream.StageAggregate
-	stage := func(s *stream.Stream[event]) *stream.Stream[stream.KV[string, digest]] {
-		return stream.Aggregate(stream.KeyBy(s, eventKey), digestAgg)
+	rt := restartTest[stream.KV[string, digest]]{
+		evs:   events(11, 600, 0),
+		state: stream.StageAggregate,
+		stage: func(s *stream.Stream[event]) *stream.Stream[stream.KV[string, digest]] {
+			return stream.Aggregate(stream.KeyBy(s, eventKey), digestAgg)
+		},
 	}
 	want := map[string]digest{}
-	for _, e := range evs {
+	for _, e := range rt.evs {
 		want[e.Key] = digestAgg.Add(want[e.Key], e)
 	}
 
 	uninterrupted := map[string]digest{}
-	failed, _, _ := restartUntilDone(t, 1, evs, 0, 1, name, stage, func(kv stream.KV[string, digest]) { uninterrupted[kv.Key] = kv.Value })
+	failed, _, _ := rt.untilDone(t, 1, 0, 1, func(kv stream.KV[string, digest]) { uninterrupted[kv.Key] = kv.Value })
 	require.Zero(t, failed)
 	require.Equal(t, want, uninterrupted)
 
 	for seed := uint64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			last := map[string]digest{}
-			failed, replayed, _ := restartUntilDone(t, seed, evs, 25, 40, name, stage, func(kv stream.KV[string, digest]) { last[kv.Key] = kv.Value })
+			failed, replayed, _ := rt.untilDone(t, seed, 25, 40, func(kv stream.KV[string, digest]) { last[kv.Key] = kv.Value })
 			assert.GreaterOrEqual(t, failed, 20, "crash points")
 			assert.Positive(t, replayed, "records delivered again after a restart")
 			assert.Equal(t, want, last, "each key's last update is its accumulator of an uninterrupted run")
@@ -330,7 +347,6 @@ func TestAggregateIsExactAfterRestartsAtManyCrashPoints(t *testing.T) {
 
 func TestWindowIsExactAfterRestartsAtManyCrashPoints(t *testing.T) {
 	evs := events(12, 600, 80)
-	const name = stream.StageWindow
 	for _, tc := range []struct {
 		name string
 		w    stream.Windows
@@ -349,9 +365,32 @@ func TestWindowIsExactAfterRestartsAtManyCrashPoints(t *testing.T) {
 			if tc.bug != "" {
 				t.Skip(tc.bug)
 			}
-			opts := append([]stream.StateOption{stream.EventTime(eventTime), stream.OutOfOrderness(20 * time.Millisecond), stream.DropLate()}, tc.opts...)
-			stage := func(s *stream.Stream[event]) *stream.Stream[stream.WindowResult[string, bag]] {
-				return stream.Window(stream.KeyBy(s, eventKey), tc.w, bagAgg, opts...)
+			// Late records go to a sink that notes them, in every run.
+			var mu sync.Mutex
+			late := map[int]bool{}
+			lateTo := sinkFunc[event](func(_ context.Context, evs []event) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, e := range evs {
+					late[e.ID] = true
+				}
+				return nil
+			})
+			opts := append([]stream.StateOption{stream.EventTime(eventTime), stream.OutOfOrderness(20 * time.Millisecond),
+				stream.LateTo[event](lateTo)}, tc.opts...)
+			rt := restartTest[stream.WindowResult[string, bag]]{
+				evs:   evs,
+				state: stream.StageWindow,
+				stage: func(s *stream.Stream[event]) *stream.Stream[stream.WindowResult[string, bag]] {
+					return stream.Window(stream.KeyBy(s, eventKey), tc.w, bagAgg, opts...)
+				},
+				// A late record is finished once the sink has it: a
+				// position may pass it before a snapshot covers it.
+				late: func(id int) bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return late[id]
+				},
 			}
 			collect := func(m map[windowID]stream.WindowResult[string, bag]) func(stream.WindowResult[string, bag]) {
 				return func(r stream.WindowResult[string, bag]) {
@@ -359,33 +398,33 @@ func TestWindowIsExactAfterRestartsAtManyCrashPoints(t *testing.T) {
 				}
 			}
 			want := map[windowID]stream.WindowResult[string, bag]{}
-			failed, _, late := restartUntilDone(t, 1, evs, 0, 1, name, stage, collect(want))
+			failed, _, nLate := rt.untilDone(t, 1, 0, 1, collect(want))
 			require.Zero(t, failed)
 			require.NotEmpty(t, want)
 			for _, r := range want {
 				require.True(t, r.Final)
 			}
-			require.Positive(t, late, "some records are late and dropped: the watermark matters")
-			t.Logf("%d windows, %d late records", len(want), late)
+			require.Positive(t, nLate, "some records are late: the watermark matters")
+			require.Len(t, late, int(nLate))
+			wantLate := maps.Clone(late)
+			t.Logf("%d windows, %d late records", len(want), nLate)
 
 			for seed := uint64(1); seed <= 2; seed++ {
 				t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 					got := map[windowID]stream.WindowResult[string, bag]{}
-					failed, replayed, _ := restartUntilDone(t, seed, evs, 25, 12, name, stage, collect(got))
+					failed, replayed, _ := rt.untilDone(t, seed, 25, 12, collect(got))
 					assert.GreaterOrEqual(t, failed, 20, "crash points")
 					assert.Positive(t, replayed, "records delivered again after a restart")
 					assertSameWindows(t, want, got)
+					mu.Lock()
+					assert.Equal(t, wantLate, late, "the same records are late as in an uninterrupted run")
+					mu.Unlock()
 					t.Logf("%d crashes, %d records delivered again", failed, replayed)
 				})
 			}
 		})
 	}
 }
-
-var (
-	_ = os.WriteFile
-	_ sync.Mutex
-)
 
 // bugPendingOrder is a known bug of window.go: a snapshot lists the
 // pending results in map order, so a restart emits them again in random
@@ -461,4 +500,481 @@ func assertSameWindows[A any](t *testing.T, want, got map[windowID]stream.Window
 	}
 	slices.Sort(diffs)
 	assert.Empty(t, diffs, "the last result of every window must be that of an uninterrupted run")
+}
+
+// ---- windows of counts over events without disorder ----
+
+// tumblingCounts counts the events of each key per 100ms of event time.
+func tumblingCounts(s *stream.Stream[event], opts ...stream.StateOption) *stream.Stream[stream.WindowResult[string, int64]] {
+	return stream.Window(stream.KeyBy(s, eventKey), stream.Tumbling(100*time.Millisecond), stream.Count[event](),
+		append([]stream.StateOption{stream.EventTime(eventTime)}, opts...)...)
+}
+
+// wantTumblingCounts is what tumblingCounts emits for evs, without late
+// records.
+func wantTumblingCounts(evs []event) map[windowID]int64 {
+	want := map[windowID]int64{}
+	for _, e := range evs {
+		start := e.At - e.At%100
+		want[windowID{e.Key, start, start + 100}]++
+	}
+	return want
+}
+
+// lastCounts keeps the last count of every window it is handed.
+type lastCounts struct {
+	mu sync.Mutex
+	m  map[windowID]int64
+	n  int // results handed
+}
+
+func newLastCounts() *lastCounts { return &lastCounts{m: map[windowID]int64{}} }
+
+func (c *lastCounts) tap(_ context.Context, r stream.WindowResult[string, int64]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[windowID{r.Key, r.Start.UnixMilli(), r.End.UnixMilli()}] = r.Value
+	c.n++
+	return nil
+}
+
+func (c *lastCounts) counts() map[windowID]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.m)
+}
+
+// coveringStore is a RecordingStore whose every Save asserts that the
+// state saved under each of states covers the position (see
+// assertStateCovers).
+type coveringStore struct {
+	*streamtest.RecordingStore
+	t      *testing.T
+	states []string
+}
+
+func newCoveringStore(t *testing.T, states ...string) *coveringStore {
+	return &coveringStore{RecordingStore: &streamtest.RecordingStore{}, t: t, states: states}
+}
+
+func (s *coveringStore) Save(ctx context.Context, topic string, partition int32, pos checkpoint.Position) error {
+	for _, name := range s.states {
+		assertStateCovers(s.t, s.RecordingStore, name, topic, partition, pos.Offset, nil)
+	}
+	return s.RecordingStore.Save(ctx, topic, partition, pos)
+}
+
+// ---- the order of state and positions ----
+
+func TestWindowStateIsSavedBeforeThePositionsItCovers(t *testing.T) {
+	evs := events(21, 1000, 0)
+	store := newCoveringStore(t, stream.StageWindow)
+	got := newLastCounts()
+	err := tumblingCounts(stream.From[event](streamtest.Slice(evs, streamtest.BatchSize(7)))).
+		Tap(got.tap).
+		Checkpointing(store, stream.CheckpointEachBatch()).
+		Run(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, wantTumblingCounts(evs), got.counts())
+
+	saves, seqs, states := store.Saves(), store.SaveSeqs(), store.StateSaves()
+	require.Greater(t, len(saves), 100, "saves after every batch")
+	require.NotEmpty(t, states)
+	assert.Less(t, states[0].Seq, seqs[0], "the first state save comes before the first position save")
+	// Every position that moved was saved after a state save of its own
+	// round: the held records it passes were released by that save.
+	prevSeq, prevPos := 0, int64(0)
+	for i, sv := range saves {
+		if sv.Position > prevPos {
+			between := slices.IndexFunc(states, func(st streamtest.StateSave) bool { return st.Seq > prevSeq && st.Seq < seqs[i] })
+			assert.GreaterOrEqual(t, between, 0, "position %d (save #%d) saved without a state save before it in its round", sv.Position, seqs[i])
+		}
+		prevSeq, prevPos = seqs[i], sv.Position
+	}
+	assert.Equal(t, int64(len(evs)), prevPos)
+	for _, st := range states {
+		assert.Equal(t, stream.StageWindow, st.Name)
+	}
+}
+
+func TestFailedWindowStateSaveStopsRunBeforeItsPositions(t *testing.T) {
+	evs := events(22, 600, 0)
+	errState := errors.New("state disk full")
+	store := newCoveringStore(t, stream.StageWindow)
+	store.FailStateSaveAt(2, errState)
+	first := newLastCounts()
+	err := tumblingCounts(stream.From[event](streamtest.Slice(evs, streamtest.BatchSize(10)))).
+		Tap(first.tap).
+		Checkpointing(store, stream.CheckpointEachBatch()).
+		Run(context.Background())
+	require.ErrorIs(t, err, errState)
+	assert.Contains(t, err.Error(), `"window"`, "the error names the stage")
+
+	// The first snapshot is the one saved; no position passes it, and no
+	// position was saved after the failed state save.
+	states := store.StateSaves()
+	require.Len(t, states, 1)
+	data, found, err := store.LoadState(context.Background(), stream.StageWindow)
+	require.NoError(t, err)
+	require.True(t, found)
+	_, marks, err := stream.SnapshotMarks(data)
+	require.NoError(t, err)
+	covered := marks[streamtest.Topic+"/0"]
+	require.Positive(t, covered)
+	pos, _ := store.Position(streamtest.Topic, streamtest.Partition)
+	assert.LessOrEqual(t, pos, covered, "the position saved is at most what the first snapshot covered")
+	assert.Less(t, pos, int64(len(evs)))
+	for _, seq := range store.SaveSeqs() {
+		assert.Less(t, seq, states[0].Seq+2, "positions saved in the first round only")
+	}
+
+	// A fresh pipeline on the same store counts every record once.
+	src := streamtest.Slice(evs, streamtest.BatchSize(10))
+	require.NoError(t, src.Resume(context.Background(), store))
+	second := newLastCounts()
+	err = tumblingCounts(stream.From[event](src)).
+		Tap(second.tap).
+		Checkpointing(store, stream.CheckpointEachBatch()).
+		Run(context.Background())
+	require.NoError(t, err)
+	got := first.counts()
+	maps.Copy(got, second.counts())
+	assert.Equal(t, wantTumblingCounts(evs), got, "no record counted twice or lost")
+	pos, _ = store.Position(streamtest.Topic, streamtest.Partition)
+	assert.Equal(t, int64(len(evs)), pos)
+}
+
+func TestWindowResultFailedDownstreamIsEmittedAgainAfterRestart(t *testing.T) {
+	evs := events(23, 300, 0)
+	store := checkpoint.MemoryStore{}
+	var failed stream.WindowResult[string, int64]
+	got := newLastCounts()
+	var emitted []stream.WindowResult[string, int64]
+	run := func(failFirst bool) error {
+		src := streamtest.Slice(evs, streamtest.BatchSize(25))
+		require.NoError(t, src.Resume(context.Background(), &store))
+		return tumblingCounts(stream.From[event](src)).
+			Tap(func(ctx context.Context, r stream.WindowResult[string, int64]) error {
+				if failFirst {
+					failed = r
+					return errBoom
+				}
+				emitted = append(emitted, r)
+				return got.tap(ctx, r)
+			}).
+			Checkpointing(&store, stream.CheckpointEachBatch()).
+			Run(context.Background())
+	}
+
+	err := run(true)
+	var re *stream.RecordError
+	require.ErrorAs(t, err, &re)
+	require.ErrorIs(t, err, errBoom)
+	require.True(t, failed.Final)
+	pos, _, err := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
+	require.NoError(t, err)
+	require.Positive(t, pos.Offset, "the records of the failed result's window are finished: the result is in the state")
+
+	require.NoError(t, run(false))
+	require.NotEmpty(t, emitted)
+	// Emitted again before any new result; first once bugPendingOrder is
+	// fixed (the other results pending with it come in random order).
+	assert.Contains(t, emitted, failed, "the result that failed is emitted again")
+	assert.Equal(t, wantTumblingCounts(evs), got.counts(), "and the counts are right")
+}
+
+// ---- errors ----
+
+// positionsOnly is a checkpoint.Store that is not a StateStore.
+type positionsOnly struct{ m checkpoint.MemoryStore }
+
+func (s *positionsOnly) Load(ctx context.Context, topic string, partition int32) (checkpoint.Position, bool, error) {
+	return s.m.Load(ctx, topic, partition)
+}
+
+func (s *positionsOnly) Save(ctx context.Context, topic string, partition int32, pos checkpoint.Position) error {
+	return s.m.Save(ctx, topic, partition, pos)
+}
+
+func TestStatefulStageNeedsAStateStore(t *testing.T) {
+	src := streamtest.Slice(events(24, 10, 0))
+	err := tumblingCounts(stream.From[event](src), stream.Name("per-key")).
+		Checkpointing(&positionsOnly{}).
+		Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrNoStateStore)
+	assert.Contains(t, err.Error(), `"per-key"`)
+	assert.Equal(t, 0, src.Reads(), "nothing was read")
+	assert.Equal(t, 1, src.Closes(), "the source was closed")
+
+	// One StateStore among the stores is enough: it keeps the state.
+	var mem checkpoint.MemoryStore
+	err = stream.Aggregate(stream.KeyBy(stream.From[event](streamtest.Slice(events(24, 10, 0))), eventKey), stream.Count[event]()).
+		Checkpointing(&positionsOnly{}).
+		Checkpointing(&mem).
+		Run(context.Background())
+	require.NoError(t, err)
+	_, found, err := mem.LoadState(context.Background(), stream.StageAggregate)
+	require.NoError(t, err)
+	assert.True(t, found)
+}
+
+func TestRestoringStateOfAnotherDefinitionFailsWithErrStateMismatch(t *testing.T) {
+	evs := events(25, 50, 0)
+	var store checkpoint.MemoryStore
+	require.NoError(t, stream.Window(stream.KeyBy(stream.From[event](streamtest.Slice(evs)), eventKey),
+		stream.Tumbling(time.Minute), stream.Count[event](), stream.EventTime(eventTime), stream.Name("counts")).
+		Checkpointing(&store).Run(context.Background()))
+
+	for _, tc := range []struct {
+		name  string
+		build func(*stream.Stream[event]) interface{ Run(context.Context) error }
+	}{
+		{"another window size", func(s *stream.Stream[event]) interface{ Run(context.Context) error } {
+			return stream.Window(stream.KeyBy(s, eventKey), stream.Tumbling(5*time.Minute), stream.Count[event](),
+				stream.EventTime(eventTime), stream.Name("counts")).Checkpointing(&store)
+		}},
+		{"sliding windows", func(s *stream.Stream[event]) interface{ Run(context.Context) error } {
+			return stream.Window(stream.KeyBy(s, eventKey), stream.Sliding(time.Minute, time.Second), stream.Count[event](),
+				stream.EventTime(eventTime), stream.Name("counts")).Checkpointing(&store)
+		}},
+		{"processing time", func(s *stream.Stream[event]) interface{ Run(context.Context) error } {
+			return stream.Window(stream.KeyBy(s, eventKey), stream.Tumbling(time.Minute), stream.Count[event](),
+				stream.ProcessingTime(), stream.Name("counts")).Checkpointing(&store)
+		}},
+		{"an aggregate", func(s *stream.Stream[event]) interface{ Run(context.Context) error } {
+			return stream.Aggregate(stream.KeyBy(s, eventKey), stream.Count[event](), stream.Name("counts")).Checkpointing(&store)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := streamtest.Slice(evs)
+			err := tc.build(stream.From[event](src)).Run(context.Background())
+			require.ErrorIs(t, err, stream.ErrStateMismatch)
+			assert.Contains(t, err.Error(), `"counts"`)
+			assert.Equal(t, 0, src.Reads())
+		})
+	}
+
+	// An Aggregate's state loaded by a Window of the same name.
+	var aggStore checkpoint.MemoryStore
+	require.NoError(t, stream.Aggregate(stream.KeyBy(stream.From[event](streamtest.Slice(evs)), eventKey),
+		stream.Count[event](), stream.Name("counts")).Checkpointing(&aggStore).Run(context.Background()))
+	err := stream.Window(stream.KeyBy(stream.From[event](streamtest.Slice(evs)), eventKey), stream.Tumbling(time.Minute),
+		stream.Count[event](), stream.EventTime(eventTime), stream.Name("counts")).
+		Checkpointing(&aggStore).Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrStateMismatch)
+	assert.Contains(t, err.Error(), `"counts"`)
+
+	// The same definition restores.
+	require.NoError(t, stream.Window(stream.KeyBy(stream.From[event](streamtest.Slice(evs)), eventKey),
+		stream.Tumbling(time.Minute), stream.Count[event](), stream.EventTime(eventTime), stream.Name("counts")).
+		Checkpointing(&store).Run(context.Background()))
+}
+
+func TestCorruptStateFileFailsRunWithErrCorrupt(t *testing.T) {
+	evs := events(26, 50, 0)
+	for _, tc := range []struct {
+		name    string
+		corrupt func(t *testing.T, fs *checkpoint.FileStore)
+	}{
+		{"garbage file", func(t *testing.T, fs *checkpoint.FileStore) {
+			path, err := fs.StatePath("per-key")
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, []byte("not a state file at all"), 0o644))
+		}},
+		{"flipped byte", func(t *testing.T, fs *checkpoint.FileStore) {
+			path, err := fs.StatePath("per-key")
+			require.NoError(t, err)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			data[len(data)-1] ^= 0xff
+			require.NoError(t, os.WriteFile(path, data, 0o644))
+		}},
+		{"whole file, garbage snapshot", func(t *testing.T, fs *checkpoint.FileStore) {
+			require.NoError(t, fs.SaveState(context.Background(), "per-key", []byte("garbage, not gob")))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, err := checkpoint.NewFileStore(t.TempDir())
+			require.NoError(t, err)
+			build := func() *stream.Stream[stream.WindowResult[string, int64]] {
+				return tumblingCounts(stream.From[event](streamtest.Slice(evs)), stream.Name("per-key")).Checkpointing(fs)
+			}
+			require.NoError(t, build().Run(context.Background()))
+			tc.corrupt(t, fs)
+			err = build().Run(context.Background())
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+			assert.Contains(t, err.Error(), `"per-key"`)
+		})
+	}
+}
+
+func TestTwoStatefulStagesWithOneNamePanicAtBuild(t *testing.T) {
+	s := stream.From[event](streamtest.Slice(events(27, 1, 0)))
+	counts := stream.Aggregate(stream.KeyBy(s, eventKey), stream.Count[event](), stream.Name("totals"))
+	assertPanicsContaining(t, `two stateful stages of one pipeline are named "totals"`, func() {
+		stream.Reduce(stream.KeyBy(counts, func(kv stream.KV[string, int64]) string { return kv.Key }),
+			func(a, b stream.KV[string, int64]) stream.KV[string, int64] { return b }, stream.Name("totals"))
+	})
+	// The defaults of two kinds differ: an Aggregate and a Window.
+	s2 := stream.From[event](streamtest.Slice(events(27, 1, 0)))
+	_ = stream.Aggregate(stream.KeyBy(s2, eventKey), stream.Count[event]())
+	assert.NotPanics(t, func() { tumblingCounts(s2) })
+	assertPanicsContaining(t, `named "window"`, func() { tumblingCounts(s2) })
+}
+
+func TestReorderingStageBeforeWindowPanicsAtBuild(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(*stream.Stream[event]) *stream.Stream[event]
+		stage string
+	}{
+		{"parallel map", func(s *stream.Stream[event]) *stream.Stream[event] {
+			return s.Map(func(_ context.Context, e event) (event, error) { return e, nil }, stream.Parallel(4), stream.Name("enrich"))
+		}, `"enrich"`},
+		{"key-ordered tap", func(s *stream.Stream[event]) *stream.Stream[event] {
+			return s.Tap(func(context.Context, event) error { return nil }, stream.KeyOrdered(4, eventKey))
+		}, `"tap"`},
+		{"unbatched batch", func(s *stream.Stream[event]) *stream.Stream[event] {
+			return stream.FlatMap(stream.Batch(s, 10, time.Millisecond), func(_ context.Context, b []event) ([]event, error) { return b, nil })
+		}, `"batch"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.build(stream.From[event](streamtest.Slice(events(28, 1, 0))))
+			assertPanicsContaining(t, tc.stage, func() { tumblingCounts(s) })
+			assertPanicsContaining(t, "may reorder them", func() {
+				stream.Aggregate(stream.KeyBy(s, eventKey), stream.Count[event]())
+			})
+		})
+	}
+	// After the stateful stage, Parallel is fine.
+	s := tumblingCounts(stream.From[event](streamtest.Slice(events(28, 1, 0))))
+	assert.NotPanics(t, func() {
+		s.Map(func(_ context.Context, r stream.WindowResult[string, int64]) (stream.WindowResult[string, int64], error) {
+			return r, nil
+		},
+			stream.Parallel(4))
+	})
+}
+
+func TestSourceOffsetsGoingBackFailWithErrOutOfOrder(t *testing.T) {
+	el := func(off int64) stream.Element[event] {
+		return stream.Element[event]{Value: event{ID: int(off), Key: "a", At: 1000 + off}, Topic: "t", Partition: 2, Offset: off}
+	}
+	for _, withStore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("store=%v", withStore), func(t *testing.T) {
+			src := batches(step[event]{elems: []stream.Element[event]{el(0), el(1), el(2), el(3)}},
+				step[event]{elems: []stream.Element[event]{el(1), el(2)}})
+			s := tumblingCounts(stream.From[event](src))
+			if withStore {
+				s = s.Checkpointing(&checkpoint.MemoryStore{})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			err := s.Run(ctx)
+			require.ErrorIs(t, err, stream.ErrOutOfOrder)
+			assert.Contains(t, err.Error(), "t/2 offset 3, then offset 1")
+		})
+	}
+	// The same offset again is a record split upstream: allowed.
+	src := batches(step[event]{elems: []stream.Element[event]{el(0), el(1), el(1), el(2)}})
+	require.NoError(t, tumblingCounts(stream.From[event](src)).Run(context.Background()))
+}
+
+// ---- without a store, back-pressure, checkpoint policies ----
+
+func TestWindowWithoutStoreKeepsStateInMemoryAndFinishesRecordsAtOnce(t *testing.T) {
+	evs := events(29, 1000, 0)
+	got := newLastCounts()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	// 10 records in flight at most: records held for a snapshot that
+	// never comes would stop the source for good.
+	err := tumblingCounts(stream.From[event](streamtest.Slice(evs, streamtest.BatchSize(64)), stream.WithMaxInFlight(10))).
+		Tap(got.tap).
+		Run(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err())
+	assert.Equal(t, wantTumblingCounts(evs), got.counts())
+
+	// Aggregate too.
+	last := map[string]int64{}
+	err = stream.Aggregate(stream.KeyBy(stream.From[event](streamtest.Slice(evs), stream.WithMaxInFlight(10)), eventKey), stream.Count[event]()).
+		Tap(func(_ context.Context, kv stream.KV[string, int64]) error { last[kv.Key] = kv.Value; return nil }).
+		Run(ctx)
+	require.NoError(t, err)
+	var total int64
+	for _, n := range last {
+		total += n
+	}
+	assert.Equal(t, int64(len(evs)), total)
+}
+
+// countingFileStore is a checkpoint.FileStore that counts its state saves.
+type countingFileStore struct {
+	*checkpoint.FileStore
+	stateSaves atomic.Int64
+}
+
+func (s *countingFileStore) SaveState(ctx context.Context, name string, state []byte) error {
+	s.stateSaves.Add(1)
+	return s.FileStore.SaveState(ctx, name, state)
+}
+
+func TestHeldRecordsDoNotStallASourceWaitingForRoom(t *testing.T) {
+	// No timer, no count: only the stage's flusher, called while the
+	// source waits for room, takes the snapshots that release the held
+	// records. Without it the source would wait forever.
+	evs := events(30, 5000, 0)
+	for _, tc := range []struct {
+		name    string
+		records int
+		stage   func(*stream.Stream[event]) *stream.Stream[event]
+	}{
+		{"window", 5000, func(s *stream.Stream[event]) *stream.Stream[event] {
+			return stream.MapTo(tumblingCounts(s), func(_ context.Context, r stream.WindowResult[string, int64]) (event, error) {
+				return event{}, nil
+			})
+		}},
+		{"aggregate", 2000, func(s *stream.Stream[event]) *stream.Stream[event] {
+			return stream.MapTo(stream.Aggregate(stream.KeyBy(s, eventKey), stream.Count[event]()),
+				func(_ context.Context, kv stream.KV[string, int64]) (event, error) { return event{}, nil })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, err := checkpoint.NewFileStore(t.TempDir())
+			require.NoError(t, err)
+			store := &countingFileStore{FileStore: fs}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			evs := evs[:tc.records]
+			err = tc.stage(stream.From[event](streamtest.Slice(evs, streamtest.BatchSize(50)), stream.WithMaxInFlight(64))).
+				Checkpointing(store, stream.CheckpointInterval(0)).
+				Run(ctx)
+			require.NoError(t, err)
+			require.NoError(t, ctx.Err(), "Run returned because the context ended")
+			pos, found, err := fs.Load(context.Background(), streamtest.Topic, streamtest.Partition)
+			require.NoError(t, err)
+			require.True(t, found)
+			assert.Equal(t, int64(len(evs)), pos.Offset)
+			assert.Greater(t, store.stateSaves.Load(), int64(len(evs)/64/2), "snapshots taken while the source waited")
+			t.Logf("%d state saves", store.stateSaves.Load())
+		})
+	}
+}
+
+func TestCheckpointRecordsSavesWhileAWindowHoldsRecords(t *testing.T) {
+	// The window holds every record until a snapshot: held records count
+	// as progress for CheckpointRecords, which saves during the run.
+	evs := events(31, 250, 0)
+	store := newWatchStore()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := tumblingCounts(stream.From[event](streamtest.Slice(evs, streamtest.BatchSize(10), streamtest.Follow()))).
+		Checkpointing(store, stream.CheckpointInterval(0), stream.CheckpointRecords(100))
+	done := runAsync(ctx, s)
+	recv(t, store.reached(streamtest.Partition, 200), "a position of 200 saved by CheckpointRecords(100)")
+	assert.NotEmpty(t, store.StateSaves())
+	assert.Less(t, store.StateSaves()[0].Seq, store.SaveSeqs()[0])
+	cancel()
+	require.NoError(t, recv(t, done, "Run to return"))
 }
