@@ -73,6 +73,9 @@ type aggStage[K comparable, T, A any] struct {
 
 func (st *aggStage[K, T, A]) stateName() string { return st.core.name }
 
+// keepsLineage: an update has the lineage of its record (see stateSaveOrder).
+func (st *aggStage[K, T, A]) keepsLineage() {}
+
 func (st *aggStage[K, T, A]) holding() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -59,6 +59,7 @@ type runtime struct {
 	// stateful are the pipeline's stateful stages, in wiring order, and
 	// stateStores the checkpoint stores that keep their state (state.go).
 	stateful    []statefulStage
+	stateOrder  []statefulStage // stateful in the order saveState snapshots them
 	stateStores []checkpoint.StateStore
 	stateBytes  atomic.Int64 // the size of the last snapshot saved
 

@@ -376,12 +376,55 @@ func decodeState(name string, data []byte, want stateHeader, body any) error {
 	return nil
 }
 
+// lineageKeeper is implemented by the stateful stages whose outputs carry
+// the lineage of the records they come from (Aggregate, Reduce), as
+// opposed to Window, whose results have none.
+type lineageKeeper interface{ keepsLineage() }
+
+// stateSaveOrder returns the order in which saveState snapshots the stages
+// of stateful, which is in wiring order: every stage after the stages
+// downstream of it. Each stage's snapshot is taken, saved and released in
+// turn while records flow, so the order decides which of two chained
+// stages may have seen more:
+//
+//   - after an Aggregate (or Reduce) a stage must have saved at least what
+//     the Aggregate saved: a record the Aggregate saved and the stage did
+//     not comes again after a restart, and the Aggregate then emits the
+//     key's current value for it, not the value the stage missed. So
+//     Aggregates go first, upstream first: a stage snapshotted after an
+//     upstream one has seen everything that one had (an upstream stage
+//     holds its lock while it pushes downstream).
+//   - after a Window a stage must not have saved a result that the
+//     Window saves as pending: results have no lineage to be recognised
+//     as replays by, and a pending one is emitted again after a restart.
+//     So Windows go last, downstream first: the stages after a Window have
+//     finished what they saved (released) before its snapshot.
+//
+// Snapshotting downstream first throughout, as before, saved an Aggregate
+// ahead of a stage after it, and that stage counted wrong values after a
+// crash (TestChainedStatefulStagesAreExactWhenTheyAdvancedBetweenTheirSaves).
+func stateSaveOrder(stateful []statefulStage) []statefulStage {
+	order := make([]statefulStage, 0, len(stateful))
+	for i := len(stateful) - 1; i >= 0; i-- {
+		if _, ok := stateful[i].(lineageKeeper); ok {
+			order = append(order, stateful[i])
+		}
+	}
+	for _, st := range stateful {
+		if _, ok := st.(lineageKeeper); !ok {
+			order = append(order, st)
+		}
+	}
+	return order
+}
+
 // restoreState finds the state stores and restores every stateful stage
 // from the first one, before any record is read.
 func (rt *runtime) restoreState(ctx context.Context) error {
 	if len(rt.stateful) == 0 {
 		return nil
 	}
+	rt.stateOrder = stateSaveOrder(rt.stateful)
 	for _, s := range rt.p.stores {
 		if ss, ok := s.(checkpoint.StateStore); ok {
 			rt.stateStores = append(rt.stateStores, ss)
@@ -402,10 +445,11 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 }
 
 // saveState saves the snapshot of every stateful stage that changed to
-// every state store, then finishes the records the snapshots cover. Called
-// by save, under saveMu, before the positions are computed.
+// every state store, then finishes the records the snapshots cover, one
+// stage after the other in stateSaveOrder. Called by save, under saveMu,
+// before the positions are computed.
 func (rt *runtime) saveState(ctx context.Context) error {
-	for _, st := range rt.stateful {
+	for _, st := range rt.stateOrder {
 		data, changed, err := st.snapshot()
 		if err != nil {
 			return fmt.Errorf("stream: snapshot of stage %q: %w", st.stateName(), err)
