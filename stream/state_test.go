@@ -1,9 +1,10 @@
 package stream_test
 
 // Tests of the state rules of the stateful stages (Aggregate, Reduce,
-// Window): exact results after restarts at many crash points, state saved
-// before the positions it covers, errors, runs without a store, and
-// back-pressure with held records.
+// Window): exact results after restarts at many crash points (one
+// partition or several, and chains of stateful stages), state saved before
+// the positions it covers, errors, runs without a store, back-pressure with
+// held records, and panics.
 
 import (
 	"context"
@@ -29,7 +30,7 @@ import (
 
 // event is a keyed record with an event time, for the stateful stages.
 type event struct {
-	ID  int    // its index in the input: its offset in a streamtest.Slice
+	ID  int    // its index in the input (its offset in a streamtest.Slice)
 	Key string // one of a few keys
 	At  int64  // event time, ms since the Unix epoch
 	N   int64  // a value to add up
@@ -1401,4 +1402,43 @@ func TestChainedStatefulStagesAreExactWhenTheyAdvancedBetweenTheirSaves(t *testi
 		value: func(kv stream.KV[string, int64]) int64 { return kv.Value },
 		want:  counts,
 	})
+}
+
+func TestPanicInAggregatorNeverSavesAHalfChangedState(t *testing.T) {
+	// Add panics in the middle of a batch, once: the stage's state is
+	// then half changed and must not be saved; a restart counts every
+	// record once.
+	evs := events(32, 300, 0)
+	store := newCoveringStore(t, stream.StageAggregate)
+	var panicked atomic.Bool
+	agg := stream.Aggregator[event, bag]{Add: func(b bag, e event) bag {
+		if e.ID == 150 && panicked.CompareAndSwap(false, true) {
+			panic("boom in Add")
+		}
+		return bagAgg.Add(b, e)
+	}}
+	last := map[string]bag{}
+	run := func() error {
+		src := streamtest.Slice(evs, streamtest.BatchSize(20))
+		require.NoError(t, src.Resume(context.Background(), store))
+		return stream.Aggregate(stream.KeyBy(stream.From[event](src), eventKey), agg).
+			Tap(func(_ context.Context, kv stream.KV[string, bag]) error { last[kv.Key] = kv.Value; return nil }).
+			Checkpointing(store, stream.CheckpointEachBatch()).
+			Run(context.Background())
+	}
+	assert.PanicsWithValue(t, "boom in Add", func() { _ = run() })
+	pos, _ := store.Position(streamtest.Topic, streamtest.Partition)
+	assert.LessOrEqual(t, pos, int64(140), "no position in the batch of the panic")
+	data, _, err := store.LoadState(context.Background(), stream.StageAggregate)
+	require.NoError(t, err)
+	_, marks, err := stream.SnapshotMarks(data)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, marks[streamtest.Topic+"/0"], int64(140), "no state with a part of the batch of the panic")
+
+	require.NoError(t, run())
+	want := map[string]bag{}
+	for _, e := range evs {
+		want[e.Key] = bagAgg.Add(want[e.Key], e)
+	}
+	assert.Equal(t, want, last)
 }
