@@ -393,14 +393,14 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 	rt.stateName = strings.Join(names, ".")
 	data, found, err := rt.stateStores[0].LoadState(ctx, rt.stateName)
 	if err != nil {
-		return fmt.Errorf("stream: load the state of %s: %w", rt.stateName, err)
+		return fmt.Errorf("stream: load the state %q: %w", rt.stateName, err)
 	}
 	if !found {
 		return nil
 	}
 	var f pipelineState
 	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil {
-		return fmt.Errorf("stream: state %s: %w: cannot decode it: %w", rt.stateName, ErrStateMismatch, err)
+		return fmt.Errorf("stream: state %q: %w: not a state snapshot strom wrote: %w", rt.stateName, checkpoint.ErrCorrupt, err)
 	}
 	for _, st := range rt.stateful {
 		for _, sn := range f.Stages {
@@ -415,8 +415,8 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 }
 
 // pipelineState is what a pipeline saves of its stateful stages: one
-// snapshot each, all taken at one cut and saved in one piece, under the
-// stages' names joined by ".".
+// snapshot each, upstream first, all taken at one cut and saved in one
+// piece, under the stages' names joined by ".".
 type pipelineState struct {
 	Stages []stateSnap
 }
@@ -446,7 +446,8 @@ func (rt *runtime) saveState(ctx context.Context) error {
 	var err error
 	if changed {
 		f := pipelineState{Stages: make([]stateSnap, 0, len(rt.stateful))}
-		for _, st := range rt.stateful {
+		for i := len(rt.stateful) - 1; i >= 0; i-- { // upstream first
+			st := rt.stateful[i]
 			sd, serr := st.snapshotLocked()
 			if serr != nil {
 				err = fmt.Errorf("stream: snapshot of stage %q: %w", st.stateName(), serr)
@@ -470,7 +471,7 @@ func (rt *runtime) saveState(ctx context.Context) error {
 	// would restore them from two cuts.
 	for _, ss := range rt.stateStores {
 		if err := ss.SaveState(ctx, rt.stateName, data); err != nil {
-			return fmt.Errorf("stream: save the state %s (%d bytes): %w", rt.stateName, len(data), err)
+			return fmt.Errorf("stream: save the state %q (%d bytes): %w", rt.stateName, len(data), err)
 		}
 	}
 	rt.stateBytes.Store(int64(len(data)))
