@@ -138,7 +138,9 @@ type stateConfig struct {
 	lateSink       any   // Sink[T]
 	dropLate       bool
 	emitUpdates    bool
-	windowOnly     string // the first Window-only option given, for Aggregate's check
+	windowOnly     string   // the first Window-only option given, for Aggregate's check
+	timeOpts       []string // EventTime and ProcessingTime as given: Window refuses two
+	lateOpts       []string // LateTo and DropLate as given: Window refuses two
 }
 
 func newStateConfig(name string, opts []StateOption) *stateConfig {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,8 @@ func Tumbling(size time.Duration) Windows {
 
 // Sliding returns windows of size that start every slide (Kafka Streams'
 // hopping windows, Flink's sliding ones): a record is in size/slide of
-// them, rounded up. Aligned on the Unix epoch. It panics if size or slide
+// them when slide divides size, and in one of floor or ceiling of that
+// otherwise. Aligned on the Unix epoch. It panics if size or slide
 // is under 1ms or slide is above size.
 func Sliding(size, slide time.Duration) Windows {
 	mustDuration("Sliding", "size", size)
@@ -118,6 +120,12 @@ type PartitionLister interface {
 	PendingPartitions() []TopicPartition
 }
 
+// ErrNoEventTime is the error of a record that reaches an event-time
+// [Window] without an event time: under the default event time, a record
+// whose Timestamp is 0 (a source that sets none, such as lines of a file).
+// Give the window [EventTime] to read the time from the value.
+var ErrNoEventTime = errors.New("stream: record without an event time")
+
 // ErrLateRecord is the error of a late record under [Window]'s default
 // policy: a record whose every window has closed (End + allowed lateness
 // at or below the watermark). The *RecordError Run returns wraps it and
@@ -135,6 +143,7 @@ func EventTime[T any](fn func(T) time.Time) StateOption {
 	mustFunc("EventTime", fn == nil)
 	return stateOptionFunc(func(c *stateConfig) {
 		c.eventTime, c.processingTime = fn, false
+		c.timeOpts = append(c.timeOpts, "EventTime")
 		c.windowOnly = "EventTime"
 	})
 }
@@ -148,6 +157,7 @@ func EventTime[T any](fn func(T) time.Time) StateOption {
 func ProcessingTime() StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.processingTime, c.eventTime = true, nil
+		c.timeOpts = append(c.timeOpts, "ProcessingTime")
 		c.windowOnly = "ProcessingTime"
 	})
 }
@@ -200,6 +210,7 @@ func LateTo[T any](sink Sink[T]) StateOption {
 	}
 	return stateOptionFunc(func(c *stateConfig) {
 		c.lateSink, c.dropLate = sink, false
+		c.lateOpts = append(c.lateOpts, "LateTo")
 		c.windowOnly = "LateTo"
 	})
 }
@@ -209,6 +220,7 @@ func LateTo[T any](sink Sink[T]) StateOption {
 func DropLate() StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.dropLate, c.lateSink = true, nil
+		c.lateOpts = append(c.lateOpts, "DropLate")
 		c.windowOnly = "DropLate"
 	})
 }
@@ -240,17 +252,27 @@ func EmitUpdates() StateOption {
 // dropped unseen.
 //
 // When the input ends (every source returned io.EOF), every window still
-// open is emitted, Final, without waiting for the watermark; it stays in
-// the state until the watermark passes it, so a later run over more
-// records updates it (and emits it again) instead of starting it afresh.
-// A cancelled Run emits nothing early.
+// open is emitted, Final, without waiting for the watermark. It stays in
+// the state until the watermark passes it: a later run over more records
+// goes on with it and emits it once more when the watermark passes it,
+// if those records changed it (not after each record). A cancelled Run
+// emits nothing early.
 //
 // The open windows, the watermark and the results emitted but not yet
-// finished downstream are the stage's state, saved atomically with what
-// the stage has read of each partition (see the package doc's "State"): a
-// record is finished for the checkpoint only once a snapshot holding its
-// effect is saved, and after a restart the results equal those of an
+// finished downstream are the stage's state, saved with what the stage
+// has read of each partition (see the package doc's "State"): a saved
+// position never passes a record whose effect on the saved state is
+// missing, and after a restart every window has the records of an
 // uninterrupted run, although records and results are delivered again.
+// Which records are late is decided against the watermark, and with
+// several partitions the watermark depends on how their batches
+// interleave, which a restart may change: records within the
+// OutOfOrderness are never late and give the same windows every time;
+// records later than that may be late in one run and not in another, as
+// in Flink.
+//
+// A record with no event time (Timestamp 0, from a source that sets none,
+// under the default event time) stops Run with [ErrNoEventTime].
 //
 // The records of a partition must reach the stage in offset order: Window
 // panics if a stage before it may reorder them (Parallel, KeyOrdered,
@@ -270,6 +292,12 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		panic("stream: Window over Session windows needs agg.Merge, to merge the sessions a record joins")
 	}
 	cfg := newStateConfig(StageWindow, opts)
+	if len(cfg.timeOpts) > 1 {
+		panic(fmt.Sprintf("stream: Window given %s: give one of EventTime and ProcessingTime, once", strings.Join(cfg.timeOpts, " and ")))
+	}
+	if len(cfg.lateOpts) > 1 {
+		panic(fmt.Sprintf("stream: Window given %s: give one of LateTo and DropLate, once", strings.Join(cfg.lateOpts, " and ")))
+	}
 	var evTime func(T) time.Time
 	if cfg.eventTime != nil {
 		fn, ok := cfg.eventTime.(func(T) time.Time)
@@ -315,6 +343,7 @@ type win[A any] struct {
 	start, end int64 // ms, [start, end)
 	acc        A
 	fired      bool // its final result was emitted
+	sent       bool // its value as it is was emitted Final at an end of the input
 	dropTimer  bool // a timer is set for its end plus the allowed lateness
 }
 
@@ -494,7 +523,9 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		case st.evTime != nil:
 			t = st.evTime(e.Value).UnixMilli()
 		default:
-			t = e.Timestamp
+			if t = e.Timestamp; t == 0 {
+				return recordError(c.name, e, fmt.Errorf("%w: the record's Timestamp is 0 (its source sets none, as lines of a file or a slice): read the event time from the value with stream.EventTime", ErrNoEventTime))
+			}
 		}
 		if !st.absorb(st.key(e.Value), e.Value, t) {
 			c.busy = false
@@ -570,6 +601,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 					m.acc = st.agg.Merge(m.acc, w.acc)
 					m.start, m.end = min(m.start, w.start), max(m.end, w.end)
 					m.fired = m.fired || w.fired
+					m.sent = false
 					st.freeWin(w)
 					continue // merged away
 				}
@@ -597,6 +629,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 			}
 		}
 		m.acc = st.agg.Add(m.acc, v)
+		m.sent = false
 		st.keys[k] = ws
 		st.changed(k, m)
 		return true
@@ -630,6 +663,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 				st.setTimer(e, k)
 			}
 			w.acc = st.agg.Add(w.acc, v)
+			w.sent = false
 			any = true
 			st.changed(k, w)
 		}
@@ -771,7 +805,9 @@ func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 	n := 0
 	for _, w := range ws {
 		if !w.fired && w.end <= upTo {
-			st.emit(k, w, true)
+			if !w.sent { // not already emitted as it is, at an end of the input
+				st.emit(k, w, true)
+			}
 			w.fired = true
 		}
 		if w.fired && w.end+L <= st.wm {
@@ -802,6 +838,19 @@ func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 // again in the steady state, and reusing them saved two of the five
 // allocations per window in internal/bench's BenchmarkWindow.
 const maxFreeWindows = 4096
+
+// emitAtEnd emits, at the end of the input, the windows of k that end by
+// upTo and were not emitted as they are. They stay open: the watermark
+// has not passed them, and a later run over more records goes on with
+// them (and emits them again when they change).
+func (st *windowStage[K, T, A]) emitAtEnd(k K, upTo int64) {
+	for _, w := range st.keys[k] {
+		if !w.fired && !w.sent && w.end <= upTo {
+			st.emit(k, w, true)
+			w.sent = true
+		}
+	}
+}
 
 // emit queues w's result for downstream and keeps it pending until it
 // finishes there.
@@ -906,10 +955,10 @@ func (st *windowStage[K, T, A]) close(ctx context.Context) error {
 		order := append(timerHeap[K](nil), st.timers...)
 		for len(order) > 0 {
 			t := order.pop()
-			st.fireKey(t.key, t.at)
+			st.emitAtEnd(t.key, t.at)
 		}
-		for k := range st.keys { // none is left unfired: a guard against losing one
-			st.fireKey(k, math.MaxInt64)
+		for k := range st.keys { // none is left unsent: a guard against losing one
+			st.emitAtEnd(k, math.MaxInt64)
 		}
 		st.core.busy = false
 		st.core.dirty.Store(true)
@@ -987,6 +1036,7 @@ type winEntry[K comparable, A any] struct {
 	Start, End int64
 	Acc        A
 	Fired      bool
+	Sent       bool
 }
 
 func (st *windowStage[K, T, A]) header() stateHeader {
@@ -1011,7 +1061,7 @@ func (st *windowStage[K, T, A]) snapshotLocked() ([]byte, error) {
 	f := winFile[K, A]{Parts: c.partsFile(), Watermark: st.wm, Seq: st.seq}
 	for k, ws := range st.keys {
 		for _, w := range ws {
-			f.Windows = append(f.Windows, winEntry[K, A]{Key: k, Start: w.start, End: w.end, Acc: w.acc, Fired: w.fired})
+			f.Windows = append(f.Windows, winEntry[K, A]{Key: k, Start: w.start, End: w.end, Acc: w.acc, Fired: w.fired, Sent: w.sent})
 		}
 	}
 	// In the order they were emitted, those still to emit again first: a
@@ -1053,7 +1103,7 @@ func (st *windowStage[K, T, A]) restore(data []byte) error {
 		}
 	}
 	for _, e := range f.Windows {
-		w := &win[A]{start: e.Start, end: e.End, acc: e.Acc, fired: e.Fired, dropTimer: e.Fired}
+		w := &win[A]{start: e.Start, end: e.End, acc: e.Acc, fired: e.Fired, sent: e.Sent, dropTimer: e.Fired}
 		st.keys[e.Key] = append(st.keys[e.Key], w)
 		st.setTimer(st.due(w), e.Key)
 	}

@@ -686,7 +686,8 @@ func TestWindowProcessingTimeFiresWhenClockPassesEnd(t *testing.T) {
 	src := newWinSource(0, in, 10)
 	src.follow = true
 	results := make(chan winResult, 10)
-	s := winCountByIP(stream.From[winAttempt](src, stream.WithClock(clock)), stream.Tumbling(time.Minute), stream.ProcessingTime()).
+	s := stream.Window(stream.KeyBy(stream.From[winAttempt](src, stream.WithClock(clock)), func(a winAttempt) string { return a.IP }),
+		stream.Tumbling(time.Minute), stream.Count[winAttempt](), stream.ProcessingTime()).
 		To(sinkFunc[winResult](func(_ context.Context, rs []winResult) error {
 			for _, r := range rs {
 				results <- r
@@ -812,4 +813,59 @@ func ExampleWindow() {
 	// bob [07:00:00, 07:01:00) 1
 	// ann [07:01:00, 07:02:00) 1
 	// <nil>
+}
+
+// After an end of input the open windows are emitted and kept; a later run
+// over more records emits such a window once more when the watermark
+// passes it, with every record, and not after each record.
+func TestWindowEmittedAtEndOfInputIsEmittedOnceMoreWhenALaterRunCompletesIt(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var in []winAttempt
+	for i := range 60 { // one a second: the window [0, 1m) in two halves
+		in = append(in, winAttempt{IP: "a", Time: base.Add(time.Duration(i) * time.Second)})
+	}
+	in = append(in, winAttempt{IP: "a", Time: base.Add(2 * time.Minute)}) // moves the watermark past it
+	store := &checkpoint.MemoryStore{}
+	run := func(values []winAttempt) []winResult {
+		var got []winResult
+		src := streamtest.Slice(values)
+		require.NoError(t, src.Resume(context.Background(), store))
+		err := winCountByIP(stream.From[winAttempt](src), stream.Tumbling(time.Minute)).
+			Tap(func(_ context.Context, r winResult) error { got = append(got, r); return nil }).
+			Checkpointing(store).Run(context.Background())
+		require.NoError(t, err)
+		return got
+	}
+	first := run(in[:30])
+	require.Len(t, first, 1)
+	assert.Equal(t, int64(30), first[0].Value, "the half-full window at the end of the first run")
+	assert.True(t, first[0].Final)
+
+	second := run(in)
+	require.Len(t, second, 2, "the completed window once, then the 2m window at the end: %v", second)
+	assert.Equal(t, base, second[0].Start)
+	assert.Equal(t, int64(60), second[0].Value, "every record of the window, those of the first run from the state")
+	assert.Equal(t, base.Add(2*time.Minute), second[1].Start)
+
+	assert.Empty(t, run(in), "a third run over nothing new emits nothing again")
+}
+
+func TestWindowWithoutAnEventTimeFailsWithErrNoEventTime(t *testing.T) {
+	s := stream.From[string](streamtest.Slice([]string{"a", "b"})) // a slice sets no Timestamp
+	err := stream.Window(stream.KeyBy(s, func(v string) string { return v }), stream.Tumbling(time.Minute), stream.Count[string]()).
+		Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrNoEventTime)
+	assert.Contains(t, err.Error(), "stream.EventTime")
+}
+
+func TestWindowRefusesTwoTimeOrTwoLateOptions(t *testing.T) {
+	s := stream.From[winAttempt](streamtest.Slice([]winAttempt{}))
+	k := stream.KeyBy(s, func(a winAttempt) string { return a.IP })
+	assert.PanicsWithValue(t, "stream: Window given EventTime and ProcessingTime: give one of EventTime and ProcessingTime, once", func() {
+		stream.Window(k, stream.Tumbling(time.Minute), stream.Count[winAttempt](), stream.EventTime(winAttemptTime), stream.ProcessingTime())
+	})
+	assert.PanicsWithValue(t, "stream: Window given LateTo and DropLate: give one of LateTo and DropLate, once", func() {
+		stream.Window(k, stream.Tumbling(time.Minute), stream.Count[winAttempt](), stream.EventTime(winAttemptTime),
+			stream.LateTo[winAttempt](sinkFunc[winAttempt](func(context.Context, []winAttempt) error { return nil })), stream.DropLate())
+	})
 }
