@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 )
 
@@ -139,6 +140,10 @@ type aggEntry[K comparable, A any] struct {
 
 func (st *aggStage[K, T, A]) header() stateHeader {
 	return stateHeader{Version: stateVersion, Kind: st.kind, Types: typeNames[K, A]()}
+}
+
+func (st *aggStage[K, T, A]) types() (key, acc reflect.Type) {
+	return reflect.TypeFor[K](), reflect.TypeFor[A]()
 }
 
 func (st *aggStage[K, T, A]) lock()   { st.mu.Lock() }

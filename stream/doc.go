@@ -219,11 +219,12 @@
 //     below the mark has had its effect on the state.
 //   - Each checkpoint reads the positions it will save (every record below
 //     them has finished, so its effect on the state is in), then takes and
-//     saves a snapshot of every stateful stage that changed, its state and
-//     marks together, encoded with encoding/gob, to the pipeline's
-//     [checkpoint.StateStore] under the stage's [Name] (a FileStore writes
-//     <dir>/<name>.state with the atomic replace of its position files),
-//     and only then saves the positions. A saved position therefore never
+//     saves a snapshot of the stateful stages (when one changed), each
+//     one's state and marks together, encoded with encoding/gob, to the
+//     pipeline's [checkpoint.StateStore] under the stage's [Name] (a
+//     FileStore writes <dir>/<name>.state with the atomic replace of its
+//     position files; see below for several stages), and only then saves
+//     the positions. A saved position therefore never
 //     passes a record whose effect on the state is not saved: the state
 //     is the done-ness of the records that went into it.
 //   - After a restart the stage restores its snapshot; a record delivered
@@ -239,7 +240,9 @@
 //     changed it.
 //
 // Exactly-once state needs the same records, with the same keys and event
-// times, on a replay: key and event-time functions must be deterministic,
+// times, and the same decisions about lateness, on a replay: with several
+// partitions, records later than the OutOfOrderness may be late in one run
+// and not in another (see [Window]); key and event-time functions must be deterministic,
 // as must the stages before the stateful one (a Filter on the wall clock
 // would break it). Processing-time windows are not exact across a restart.
 //
@@ -254,9 +257,16 @@
 // second, in internal/bench's BenchmarkWindow; reading the positions
 // before the snapshot keeps the same rule at the checkpoint policy's
 // pace.) Without Checkpointing, state lives in memory for the run.
-// Keys and accumulators are
-// saved with encoding/gob: their exported fields survive a restart, and a
-// stage whose state holds interface values must gob.Register their types.
+// Keys and accumulators are saved with encoding/gob: Run refuses a type
+// gob would not save whole ([ErrUnsavableState]), and a state holding
+// interface values must gob.Register their types.
+//
+// The state of a pipeline is one snapshot of all its stateful stages,
+// taken at one cut (every stateful stage locked at once, so that no record
+// or result is between two of them) and saved in one piece under the
+// stages' names joined by ".". A stateful stage with no saved state, one
+// added to a pipeline that already saved positions or renamed, starts
+// empty at those positions: its first windows hold only what follows.
 //
 // # Sources and sinks
 //

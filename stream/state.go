@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"context"
+	"encoding"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -42,13 +43,21 @@ type KV[K comparable, V any] struct {
 // aggregator) and Flink's AggregateFunction do.
 //
 // Init returns the accumulator of a new key or window (nil: the zero A).
-// Add returns acc with v added; it must be deterministic and may modify
-// and return acc. Merge returns the accumulator of two session windows
-// that one record joined; only [Session] windows need it. The functions
-// are called under the stage's lock, one at a time.
+// Add returns acc with v added; it must be deterministic. Merge returns
+// the accumulator of two session windows that one record joined; only
+// [Session] windows need it. The functions are called under the stage's
+// lock, one at a time.
+//
+// The accumulator Add returns is also what goes downstream ([KV].Value,
+// [WindowResult].Value), as is: with a value type (a number, a struct of
+// values) that is a copy, but an A that holds a map, a slice or a pointer
+// is shared with the stage, so Add must then return a new one rather than
+// change acc in place, or the stages after it (on other goroutines with
+// Parallel) see it change under them.
 //
 // Accumulators and keys are saved with encoding/gob (see the package
-// doc's "State"): their exported fields are what survives a restart.
+// doc's "State"): Run refuses, with [ErrUnsavableState], a type gob would
+// not save whole (an unexported field, a func, a chan).
 type Aggregator[T, A any] struct {
 	Init  func() A
 	Add   func(acc A, v T) A
@@ -102,10 +111,13 @@ const (
 var ErrNoStateStore = errors.New("stream: a stateful stage needs a checkpoint.StateStore among the pipeline's checkpoint stores")
 
 // ErrStateMismatch is returned by [Stream.Run] when a stage's saved state
-// was written by another kind of stage or another window definition (a
-// tumbling window of 1 minute restored as one of 5): reading it would give
-// wrong results. Rename the stage ([Name]) to start afresh, or restore the
-// old definition.
+// was written by another kind of stage, another window definition (a
+// tumbling window of 1 minute restored as one of 5) or other key or
+// accumulator types: reading it would give wrong results. Restore the old
+// definition, or start afresh: a new checkpoint store (or the state and
+// positions removed from it) replays the input into the new definition. A
+// stage renamed ([Name]) finds no state and starts empty at the saved
+// positions, which gives partial first windows.
 var ErrStateMismatch = errors.New("stream: saved state does not match the stage")
 
 // ErrOutOfOrder is returned by [Stream.Run] when a stateful stage receives
@@ -175,6 +187,8 @@ type statefulStage interface {
 	stateName() string
 	// restore loads the stage's state from its snapshot.
 	restore(data []byte) error
+	// types are the key and accumulator types the state holds.
+	types() (key, acc reflect.Type)
 	// lock and unlock the stage's state: a stage holds its lock while it
 	// pushes downstream, so the stages of one pipeline are locked
 	// upstream first.
@@ -388,6 +402,14 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 	if len(rt.stateStores) == 0 {
 		return fmt.Errorf("%w (stage %q)", ErrNoStateStore, rt.stateful[0].stateName())
 	}
+	for _, st := range rt.stateful {
+		k, a := st.types()
+		for _, t := range []reflect.Type{k, a} {
+			if err := checkSavable(t, map[reflect.Type]bool{}); err != nil {
+				return fmt.Errorf("stream: stage %q: %w: %s %w", st.stateName(), ErrUnsavableState, t, err)
+			}
+		}
+	}
 	names := make([]string, len(rt.stateful))
 	for i, st := range rt.stateful {
 		names[len(names)-1-i] = st.stateName() // upstream first
@@ -415,6 +437,57 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ErrUnsavableState is returned by [Stream.Run] for a pipeline with
+// checkpoint stores whose stateful stage has a key or accumulator type
+// that encoding/gob would not save whole: a struct with an unexported
+// field (gob drops it silently: after a restart it would be zero), a
+// func or a chan. Export the field, or give the type a GobEncode and
+// GobDecode (or MarshalBinary and UnmarshalBinary) of its own.
+var ErrUnsavableState = errors.New("stream: the state of a stateful stage cannot be saved whole")
+
+// checkSavable reports what of t encoding/gob would not save: an
+// unexported struct field, a func or a chan, searched through structs,
+// pointers, arrays, slices and maps. A type that encodes itself (gob's
+// GobEncoder, encoding.BinaryMarshaler) is trusted; interfaces cannot be
+// checked (their values must be gob.Register'ed).
+func checkSavable(t reflect.Type, seen map[reflect.Type]bool) error {
+	if seen[t] {
+		return nil
+	}
+	seen[t] = true
+	if t.Implements(gobEncoder) || reflect.PointerTo(t).Implements(gobEncoder) ||
+		t.Implements(binaryMarshaler) || reflect.PointerTo(t).Implements(binaryMarshaler) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return fmt.Errorf("is or holds a %s", t.Kind())
+	case reflect.Pointer, reflect.Array, reflect.Slice:
+		return checkSavable(t.Elem(), seen)
+	case reflect.Map:
+		if err := checkSavable(t.Key(), seen); err != nil {
+			return err
+		}
+		return checkSavable(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				return fmt.Errorf("has the unexported field %s.%s, which gob would not save (it would be zero after a restart)", t, f.Name)
+			}
+			if err := checkSavable(f.Type, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var (
+	gobEncoder      = reflect.TypeFor[gob.GobEncoder]()
+	binaryMarshaler = reflect.TypeFor[encoding.BinaryMarshaler]()
+)
 
 // pipelineState is what a pipeline saves of its stateful stages: one
 // snapshot each, upstream first, all taken at one cut and saved in one

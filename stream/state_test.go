@@ -1433,3 +1433,29 @@ func TestPanicInAggregatorNeverSavesAHalfChangedState(t *testing.T) {
 	}
 	assert.Equal(t, want, last)
 }
+
+type accWithUnexported struct {
+	Count int64
+	sum   int64
+}
+
+func TestStateWithAnUnexportedFieldFailsRunWithErrUnsavableState(t *testing.T) {
+	s := stream.From[event](streamtest.Slice(events(1, 10, 0))).Checkpointing(&checkpoint.MemoryStore{})
+	agg := stream.Aggregator[event, accWithUnexported]{Add: func(a accWithUnexported, e event) accWithUnexported {
+		a.Count++
+		a.sum += e.N
+		return a
+	}}
+	err := stream.Aggregate(stream.KeyBy(s, eventKey), agg).Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrUnsavableState)
+	assert.Contains(t, err.Error(), "accWithUnexported.sum")
+
+	// Without a store nothing is saved: the type is fine.
+	s = stream.From[event](streamtest.Slice(events(1, 10, 0)))
+	require.NoError(t, stream.Aggregate(stream.KeyBy(s, eventKey), agg).Run(context.Background()))
+
+	// time.Time encodes itself: a window keyed by it is savable.
+	s = stream.From[event](streamtest.Slice(events(1, 10, 0))).Checkpointing(&checkpoint.MemoryStore{})
+	require.NoError(t, stream.Window(stream.KeyBy(s, eventTime), stream.Tumbling(time.Second), stream.Count[event](),
+		stream.EventTime(eventTime)).Run(context.Background()))
+}

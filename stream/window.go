@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -1045,6 +1046,10 @@ func (st *windowStage[K, T, A]) header() stateHeader {
 		spec += ", processing time"
 	}
 	return stateHeader{Version: stateVersion, Kind: StageWindow, Spec: spec, Types: typeNames[K, A]()}
+}
+
+func (st *windowStage[K, T, A]) types() (key, acc reflect.Type) {
+	return reflect.TypeFor[K](), reflect.TypeFor[A]()
 }
 
 func (st *windowStage[K, T, A]) lock()   { st.mu.Lock() }

@@ -148,9 +148,9 @@ func parseFlags(args []string) (config, error) {
 	input := fs.String("input", "", "the log file (required)")
 	dir := fs.String("dir", "", "keep the log, checkpoints and windows.jsonl in `DIR`, to resume after a kill (default: a temporary directory, removed at exit)")
 	threshold := fs.Int64("threshold", 5, "alert on windows of `N` failed attempts or more")
-	year := fs.Int("year", time.Now().UTC().Year(), "the `year` of the timestamps, UTC; an existing --dir keeps its own")
+	year := fs.Int("year", time.Now().UTC().Year(), "the `year` of the timestamps, UTC; an existing --dir keeps its own (another given is refused)")
 	asJSON := fs.Bool("json", false, `alerts as JSON lines {"window_start","window_end","key","count"}`)
-	partitions := fs.Int("partitions", 1, "partitions of the topic (line i goes to i % N); an existing --dir keeps its own")
+	partitions := fs.Int("partitions", 1, "partitions of the topic (line i goes to i % N); an existing --dir keeps its own (another given is refused)")
 	outOfOrder := fs.Duration("out-of-order", 10*time.Second, "how far lines may be out of time order before they are late")
 	pace := fs.Duration("pace", 0, "publish and handle lines this far apart, on average (for tests and demos that kill it mid-way)")
 	if err := fs.Parse(args); err != nil {
