@@ -869,3 +869,69 @@ func TestWindowRefusesTwoTimeOrTwoLateOptions(t *testing.T) {
 			stream.LateTo[winAttempt](sinkFunc[winAttempt](func(context.Context, []winAttempt) error { return nil })), stream.DropLate())
 	})
 }
+
+// listingSource lists two partitions and delivers its batches, all of
+// partition 0, one per Read, calling before(i) first; then it waits for
+// ctx (a follow that receives nothing more).
+type listingSource struct {
+	batches [][]stream.Element[winAttempt]
+	before  func(i int)
+	i       int
+	drained chan struct{} // closed when Read waits: every batch went through the pipeline
+}
+
+func (s *listingSource) PendingPartitions() []stream.TopicPartition {
+	return []stream.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+}
+
+func (s *listingSource) Read(ctx context.Context) ([]stream.Element[winAttempt], error) {
+	if s.i == len(s.batches) {
+		close(s.drained)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	s.before(s.i)
+	s.i++
+	return s.batches[s.i-1], nil
+}
+
+func (s *listingSource) Close() error { return nil }
+
+// A partition the source lists and that delivers nothing holds the
+// watermark back; with Idleness it stops doing so once it has been idle
+// that long on the pipeline's clock.
+func TestWindowIdlenessLetsTheWatermarkPassAPartitionThatDeliversNothing(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	batch := func(off int64, at time.Duration) []stream.Element[winAttempt] {
+		return []stream.Element[winAttempt]{{Value: winAttempt{IP: "a", Time: base.Add(at)}, Topic: "t", Partition: 0, Offset: off}}
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  []stream.StateOption
+		fired bool
+	}{
+		{"without idleness", nil, false},
+		{"with idleness", []stream.StateOption{stream.Idleness(time.Minute)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := streamtest.NewClock()
+			src := &listingSource{batches: [][]stream.Element[winAttempt]{batch(0, 0), batch(1, 10*time.Second), batch(2, 3*time.Minute)},
+				before: func(i int) { clock.Advance(time.Duration(i) * time.Minute) }, drained: make(chan struct{})}
+			results := make(chan winResult, 10)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			s := winCountByIP(stream.From[winAttempt](src, stream.WithClock(clock)), stream.Tumbling(time.Minute), tc.opts...).
+				Tap(func(_ context.Context, r winResult) error { results <- r; return nil })
+			go func() { done <- s.Run(ctx) }()
+			<-src.drained
+			if tc.fired {
+				r := <-results
+				assert.Equal(t, base, r.Start)
+				assert.EqualValues(t, 2, r.Value)
+			}
+			cancel()
+			require.NoError(t, <-done)
+			assert.Empty(t, results, "nothing (more) fired")
+		})
+	}
+}
