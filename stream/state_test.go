@@ -3,8 +3,8 @@ package stream_test
 // Tests of the state rules of the stateful stages (Aggregate, Reduce,
 // Window): exact results after restarts at many crash points (one
 // partition or several, and chains of stateful stages), state saved before
-// the positions it covers, errors, runs without a store, back-pressure with
-// held records, and panics.
+// the positions it covers, errors, runs without a store, a source never
+// waiting on a snapshot, and panics.
 
 import (
 	"context"
@@ -712,7 +712,7 @@ func TestWindowStateIsSavedBeforeThePositionsItCovers(t *testing.T) {
 	require.NotEmpty(t, states)
 	assert.Less(t, states[0].Seq, seqs[0], "the first state save comes before the first position save")
 	// Every position that moved was saved after a state save of its own
-	// round: the held records it passes were released by that save.
+	// round: the records it passes were in the state that save wrote.
 	prevSeq, prevPos := 0, int64(0)
 	for i, sv := range saves {
 		if sv.Position > prevPos {
@@ -1092,9 +1092,9 @@ func TestStatefulStagesNeverMakeASourceWaitForASnapshot(t *testing.T) {
 	}
 }
 
-func TestCheckpointRecordsSavesWhileAWindowHoldsRecords(t *testing.T) {
-	// The window holds every record until a snapshot: held records count
-	// as progress for CheckpointRecords, which saves during the run.
+func TestCheckpointRecordsSavesAWindowsStateBeforeItsPositionsDuringTheRun(t *testing.T) {
+	// Records a window absorbed count as finished for CheckpointRecords,
+	// which saves during the run: the state first, then the positions.
 	evs := events(31, 250, 0)
 	store := newWatchStore()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -230,6 +230,8 @@ func DropLate() StateOption {
 // record that changed it, before it is final (Final false): Kafka Streams'
 // default of emitting every update, as opposed to emitting on the
 // watermark only (Window's default, Kafka Streams' suppress(untilWindowCloses)).
+// A [Session] window that a record merges into another is not retracted:
+// its early results stand, and the merged window's results follow.
 func EmitUpdates() StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.emitUpdates = true
