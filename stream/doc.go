@@ -196,14 +196,16 @@
 // Event time is the record's Timestamp unless [EventTime] reads it from
 // the value. The watermark of a source partition is the greatest event
 // time it has delivered minus the [OutOfOrderness]; the stage's watermark
-// is the least over the partitions it has seen, and never goes back. A
-// window fires when the watermark reaches its end and is dropped
-// [AllowedLateness] later; a record whose every window was dropped is
-// late, and goes to [LateTo]'s sink, or is counted and dropped
-// ([DropLate]), or stops Run ([ErrLateRecord], the default): a late record
-// is never dropped unseen. A partition that delivers nothing holds the
-// watermark back (there is no idleness timeout yet); the end of the input
-// emits every open window.
+// is the least over the partitions, and never goes back. A window fires
+// when the watermark reaches its end and is dropped [AllowedLateness]
+// later; a record whose every window was dropped is late, and goes to
+// [LateTo]'s sink, or is counted and dropped ([DropLate]), or stops Run
+// ([ErrLateRecord], the default): a late record is never dropped unseen.
+// A partition its source lists ([PartitionLister], as source.Topic does)
+// holds the watermark back until one of its event times arrives, so the
+// first batch of one partition cannot make the others' records late; one
+// that delivers nothing holds it until the input ends, or for
+// [Idleness]. The end of the input emits every open window.
 //
 // # State
 //
