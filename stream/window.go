@@ -247,7 +247,10 @@ func EmitUpdates() StateOption {
 // from the value, [ProcessingTime] for the clock). The watermark is, per
 // source partition, the greatest event time seen minus the
 // [OutOfOrderness], and the stage's watermark is the least of those of
-// the partitions it has seen, never going back. A window [Start, End)
+// the partitions it has seen, never going back. A partition the source
+// lists ([PartitionLister]) counts from the start: until one of its event
+// times arrives it holds the watermark back, so following a topic with a
+// partition that receives nothing fires no window without [Idleness]. A window [Start, End)
 // fires when the watermark reaches End, and is dropped [AllowedLateness]
 // later. A record whose every window was dropped is late: by default Run
 // stops with a *RecordError wrapping [ErrLateRecord]; [LateTo] sends late
