@@ -94,6 +94,9 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 			o.applyTopic(&topts)
 		}
 	}
+	if tt := topts.timestampType; tt != nil && !tt.valid() {
+		return nil, fmt.Errorf("log: create topic %s: invalid timestamp type %d (want CreateTime or LogAppendTime)", name, int(*tt))
+	}
 	if t, ok := l.topics[name]; ok {
 		if t.Partitions() != partitions {
 			return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, t.Partitions(), partitions)
@@ -139,7 +142,7 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 	if err != nil {
 		return nil, err
 	}
-	t.retention.store(m)
+	t.storeMeta(m)
 	l.topics[name] = t
 	return t, nil
 }
@@ -216,7 +219,7 @@ func (l *Log) openTopic(name string, lock bool) (*Topic, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.retention.store(m)
+	t.storeMeta(m)
 	l.topics[name] = t
 	if lockErr != nil {
 		return t, lockErr

@@ -339,6 +339,15 @@
 //     of the directory, and they are free to keep: recovery decodes every
 //     frame anyway and appends know the timestamp they write. A single
 //     recent record keeps its whole segment.
+//   - but never by a timestamp ahead of the clock: a segment whose newest
+//     timestamp lies ahead of the time of the check is aged by its file's
+//     modification time instead (the fallback Kafka chose), and an mtime
+//     ahead of the check too makes it younger than any bound. So one record
+//     stamped ten years ahead, already on disk, cannot pin its segment and
+//     every segment after it, and a clock stepped backwards deletes nothing
+//     early: a segment whose records are all newer than the (stepped back)
+//     clock stays unless its file was last written more than the bound
+//     before that clock.
 //   - by size: what would remain after deleting it still holds at least the
 //     bound, so a partition keeps between the bound and the bound plus one
 //     segment (Kafka's rule). A bound of 0 keeps only the active segment.
@@ -350,6 +359,14 @@
 // rises to the base offset of the oldest segment left. Because the active
 // segment is never deleted and its file name is its base offset, emptying a
 // partition never moves its next offset backwards, also across a restart.
+//
+// Time the log trusts: an append refuses a record whose timestamp is more
+// than WithMaxTimestampAhead (one hour by default, Kafka's KIP-937; 0 turns
+// the check off) ahead of the writer's clock, with a *TimestampAheadError
+// (ErrTimestampAhead), and stores none of that call's records. A topic
+// created with WithTimestampType(LogAppendTime) stores the writer's clock
+// instead of the record's timestamp ("timestampType":"LogAppendTime" in
+// topic.json; absent means CreateTime, the default).
 //
 // A writable Log checks every topic it has open every
 // WithRetentionCheckInterval (5 minutes by default, Kafka's

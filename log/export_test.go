@@ -38,3 +38,11 @@ func SetReadOnlyRecheck(f func()) (restore func()) {
 	readOnlyRecheckHook.Store(&f)
 	return func() { readOnlyRecheckHook.Store(nil) }
 }
+
+// WithClock replaces the clock of the writer (the time that zero
+// timestamps and log append time store, and that WithMaxTimestampAhead
+// bounds against) and of the background retention check: the seam tests
+// step the clock with.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.now = now })
+}

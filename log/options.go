@@ -103,6 +103,8 @@ type config struct {
 	flushInterval time.Duration // WithFlushPolicy; 0: no time bound, no flusher
 
 	retentionCheckInterval time.Duration                // 0: no background check
+	maxTimestampAhead      time.Duration                // WithMaxTimestampAhead; <= 0: no check
+	now                    func() time.Time             // the writer's and retention's clock: time.Now but in tests
 	retentionObserver      func(RetentionReport, error) // nil: none
 
 	meterProvider metric.MeterProvider // WithMeterProvider; nil: otel.GetMeterProvider()
@@ -117,6 +119,8 @@ func defaultConfig() config {
 		pollInterval:  DefaultPollInterval,
 
 		retentionCheckInterval: DefaultRetentionCheckInterval,
+		maxTimestampAhead:      DefaultMaxTimestampAhead,
+		now:                    time.Now,
 	}
 }
 

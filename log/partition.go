@@ -57,6 +57,8 @@ type Partition struct {
 	epoch     atomic.Int32 // epochs.latest(), read by appenders without p.mu
 	epochSeen os.FileInfo  // read-only: the epoch file when last read
 
+	tsType atomic.Int32 // the topic's TimestampType, set by Topic.storeMeta (timestamp.go)
+
 	next atomic.Int64 // high watermark, published after its bytes
 
 	notifyMu sync.Mutex

@@ -19,8 +19,8 @@ import (
 // enforcement, the background check of a writable Log, and how a reader in
 // another process notices that leading segments were deleted.
 
-// TopicOption configures a topic in CreateTopic: RetentionBytes and
-// Retention.
+// TopicOption configures a topic in CreateTopic: RetentionBytes,
+// Retention and WithTimestampType.
 type TopicOption interface{ applyTopic(*topicOptions) }
 
 type topicOptionFunc func(*topicOptions)
@@ -32,6 +32,7 @@ func (f topicOptionFunc) applyTopic(o *topicOptions) { f(o) }
 type topicOptions struct {
 	retentionBytes *int64
 	retentionMs    *int64
+	timestampType  *TimestampType // timestamp.go
 }
 
 // RetentionBytes bounds the size of each partition of the topic, in bytes,
@@ -52,8 +53,12 @@ func RetentionBytes(n int64) TopicOption {
 // Retention bounds the age of the topic's records, as Kafka's retention.ms
 // does: a retention check deletes the oldest segment while the newest
 // timestamp of the records it holds is more than d before the time of the
-// check. d is kept in whole milliseconds (rounded down). A negative d (-1 by
-// convention) means unlimited, the default.
+// check. A newest timestamp ahead of the time of the check is not trusted:
+// such a segment is aged by its file's modification time instead (Kafka's
+// fallback), so a record stamped in the future cannot keep its segment, or
+// those after it, and a clock stepped backwards deletes nothing early
+// (package doc, "Retention"). d is kept in whole milliseconds (rounded
+// down). A negative d (-1 by convention) means unlimited, the default.
 //
 // Given to CreateTopic of an existing topic, it replaces the stored value.
 func Retention(d time.Duration) TopicOption {
@@ -85,6 +90,15 @@ func (o *topicOptions) applyTo(m *topicMeta) bool {
 	}
 	set(&m.RetentionBytes, o.retentionBytes)
 	set(&m.RetentionMs, o.retentionMs)
+	if o.timestampType != nil {
+		tt := ""
+		if *o.timestampType != CreateTime {
+			tt = o.timestampType.String()
+		}
+		if m.TimestampType != tt {
+			m.TimestampType, changed = tt, true
+		}
+	}
 	return changed
 }
 
@@ -144,7 +158,7 @@ func (t *Topic) setRetention(opts *topicOptions) error {
 	if err := writeTopicMeta(t.dir, m); err != nil {
 		return err
 	}
-	t.retention.store(m)
+	t.storeMeta(m)
 	return nil
 }
 
@@ -282,12 +296,12 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 	s := p.segments[0]
 	expired := false
 	if pol.Age >= 0 {
-		newest, ok, err := s.newestTimestamp()
+		age, ok, err := s.age(now)
 		if err != nil {
 			return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
 		}
 		// A segment without records holds nothing to keep.
-		expired = !ok || now.UnixMilli()-newest > pol.Age.Milliseconds()
+		expired = !ok || age > pol.Age.Milliseconds()
 	}
 	if !expired && pol.Bytes >= 0 {
 		total := int64(0)
@@ -304,6 +318,31 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 	}
 	p.segments = slices.Delete(p.segments, 0, 1)
 	return s, nil
+}
+
+// age returns how old s is at now, in milliseconds, for retention by age,
+// and false when s holds no record. It is now minus the newest record
+// timestamp of s, unless that timestamp lies ahead of now: a timestamp from
+// the future (a producer's clock ahead, or the writer's clock since stepped
+// back) is not trusted, and s is aged by the time its file was last written
+// (its mtime), the fallback Kafka chose. The age may be negative (the mtime
+// ahead of now too: the clock was stepped back), which is younger than any
+// bound. So one record stamped years ahead cannot pin its segment, or the
+// segments after it, and a clock stepped backwards deletes nothing early.
+func (s *segment) age(now time.Time) (int64, bool, error) {
+	newest, ok, err := s.newestTimestamp()
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	nowMs := now.UnixMilli()
+	if newest <= nowMs {
+		return nowMs - newest, true, nil
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return 0, false, fmt.Errorf("stat %s: %w", s.path, err)
+	}
+	return nowMs - fi.ModTime().UnixMilli(), true, nil
 }
 
 // noteTimestamp records ts, in milliseconds, as a record timestamp of s.
@@ -491,7 +530,7 @@ func (l *Log) retentionLoop(every time.Duration) {
 		case <-l.ret.stop:
 			return
 		case <-tick.C:
-			l.enforceRetention(time.Now())
+			l.enforceRetention(l.cfg.now())
 		}
 	}
 }

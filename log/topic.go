@@ -46,6 +46,10 @@ type topicMeta struct {
 	// one stays readable by versions that predate retention.
 	RetentionBytes *int64 `json:"retentionBytes,omitempty"`
 	RetentionMs    *int64 `json:"retentionMs,omitempty"`
+	// TimestampType is "LogAppendTime" for a topic of log append time
+	// (WithTimestampType); absent (empty) means CreateTime, so a topic of
+	// create time keeps the topic.json of versions before the field.
+	TimestampType string `json:"timestampType,omitempty"`
 }
 
 func readTopicMeta(name, tdir string) (int, error) {
@@ -77,6 +81,8 @@ func loadTopicMeta(name, tdir string) (topicMeta, error) {
 		why = fmt.Sprintf("name %q, want %q", m.Name, name)
 	case m.Partitions < 1 || m.Partitions > MaxPartitions:
 		why = fmt.Sprintf("%d partitions, want 1 to %d", m.Partitions, MaxPartitions)
+	case m.TimestampType != "" && m.TimestampType != LogAppendTime.String():
+		why = fmt.Sprintf("timestamp type %q, want %q or none", m.TimestampType, LogAppendTime.String())
 	}
 	if why != "" {
 		return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s: %s", ErrCorruptMetadata, name, path, why)
@@ -143,8 +149,10 @@ func openTopic(l *Log, name, tdir string, n int, lock *os.File) (*Topic, error) 
 // LockWriter makes this process the topic's writer: it takes the topic's
 // writer lock (writer.lock, flock) and switches every partition from
 // following to writing, in place, running the recovery a writer's open runs
-// (torn tail cut, recovery point checks, a new epoch) before any append.
-// *Topic and *Partition handles, and Readers on them, stay valid.
+// (torn tail cut, recovery point checks, a new epoch) before any append, and
+// reads the topic's options (retention, timestamp type) from its topic.json
+// again, since the writer before may have changed them. *Topic and
+// *Partition handles, and Readers on them, stay valid.
 //
 // In a read-write Log a topic opened by Log.Topic is read, not written,
 // until then: it follows another process's appends like a topic of a
@@ -183,6 +191,13 @@ func (t *Topic) LockWriter() error {
 			return err
 		}
 		t.lock = lock
+		// The writer before may have changed the options (retention,
+		// timestamp type) since the topic was opened for reading.
+		m, err := loadTopicMeta(t.name, t.dir)
+		if err != nil {
+			return err
+		}
+		t.storeMeta(m)
 	}
 	errs := make([]error, len(t.partitions))
 	var wg sync.WaitGroup
@@ -267,14 +282,18 @@ var batchScratches = sync.Pool{New: func() any { return new(batchScratch) }}
 // Before appending anything it checks every record's size: a record whose
 // frame is larger than a segment fails the whole call with a
 // *RecordTooLargeError (ErrRecordTooLarge) naming its partition, and
-// nothing is appended. A later failure (an I/O error, ErrClosed, ctx ending
-// before a partition's records were accepted) stops at that partition: the
+// nothing is appended; so does a record whose timestamp is more than
+// WithMaxTimestampAhead ahead of the writer's clock in a topic of
+// CreateTime, with a *TimestampAheadError (ErrTimestampAhead). A later
+// failure (an I/O error, ErrClosed, ctx ending before a partition's records
+// were accepted) stops at that partition: the
 // partitions before it stay appended, those after it are not, and the error
 // names the topic, the partition and how many of recs it carried. A retry of
 // the whole batch appends the first ones again (at-least-once). An empty
 // recs appends nothing. The records and the slices they point to are not
-// used after it returns. Errors: ErrReadOnly, ErrRecordTooLarge, ErrClosed,
-// an invalid ack, ctx.Err(), I/O errors naming the segment.
+// used after it returns. Errors: ErrReadOnly, ErrRecordTooLarge,
+// ErrTimestampAhead, ErrClosed, an invalid ack, ctx.Err(), I/O errors naming
+// the segment.
 func (t *Topic) AppendBatchAck(ctx context.Context, ack Ack, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -300,9 +319,17 @@ func (t *Topic) AppendBatchAck(ctx context.Context, ack Ack, recs []Record) erro
 		sc.order = append(sc.order, uint64(part)<<32|uint64(i))
 	}
 	segmentBytes := t.log.cfg.segmentBytes
+	createTime := t.TimestampType() == CreateTime
+	now := int64(0)
 	for _, o := range sc.order {
 		if fs := int64(frameSize(&recs[uint32(o)])); fs > segmentBytes {
 			return &RecordTooLargeError{Topic: t.name, Partition: int32(o >> 32), FrameBytes: fs, SegmentBytes: segmentBytes}
+		}
+		if ts := recs[uint32(o)].Timestamp; createTime && ts != 0 {
+			var err error
+			if now, err = checkAhead(&t.log.cfg, t.name, int32(o>>32), ts, now); err != nil {
+				return err
+			}
 		}
 	}
 	slices.Sort(sc.order) // by partition, then by index: each group keeps recs' order

@@ -136,16 +136,20 @@ func (p *Partition) startWriter() {
 // ctx is checked before the records are accepted; once accepted they are
 // written whatever ctx does, and the call waits for its ack. A record whose
 // frame is larger than a segment fails the whole call with a
-// *RecordTooLargeError before anything is accepted. A zero Timestamp is set
-// to the current time in milliseconds. An empty recs returns the offset the
-// next record will get.
+// *RecordTooLargeError before anything is accepted, and so does a record
+// whose Timestamp is more than WithMaxTimestampAhead (one hour by default)
+// ahead of the writer's clock, with a *TimestampAheadError. A zero
+// Timestamp is set to the writer's clock in milliseconds; in a topic of
+// LogAppendTime (WithTimestampType) every record's is. An empty recs
+// returns the offset the next record will get.
 //
 // A failed write or sync fails the partition: that call, every appender
 // waiting with it, and every later append, Sync, Truncate and Close return
 // the error (a sync error may mean the kernel dropped the dirty pages, so a
 // retry could not be trusted); reopening the log recovers. The first append
 // to a topic opened without its lock takes it (Topic.LockWriter). Errors:
-// ErrReadOnly, ErrLocked (another process writes the topic), ErrRecordTooLarge, ErrClosed, an invalid ack, ctx.Err(), I/O
+// ErrReadOnly, ErrLocked (another process writes the topic), ErrRecordTooLarge,
+// ErrTimestampAhead, ErrClosed, an invalid ack, ctx.Err(), I/O
 // errors naming the segment.
 func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int64, error) {
 	if err := p.writable("append to"); err != nil {
@@ -157,14 +161,14 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	if ack = p.cfg.ackOrDefault(ack); !ack.valid() {
 		return 0, fmt.Errorf("log: append to topic %s partition %d: invalid ack policy %d", p.topic, p.id, int(ack))
 	}
-	now := int64(0)
 	for i := range recs {
 		if n := int64(frameSize(&recs[i])); n > p.cfg.segmentBytes {
 			return 0, &RecordTooLargeError{Topic: p.topic, Partition: p.id, FrameBytes: n, SegmentBytes: p.cfg.segmentBytes}
 		}
-		if recs[i].Timestamp == 0 && now == 0 {
-			now = time.Now().UnixMilli()
-		}
+	}
+	now, logAppend, err := p.stampRecords(recs)
+	if err != nil {
+		return 0, err
 	}
 	w := &p.w
 	w.mu.Lock()
@@ -180,7 +184,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	epoch := p.epoch.Load()
 	for i := range recs {
 		r := &recs[i]
-		if r.Timestamp == 0 {
+		if r.Timestamp == 0 || logAppend {
 			rr := *r
 			rr.Timestamp = now
 			r = &rr
@@ -198,7 +202,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 		w.mu.Unlock()
 		return first, nil
 	}
-	err := p.awaitWrittenLocked(end, p.cfg.flushRecords > 0 || p.cfg.flushInterval > 0)
+	err = p.awaitWrittenLocked(end, p.cfg.flushRecords > 0 || p.cfg.flushInterval > 0)
 	if err == nil && p.cfg.flushRecords > 0 && w.round == nil &&
 		w.written-w.syncedTo >= int64(p.cfg.flushRecords) {
 		return first, p.awaitSynced(w.written)

@@ -373,6 +373,31 @@ func TestPositionsListAndSet(t *testing.T) {
 	assert.Contains(t, string(r.stderr), "outside the log's 0 (log start offset) to 3 (next offset)")
 }
 
+// TestTopicsCreateTimestampType ensures --timestamp-type LogAppendTime
+// makes the topic store the time of the append instead of a record's
+// timestamp from the future, which a CreateTime topic refuses with the
+// bound in the message, and that an unknown type is a usage error.
+func TestTopicsCreateTimestampType(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "log")
+	future := `{"key":"k","value":"v","timestamp":4102444800000}` + "\n" // 2100-01-01
+	out := string(ok(t, nil, "--dir", dir, "topics", "create", "stamped", "--timestamp-type", "LogAppendTime"))
+	assert.Contains(t, out, "topic stamped: 1 partition(s), retention unlimited, timestamp type LogAppendTime\n")
+	ok(t, []byte(future), "--dir", dir, "produce", "stamped", "--format", "json")
+	js := string(ok(t, nil, "--dir", dir, "consume", "stamped", "--format", "json"))
+	assert.Contains(t, js, `"value":"v"`)
+	assert.NotContains(t, js, "4102444800000", "the append time replaced the record's timestamp")
+
+	ok(t, nil, "--dir", dir, "topics", "create", "created")
+	r := strom(t, []byte(future), "--dir", dir, "produce", "created", "--format", "json")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, string(r.stderr), "bound of 1h0m0s")
+
+	r = strom(t, nil, "--dir", dir, "topics", "create", "bad", "--timestamp-type", "later")
+	assert.Equal(t, 2, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), `unknown timestamp type "later"`)
+}
+
 // TestRetentionDeletesOldSegments ensures retention applies a topic's byte
 // bound once and says what it deleted.
 func TestRetentionDeletesOldSegments(t *testing.T) {

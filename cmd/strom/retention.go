@@ -21,7 +21,10 @@ func newRetentionCmd(a *app) *cobra.Command {
 the segments deleted from each partition and its new log start offset.
 
 Retention deletes whole segments, oldest first, never a partition's active
-one (see the log package's "Retention"). It is a write: it takes each topic's
+one (see the log package's "Retention"). A segment is as old as its newest
+record's timestamp, unless that lies ahead of the clock: then it is as old as
+its file's modification time, so a record stamped in the future cannot keep
+it, and a clock set back deletes nothing early. It is a write: it takes each topic's
 writer lock, so it fails, naming the writer's pid, on a topic another process
 is writing; that process applies the policy itself every 5 minutes. A topic
 without a retention policy is skipped without taking its lock. A topic that

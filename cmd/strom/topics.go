@@ -30,6 +30,7 @@ type createFlags struct {
 	partitions     int
 	retentionBytes int64
 	retention      time.Duration
+	timestampType  string
 }
 
 func newTopicsCreateCmd(a *app) *cobra.Command {
@@ -44,7 +45,10 @@ the retention bounds given; another count is an error.
 
 Topic names follow Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 --retention-bytes and --retention bound what each partition keeps (see
-"strom retention"); unlimited when not given. Negative values are an error.`,
+"strom retention"); unlimited when not given. Negative values are an error.
+--timestamp-type LogAppendTime stores the time of each append instead of the
+record's timestamp; CreateTime (the default) stores the record's, refusing one
+more than an hour ahead of the clock.`,
 		Example: `  strom topics create events --partitions 3
   strom topics create audit --retention-bytes 1073741824 --retention 168h`,
 		Args: exactArgs(1, "TOPIC"),
@@ -56,6 +60,7 @@ Topic names follow Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 	fl.IntVar(&f.partitions, "partitions", 1, "number of partitions")
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at least this many bytes per partition, delete older segments (default: unlimited)")
 	fl.DurationVar(&f.retention, "retention", 0, "delete segments whose newest record is older than this, e.g. 168h (default: unlimited)")
+	fl.StringVar(&f.timestampType, "timestamp-type", "CreateTime", "CreateTime (the record's timestamp) or LogAppendTime (the time of the append)")
 	return cmd
 }
 
@@ -82,6 +87,13 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 	if cmd.Flags().Changed("retention") {
 		opts = append(opts, log.Retention(f.retention))
 	}
+	if cmd.Flags().Changed("timestamp-type") {
+		tt, err := log.ParseTimestampType(f.timestampType)
+		if err != nil {
+			return usageErrorf("%s: --timestamp-type: %w", cmd.CommandPath(), err)
+		}
+		opts = append(opts, log.WithTimestampType(tt))
+	}
 	_, statErr := os.Stat(a.dir)
 	created := errors.Is(statErr, os.ErrNotExist)
 	lg, err := log.Open(a.dir, log.WithRetentionCheckInterval(0))
@@ -96,6 +108,10 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 	if created {
 		fmt.Fprintf(a.stdout, "created log directory %s\n", a.dir)
 	}
-	fmt.Fprintf(a.stdout, "topic %s: %d partition(s), %s\n", t.Name(), t.Partitions(), policyString(t.Retention()))
+	tt := ""
+	if t.TimestampType() != log.CreateTime {
+		tt = ", timestamp type " + t.TimestampType().String()
+	}
+	fmt.Fprintf(a.stdout, "topic %s: %d partition(s), %s%s\n", t.Name(), t.Partitions(), policyString(t.Retention()), tt)
 	return nil
 }
