@@ -272,3 +272,40 @@ func TestRecoveryPointBeyondTheLogIsCorruptWithoutSizingAnything(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyAndScanSegmentOfDamagedLengthSizeNothing ensures that Verify
+// and ScanSegment, which decode a bad frame to describe it, report the
+// second of 20,000 frames with a length prefix from 1 MiB to 2^32-16 at its
+// byte position, with the intact frame behind it, allocating under 16 MiB.
+func TestVerifyAndScanSegmentOfDamagedLengthSizeNothing(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		for _, length := range damagedLengths {
+			t.Run(fmt.Sprintf("%#x", length), func(t *testing.T) {
+				dir, path, pos := crashWithLength(t, mode, 20000, 1, length)
+				var rep log.VerifyReport
+				var err error
+				alloc := allocated(func() { rep, err = log.Verify(dir) })
+				require.NoError(t, err)
+				assert.Less(t, alloc, uint64(allocLimit), "Verify allocated %d bytes", alloc)
+				require.Len(t, rep.Problems, 1)
+				assert.Equal(t, path, rep.Problems[0].Segment)
+				assert.Equal(t, pos, rep.Problems[0].Position)
+
+				var bad *log.FrameError
+				alloc = allocated(func() {
+					err = log.ScanSegment(path, func(fr log.Frame) bool {
+						if fr.Err != nil {
+							require.ErrorAs(t, fr.Err, &bad)
+						}
+						return true
+					})
+				})
+				require.NoError(t, err)
+				assert.Less(t, alloc, uint64(allocLimit), "ScanSegment allocated %d bytes", alloc)
+				require.NotNil(t, bad)
+				assert.Equal(t, pos, bad.Position)
+				assert.EqualValues(t, 2, bad.IntactOffset)
+			})
+		}
+	})
+}
