@@ -48,16 +48,21 @@ func allocated(fn func()) uint64 {
 // prefix of record damaged reads length, ModeMmap's file has its pre-sized
 // zero tail back, and no recovery point says anything was synced. It
 // returns the log folder, the segment path and the frame's byte position.
-func crashWithLength(t *testing.T, mode log.Mode, n, damaged int, length uint32) (dir, path string, pos int64) {
+func crashWithLength(t testing.TB, mode log.Mode, n, damaged int, length uint32) (dir, path string, pos int64) {
 	t.Helper()
 	dir = t.TempDir()
-	lg := openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(untrustedSegmentBytes))
-	p := openPartition(t, lg, "events", 1)
+	lg, err := log.Open(dir, log.WithMode(mode), log.WithSegmentBytes(untrustedSegmentBytes))
+	require.NoError(t, err)
+	defer lg.Close()
+	tp, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
 	recs := make([]log.Record, n)
 	for i := range recs {
 		recs[i] = log.Record{Value: val(i)}
 	}
-	_, err := p.Append(context.Background(), recs...)
+	_, err = p.Append(context.Background(), recs...)
 	require.NoError(t, err)
 	require.NoError(t, lg.Close())
 	path = segPath(dir, "events", 0, 0)
@@ -308,4 +313,42 @@ func TestVerifyAndScanSegmentOfDamagedLengthSizeNothing(t *testing.T) {
 			})
 		}
 	})
+}
+
+// BenchmarkOpenDamagedLength measures opening a crashed partition whose
+// second frame's length prefix is damaged (1 MiB to 2^31-1; 24 MiB ends
+// inside the 32 MiB pre-sized ModeMmap segment), both write paths: torn
+// (two records, the tail cut at every open, the damage written again
+// between iterations, untimed) and corrupt (20,000 records, Open fails
+// with ErrCorrupt). -benchmem's B/op is what Open allocated.
+func BenchmarkOpenDamagedLength(b *testing.B) {
+	for _, mode := range modes {
+		for _, layout := range []struct {
+			name string
+			n    int
+		}{{"torn", 2}, {"corrupt", 20000}} {
+			for _, length := range damagedLengths[:4] {
+				b.Run(fmt.Sprintf("%v/%s/len=%#x", mode, layout.name, length), func(b *testing.B) {
+					dir, path, _ := crashWithLength(b, mode, layout.n, 1, length)
+					damaged, err := os.ReadFile(path)
+					require.NoError(b, err)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						lg, err := log.Open(dir, log.WithMode(mode), log.WithSegmentBytes(untrustedSegmentBytes))
+						require.NoError(b, err)
+						_, err = lg.WriteTopic("events")
+						require.Equal(b, layout.n > 2, err != nil, "err: %v", err)
+						require.NoError(b, lg.Close())
+						if layout.n == 2 {
+							b.StopTimer()
+							require.NoError(b, os.WriteFile(path, damaged, 0o644))
+							forgetRecoveryPoint(b, dir, "events", 0)
+							b.StartTimer()
+						}
+					}
+				})
+			}
+		}
+	}
 }
