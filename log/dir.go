@@ -284,7 +284,7 @@ func lockTopic(topic, tdir string) (*os.File, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			b, _ := os.ReadFile(path)
+			b, _ := readSmallFile(path, 32) // a pid and a newline; anything larger is no pid
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 			return nil, &LockedError{Topic: topic, Path: path, PID: pid}
 		}

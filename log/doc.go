@@ -88,7 +88,19 @@
 // 1 MiB chunks, each CRC checked, and the index built on the way. A walk
 // stops at the first frame that is not intact: a length of zero, a length that runs past the end of the
 // file, a CRC mismatch, or a body that does not decode or holds the wrong
-// offset. What that stop means is decided by where it is:
+// offset. No length, count or offset read from a file sizes a buffer
+// before it is checked against what can be true: a frame's length must end
+// inside the file, and a body larger than the walk's 1 MiB buffer must
+// match its CRC32C, computed in 1 MiB pieces, before a buffer of its size
+// is made (a real frame that large is read twice); the scan for intact
+// frames behind a stop, Verify and ScanSegment do the same. A damaged
+// length prefix, anywhere from 1 MiB to 2^32-1, costs a walk its buffers
+// and at most a read of the rest of the segment, never an allocation of
+// its size. Likewise an epoch file's count is bounded by the file's bytes,
+// a seal marker's next offset by its segment's size (one record per 48
+// bytes at most), and the recovery point and topic.json files are read no
+// further than 4 KiB and 64 KiB (a larger one is corrupt). What a stop
+// means is decided by where it is:
 //
 //   - In the last segment, with nothing intact behind it and at or above
 //     the recovery point, it is the end of the log (a clean end of file or

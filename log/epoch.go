@@ -72,6 +72,12 @@ func parseEpochs(b []byte) (epochs, error) {
 	if !ok || err != nil || n < 0 {
 		return nil, fmt.Errorf("count line %q is not a count", c)
 	}
+	// The count is untrusted: each entry takes a line of at least 4 bytes
+	// ("0 0\n"), so the file cannot hold more than len(b)/4 of them, and a
+	// damaged count of 2^31 must not size the slice.
+	if n > len(b)/4 {
+		return nil, fmt.Errorf("count line %q: a file of %d bytes holds at most %d entries", c, len(b), len(b)/4)
+	}
 	out := make(epochs, 0, n)
 	for i := range n {
 		l, ok := line()

@@ -26,6 +26,10 @@ const (
 	// + offset(8) + timestamp(8) + key length(4) + value length(4) + header
 	// count(4).
 	bodyFixedBytes = 36
+	// minFrameBytes is the smallest frame on disk: header and fixed body
+	// fields, padded. A region of n bytes holds at most n/minFrameBytes
+	// frames.
+	minFrameBytes = (frameHeaderBytes + bodyFixedBytes + frameAlign - 1) &^ (frameAlign - 1)
 	// maxFrameBytes bounds a frame so lengths fit the uint32 prefix.
 	maxFrameBytes = math.MaxInt32
 )

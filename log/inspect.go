@@ -296,7 +296,8 @@ func firstFrameOffset(f *os.File) int64 {
 // badFrame describes the frame at s.size, where a walk stopped for why (a
 // reason that is not intact): its header, and for a CRC mismatch or a bad
 // body, the body decoded as far as it goes. It reads the file again, at
-// most the body length, which the walk found inside the file.
+// most the body length, which the walk found inside the file; a body past
+// walkBufferBytes only once its CRC32C, computed in pieces, matches.
 func (s *segment) badFrame(why stopReason) (Frame, error) {
 	fr := Frame{Position: s.size}
 	fe := &FrameError{Segment: s.path, Position: s.size, Offset: s.next, Reason: why.String()}
@@ -321,6 +322,20 @@ func (s *segment) badFrame(why stopReason) (Frame, error) {
 		fe.Torn = true
 		fe.Reason = fmt.Sprintf("length past end of file: the frame needs %d bytes, %d are left", need, left)
 		return fr, nil
+	}
+	if fr.Length > walkBufferBytes {
+		// The length is untrusted: a body larger than a walk's buffer is
+		// checked against its CRC32C in pieces before a buffer of its size
+		// is made (a damaged length in a pre-sized segment ends inside
+		// the file).
+		sum, err := s.crcAt(s.size+frameHeaderBytes, int64(fr.Length), nil)
+		if err != nil {
+			return fr, err
+		}
+		if sum != fr.CRC {
+			fe.Reason = fmt.Sprintf("crc mismatch: stored %08x, computed %08x", fr.CRC, sum)
+			return fr, nil
+		}
 	}
 	body := make([]byte, fr.Length) // inside the file, checked above
 	if _, err := s.f.ReadAt(body, s.size+frameHeaderBytes); err != nil {

@@ -15,7 +15,7 @@ import (
 
 // frameStarts returns the byte position of every frame in a segment file,
 // walking the length prefixes (the layout of log/doc.go).
-func frameStarts(t *testing.T, path string) []int64 {
+func frameStarts(t testing.TB, path string) []int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)

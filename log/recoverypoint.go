@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,10 @@ import (
 // offset of the first record not known to be synced. A missing file means
 // offset 0 (nothing is known to be synced).
 const recoveryPointFile = "recovery-point.json"
+
+// recoveryPointMaxBytes bounds what loadRecoveryPoint reads: the largest
+// point written is about 120 bytes.
+const recoveryPointMaxBytes = 4 << 10
 
 // recoveryPointEvery bounds how often a partition rewrites its recovery
 // point after syncs: once a second. Each save costs a temporary file, two
@@ -69,9 +72,14 @@ type recoveryPoints struct {
 // ErrCorrupt naming it.
 func loadRecoveryPoint(dir string) (point, error) {
 	path := filepath.Join(dir, recoveryPointFile)
-	b, err := os.ReadFile(path)
+	// The file is one short JSON line: a larger one is read no further
+	// than recoveryPointMaxBytes and is corrupt.
+	b, err := readSmallFile(path, recoveryPointMaxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return point{}, nil
+	}
+	if errors.Is(err, errFileTooLarge) {
+		return point{}, fmt.Errorf("%w: recovery point file %s does not parse: %w", ErrCorrupt, path, err)
 	}
 	if err != nil {
 		return point{}, fmt.Errorf("log: read recovery point: %w", err)

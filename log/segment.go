@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -241,15 +242,33 @@ func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc
 					return stopTorn, buf, nil
 				}
 				if need > int64(len(buf)) {
-					// The length is untrusted: grow the buffer to it only
-					// when the file holds that many bytes (a garbage
-					// length of 2 GiB must not allocate 2 GiB).
+					// The length is untrusted: it sizes nothing before it
+					// is checked. It must end inside the file (a garbage
+					// length of 2 GiB must not allocate 2 GiB), and a
+					// frame larger than walkBufferBytes must match its
+					// CRC32C, computed in walkBufferBytes pieces, before
+					// the buffer grows to it: a damaged length inside a
+					// pre-sized 64 MiB segment must not allocate 64 MiB.
+					// A real frame that large is read twice.
 					fi, err := s.f.Stat()
 					if err != nil {
 						return 0, buf, fmt.Errorf("log: stat segment %s: %w", s.path, err)
 					}
 					if s.size+need > fi.Size() {
 						return stopTorn, buf, nil
+					}
+					if need > walkBufferBytes {
+						scratch := buf
+						if len(scratch) < walkBufferBytes {
+							scratch = nil // crcAt allocates walkBufferBytes
+						}
+						sum, err := s.crcAt(s.size+frameHeaderBytes, int64(bodyLen), scratch)
+						if err != nil {
+							return 0, buf, err
+						}
+						if sum != crc {
+							return stopCRC, buf, nil
+						}
 					}
 					buf = make([]byte, need)
 				}
@@ -275,6 +294,28 @@ func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc
 			return stopEOF, buf, nil
 		}
 	}
+}
+
+// crcAt returns the CRC32C of the n bytes of s's file at byte position
+// pos, read in pieces of len(buf) (walkBufferBytes when buf is empty), so
+// that an untrusted length is checked without a buffer of its size. The
+// caller has checked that the file holds them; a file cut meanwhile is an
+// error.
+func (s *segment) crcAt(pos, n int64, buf []byte) (uint32, error) {
+	if len(buf) == 0 {
+		buf = make([]byte, walkBufferBytes)
+	}
+	var sum uint32
+	for n > 0 {
+		b := buf[:min(n, int64(len(buf)))]
+		if _, err := s.f.ReadAt(b, pos); err != nil {
+			return 0, fmt.Errorf("log: read segment %s at byte %d: %w", s.path, pos, err)
+		}
+		sum = crc32.Update(sum, castagnoli, b)
+		pos += int64(len(b))
+		n -= int64(len(b))
+	}
+	return sum, nil
 }
 
 func allZero(b []byte) bool {

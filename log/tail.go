@@ -119,7 +119,7 @@ func (s *segment) findFrameAfter(from, off int64) (at, found int64, ok bool, err
 	const minFrame = frameHeaderBytes + bodyFixedBytes
 	maxOff := off + (size-from)/minFrame + 1
 	buf := make([]byte, walkBufferBytes)
-	var frame []byte
+	var piece []byte // crcAt's buffer for bodies past the chunk, made on first use
 	var rec Record
 	for q := from + frameAlign; q+minFrame <= size; {
 		d, err := unix.Seek(int(s.f.Fd()), q, unix.SEEK_DATA)
@@ -155,14 +155,32 @@ func (s *segment) findFrameAfter(from, off int64) (at, found int64, ok bool, err
 			}
 			if i+frameHeaderBytes+int(bodyLen) <= len(chunk) {
 				body = body[:bodyLen]
+				if crcOf(body) != crc {
+					continue
+				}
 			} else {
-				frame = append(frame[:0], make([]byte, bodyLen)...)
-				if _, err := s.f.ReadAt(frame, q+int64(i)+frameHeaderBytes); err != nil {
+				// The length is untrusted: the body it claims is checked
+				// against its CRC32C in pieces before a buffer of its
+				// size is made.
+				if piece == nil {
+					piece = make([]byte, 64<<10)
+				}
+				at := q + int64(i) + frameHeaderBytes
+				if sum, err := s.crcAt(at, int64(bodyLen), piece); err != nil || sum != crc {
+					if err != nil {
+						return 0, 0, false, err
+					}
+					continue
+				}
+				body = make([]byte, bodyLen)
+				if _, err := s.f.ReadAt(body, at); err != nil {
 					return 0, 0, false, fmt.Errorf("read segment %s at byte %d: %w", s.path, q+int64(i), err)
 				}
-				body = frame
+				if crcOf(body) != crc {
+					continue // changed since: not a frame to trust
+				}
 			}
-			if crcOf(body) == crc && decodeBody(body, &rec) == nil && rec.Offset == o {
+			if decodeBody(body, &rec) == nil && rec.Offset == o {
 				return q + int64(i), o, true, nil
 			}
 		}

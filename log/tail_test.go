@@ -20,7 +20,7 @@ import (
 // forgetRecoveryPoint removes a partition's recovery point file, as if the
 // log had never been synced: the tests that damage the end of a log use it
 // to model a torn tail, which only unsynced bytes can have.
-func forgetRecoveryPoint(t *testing.T, dir, topic string, partition int) {
+func forgetRecoveryPoint(t testing.TB, dir, topic string, partition int) {
 	t.Helper()
 	err := os.Remove(filepath.Join(dir, topic, fmt.Sprint(partition), log.RecoveryPointFile))
 	if !errors.Is(err, os.ErrNotExist) {

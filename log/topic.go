@@ -36,6 +36,10 @@ type Topic struct {
 // (temporary file, fsync, rename, directory fsync).
 const topicMetaFile = "topic.json"
 
+// topicMetaMaxBytes bounds what loadTopicMeta reads: a topic.json is one
+// JSON line of a few hundred bytes (the name is at most 249).
+const topicMetaMaxBytes = 64 << 10
+
 type topicMeta struct {
 	Version    int    `json:"version"`
 	Name       string `json:"name"`
@@ -59,9 +63,12 @@ func readTopicMeta(name, tdir string) (int, error) {
 
 func loadTopicMeta(name, tdir string) (topicMeta, error) {
 	path := filepath.Join(tdir, topicMetaFile)
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path, topicMetaMaxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return topicMeta{}, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
+	}
+	if errors.Is(err, errFileTooLarge) {
+		return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s: %w", ErrCorruptMetadata, name, path, err)
 	}
 	if err != nil {
 		return topicMeta{}, fmt.Errorf("log: topic %s: %w", name, err)
