@@ -178,6 +178,7 @@ func rows() []row {
 		formatter: mib,
 		meets:     func(v float64) bool { return v < 64 },
 	})
+	rs = append(rs, damagedLengthRows()...)
 	rs = append(rs, pipelineRows()...)
 	rs = append(rs, statefulRows()...)
 	rs = append(rs, relayRows()...)
@@ -269,6 +270,27 @@ func pipelineRows() []row {
 // the state a key costs in a snapshot, and the cost of saving the state
 // with each checkpoint: with a store minus without, per record, as the
 // benchmark measured them side by side.
+// damagedLengthRows are log.BenchmarkOpenDamagedLength's worst length,
+// 2^31-1, per write path: Open of a crashed partition whose second frame's
+// length prefix is damaged, the torn tail cut (2 records) or ErrCorrupt
+// (20,000 records, intact frames behind); what Open allocated must stay
+// below 16 MiB (issue 10), whatever the length claims.
+func damagedLengthRows() []row {
+	var rs []row
+	for _, mode := range []string{"file", "mmap"} {
+		for _, layout := range []string{"torn", "corrupt"} {
+			b := fmt.Sprintf("BenchmarkOpenDamagedLength/%s/%s/len=0x7fffffff", mode, layout)
+			rs = append(rs,
+				row{figure: fmt.Sprintf("open, length 2^31-1 damaged, %s, %s: time", mode, layout), bench: b,
+					unit: "ns/op", formatter: func(v float64) string { return ms(v / 1e6) }},
+				row{figure: "  same, allocated", bench: b, unit: "B/op", target: "< 16 MiB",
+					formatter: func(v float64) string { return mib(v / (1 << 20)) },
+					meets:     func(v float64) bool { return v < 16<<20 }})
+		}
+	}
+	return rs
+}
+
 func statefulRows() []row {
 	const (
 		stateless = "BenchmarkWindow/stateless"

@@ -118,3 +118,19 @@ PASS
 	assert.Regexp(t, `Aggregate count, 1,000 keys \(64 B\), vs the stateless 3 stages\s+-.*not run`, s)
 	assert.Regexp(t, `Aggregate count[^\n]*\n[^\n]*\n\s+cost of saving state, MemoryStore, default policy \(vs no store\)\s+30.1 ns/record\s+64.7 ns/record\s+-\s+\n`, s)
 }
+
+func TestRenderDamagedLengthFigures(t *testing.T) {
+	in := `pkg: github.com/strom-dev/strom/log
+BenchmarkOpenDamagedLength/file/torn/len=0x7fffffff-2    	       3	  12078557 ns/op	 2118562 B/op	     219 allocs/op
+BenchmarkOpenDamagedLength/mmap/corrupt/len=0x7fffffff-2 	       3	   3624419 ns/op	 20111301 B/op	     147 allocs/op
+PASS
+`
+	m, err := parse(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	render(&out, m)
+	s := out.String()
+	assert.Regexp(t, `open, length 2\^31-1 damaged, file, torn: time\s+12.08 ms`, s)
+	assert.Regexp(t, `open, length 2\^31-1 damaged, file, torn: time[^\n]*\n\s+same, allocated\s+2.0 MiB.*< 16 MiB\s+met`, s)
+	assert.Regexp(t, `open, length 2\^31-1 damaged, mmap, corrupt: time[^\n]*\n\s+same, allocated\s+19.2 MiB.*< 16 MiB\s+MISSED`, s)
+}
