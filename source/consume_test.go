@@ -33,6 +33,7 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 			var mu sync.Mutex
 			handled := map[int64]int{}
 			sourceErrors := 0
+			failed := make(chan struct{}) // closed at the first source failure
 			done := make(chan error, 1)
 			go func() {
 				src := source.Partition(r, "events", 0, source.FromStore(store))
@@ -46,10 +47,19 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 					return nil
 				},
 					stream.WithBackoff(time.Millisecond, 5*time.Millisecond),
-					stream.OnSourceError(func(error, int) { sourceErrors++ }))
+					stream.OnSourceError(func(error, int) {
+						if sourceErrors == 0 {
+							close(failed)
+						}
+						sourceErrors++
+					}))
 			}()
 
-			time.Sleep(30 * time.Millisecond) // let the consumer fail on the missing topic
+			select { // let the consumer fail on the missing topic first
+			case <-failed:
+			case <-ctx.Done():
+				t.Fatal("the consumer never reported the missing topic as a source failure")
+			}
 			createTopic(t, w, "events", 1)
 			appendRange(t, w, "events", 0, 25)
 			appendRange(t, w, "events", 25, 40)
