@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -19,10 +20,10 @@ import (
 // (the topic does not exist yet), re-opens after the failure, and handles
 // every record once with the position saved at the high watermark.
 func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			w := openLog(t, m.mode)
-			r, err := log.Open(w.Dir(), log.ReadOnly(), log.WithMode(m.mode))
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			w := testutil.OpenLog(t, m.Mode)
+			r, err := log.Open(w.Dir(), log.ReadOnly(), log.WithMode(m.Mode))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, r.Close()) })
 			store, err := checkpoint.NewFileStore(t.TempDir())
@@ -82,7 +83,7 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 // ConsumeForever with checkpoint.ErrCorrupt instead of replaying the
 // partition from the beginning.
 func TestConsumeForeverStopsOnACorruptCheckpoint(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 10)
 	store := corruptFileStore(t)
