@@ -11,6 +11,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/strom-dev/strom/internal/topicname"
 )
 
 // The layout of a state file (see the package doc for the diagram). All
@@ -25,7 +27,7 @@ const (
 // Every valid state name fits in a file name: the longest (249 bytes) plus
 // ".state" is exactly 255 bytes. This constant fails to compile if that ever
 // stops being true, so StatePath needs no runtime length check.
-const _ uint = maxNameBytes - maxTopicLen - uint(len(stateSuffix))
+const _ uint = maxNameBytes - topicname.MaxLen - uint(len(stateSuffix))
 
 // castagnoli is the CRC32C table, as the log's frames use.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

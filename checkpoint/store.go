@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+
+	"github.com/strom-dev/strom/internal/topicname"
 )
 
 // NoEpoch is the Epoch of a Position whose epoch is unknown: saved by a
@@ -53,33 +55,16 @@ type Store interface {
 	Save(ctx context.Context, topic string, partition int32, position Position) error
 }
 
-// maxTopicLen is Kafka's limit on the length of a topic name, in bytes.
-const maxTopicLen = 249
-
 // validateTopic checks topic against Kafka's naming rule, which also
 // guarantees that a file named after it stays inside the store's directory.
 func validateTopic(topic string) error { return validateName(ErrInvalidTopic, topic) }
 
 // validateName checks name against Kafka's topic-naming rule (1 to 249
 // bytes of [a-zA-Z0-9._-], not "." or ".."), and returns an error wrapping
-// sentinel and naming the name when it breaks it.
+// sentinel, quoting the name and saying what is wrong, when it breaks it.
 func validateName(sentinel error, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w %q: empty", sentinel, name)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w %q: not allowed", sentinel, name)
-	case len(name) > maxTopicLen:
-		return fmt.Errorf("%w %q: %d bytes, the limit is %d", sentinel, name, len(name), maxTopicLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("%w %q: character %q at byte %d is not one of [a-zA-Z0-9._-]",
-				sentinel, name, c, i)
-		}
+	if err := topicname.Validate(name); err != nil {
+		return fmt.Errorf("%w: %w", sentinel, err)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/strom-dev/strom/internal/topicname"
 )
 
 // Log is a directory of topics. Open it once per process, for everything
@@ -248,25 +250,13 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
-// maxTopicNameLen is Kafka's limit on topic names.
-const maxTopicNameLen = 249
-
-// ValidateTopicName applies Kafka's topic-name rule: 1 to 249 characters of
+// ValidateTopicName applies Kafka's topic-name rule: 1 to 249 bytes of
 // [a-zA-Z0-9._-], and neither "." nor "..". No legal name can leave the log
-// directory. The error wraps ErrInvalidTopic and says what was wrong.
+// directory. It returns nil for a legal name; otherwise an error that wraps
+// ErrInvalidTopic, quotes the name and says what was wrong with it.
 func ValidateTopicName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty name", ErrInvalidTopic)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
-	case len(name) > maxTopicNameLen:
-		return fmt.Errorf("%w: name is %d characters long, the limit is %d", ErrInvalidTopic, len(name), maxTopicNameLen)
-	}
-	for i, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %q has character %q at byte %d (allowed: a-z A-Z 0-9 . _ -)", ErrInvalidTopic, name, c, i)
-		}
+	if err := topicname.Validate(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTopic, err)
 	}
 	return nil
 }

@@ -12,8 +12,11 @@ import (
 // Frame layout constants; log/doc.go draws the bytes. Every multi-byte
 // integer is little-endian.
 const (
-	// formatVersion is the first byte of every record body. A reader that
-	// meets another value stops with a "unknown format version" reason.
+	// formatVersion is the first byte of every record body. A body that
+	// starts with another value is undecodable like any malformed body, and
+	// nothing names the version: recovery stops at it with the reason
+	// "undecodable body or unexpected offset", Inspect reports it as
+	// "undecodable body", and a read that meets it returns ErrCorrupt.
 	formatVersion = 1
 	// frameHeaderBytes is the length prefix (4) plus the CRC32C (4).
 	frameHeaderBytes = 8

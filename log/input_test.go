@@ -29,7 +29,7 @@ func TestTopicNamesFollowKafkaRule(t *testing.T) {
 		".":                      `"." is not allowed`,
 		"..":                     `".." is not allowed`,
 		"a b":                    `character ' '`,
-		strings.Repeat("a", 250): "250 characters long, the limit is 249",
+		strings.Repeat("a", 250): "250 bytes long, the limit is 249",
 	} {
 		_, err := lg.CreateTopic(name, 1)
 		require.ErrorIs(t, err, log.ErrInvalidTopic, name)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
@@ -146,10 +147,10 @@ var batchings = []struct {
 // TestBadRecordSkip ensures Skip drops the one bad line, delivers the
 // 1,001 others, counts the skip and saves the position past the end.
 func TestBadRecordSkip(t *testing.T) {
-	for _, m := range modes {
+	for _, m := range testutil.Modes {
 		for _, b := range batchings {
-			t.Run(m.name+"/"+b.name, func(t *testing.T) {
-				lg := openLog(t, m.mode)
+			t.Run(m.Name+"/"+b.name, func(t *testing.T) {
+				lg := testutil.OpenLog(t, m.Mode)
 				writeNumbers(t, lg)
 				store, err := checkpoint.NewFileStore(t.TempDir())
 				require.NoError(t, err)
@@ -163,10 +164,10 @@ func TestBadRecordSkip(t *testing.T) {
 // opened read-only: after the writer closed, and while the writer still
 // holds the topic.
 func TestBadRecordSkipThroughAReadOnlyLog(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name+"/writer closed", func(t *testing.T) {
+	for _, m := range testutil.Modes {
+		t.Run(m.Name+"/writer closed", func(t *testing.T) {
 			dir := t.TempDir()
-			w, err := log.Open(dir, log.WithMode(m.mode), log.WithSegmentBytes(testSegmentBytes))
+			w, err := log.Open(dir, log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			writeNumbers(t, w)
 			require.NoError(t, w.Close())
@@ -177,8 +178,8 @@ func TestBadRecordSkipThroughAReadOnlyLog(t *testing.T) {
 			store := &checkpoint.MemoryStore{}
 			requireSkipped(t, runParse(t, r, store, stream.Skip(), source.MaxBytes(1024)), store)
 		})
-		t.Run(m.name+"/writer open", func(t *testing.T) {
-			w := openLog(t, m.mode)
+		t.Run(m.Name+"/writer open", func(t *testing.T) {
+			w := testutil.OpenLog(t, m.Mode)
 			writeNumbers(t, w)
 			r, err := log.Open(w.Dir(), log.ReadOnly())
 			require.NoError(t, err)
@@ -193,10 +194,10 @@ func TestBadRecordSkipThroughAReadOnlyLog(t *testing.T) {
 // dead-letter topic with its value and headers naming stage, error and
 // source offset, and goes on to the end.
 func TestBadRecordDeadLetter(t *testing.T) {
-	for _, m := range modes {
+	for _, m := range testutil.Modes {
 		for _, b := range batchings {
-			t.Run(m.name+"/"+b.name, func(t *testing.T) {
-				lg := openLog(t, m.mode)
+			t.Run(m.Name+"/"+b.name, func(t *testing.T) {
+				lg := testutil.OpenLog(t, m.Mode)
 				writeNumbers(t, lg)
 				dlq, err := lg.CreateTopic("in.dlq", 1)
 				require.NoError(t, err)
@@ -231,7 +232,7 @@ func TestBadRecordDeadLetter(t *testing.T) {
 // refuses the write stops the pipeline with both errors and leaves the bad
 // record's position unsaved.
 func TestBadRecordDeadLetterWriteFailureStops(t *testing.T) {
-	w := openLog(t, log.ModeFile)
+	w := testutil.OpenLog(t, log.ModeFile)
 	writeNumbers(t, w)
 	_, err := w.CreateTopic("in.dlq", 1)
 	require.NoError(t, err)
@@ -262,10 +263,10 @@ func TestBadRecordDeadLetterWriteFailureStops(t *testing.T) {
 // the sink at least once, and the lines below the saved position did in the
 // first run.
 func TestBadRecordStopThenRestart(t *testing.T) {
-	for _, m := range modes {
+	for _, m := range testutil.Modes {
 		for _, b := range batchings {
-			t.Run(m.name+"/"+b.name, func(t *testing.T) {
-				lg := openLog(t, m.mode)
+			t.Run(m.Name+"/"+b.name, func(t *testing.T) {
+				lg := testutil.OpenLog(t, m.Mode)
 				writeNumbers(t, lg)
 				store, err := checkpoint.NewFileStore(t.TempDir())
 				require.NoError(t, err)
@@ -316,7 +317,7 @@ func TestBadRecordStopThenRestart(t *testing.T) {
 func TestBadRecordParallel(t *testing.T) {
 	small := source.MaxBytes(1024)
 	t.Run("skip", func(t *testing.T) {
-		lg := openLog(t, log.ModeFile)
+		lg := testutil.OpenLog(t, log.ModeFile)
 		writeNumbers(t, lg)
 		store := &checkpoint.MemoryStore{}
 		r := runParseWith(t, lg, store, []stream.StageOption{stream.Parallel(4), stream.Skip()}, small)
@@ -326,7 +327,7 @@ func TestBadRecordParallel(t *testing.T) {
 		require.Equal(t, int64(badTotal), position(t, store))
 	})
 	t.Run("dead letter", func(t *testing.T) {
-		lg := openLog(t, log.ModeFile)
+		lg := testutil.OpenLog(t, log.ModeFile)
 		writeNumbers(t, lg)
 		dlq, err := lg.CreateTopic("in.dlq", 1)
 		require.NoError(t, err)
@@ -343,7 +344,7 @@ func TestBadRecordParallel(t *testing.T) {
 		require.Equal(t, int64(badTotal), position(t, store))
 	})
 	t.Run("stop", func(t *testing.T) {
-		lg := openLog(t, log.ModeFile)
+		lg := testutil.OpenLog(t, log.ModeFile)
 		writeNumbers(t, lg)
 		store := &checkpoint.MemoryStore{}
 		r := runParseWith(t, lg, store, []stream.StageOption{stream.Parallel(4)}, small)

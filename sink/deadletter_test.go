@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/stream"
@@ -29,9 +30,9 @@ func headers(h []log.Header) (map[string]string, []string) {
 // own headers first, then the strom.* headers, into the partition Kafka's
 // partitioner picks for the key.
 func TestDeadLetterKeepsTheOriginalRecordAndNamesTheFailure(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			dlq, err := lg.CreateTopic("orders.dlq", 3)
 			require.NoError(t, err)
 			orig := log.Record{
@@ -132,7 +133,7 @@ func TestDeadLetterRecordWithoutAnError(t *testing.T) {
 // comes back as a *TopicError naming the dead-letter topic, the stage and
 // the source record, wrapping the log's error.
 func TestDeadLetterWriteErrorNamesTheDeadLetterTopic(t *testing.T) {
-	w := openLog(t, log.ModeFile)
+	w := testutil.OpenLog(t, log.ModeFile)
 	_, err := w.CreateTopic("in.dlq", 1)
 	require.NoError(t, err)
 	r, err := log.Open(w.Dir(), log.ReadOnly())

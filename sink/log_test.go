@@ -11,34 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
 )
-
-// modes are the two write paths every log test runs under.
-var modes = []struct {
-	name string
-	mode log.Mode
-}{
-	{"file", log.ModeFile},
-	{"mmap", log.ModeMmap},
-}
-
-// testSegmentBytes keeps segments small so tests cross segment boundaries and
-// can build a record larger than a segment cheaply.
-const testSegmentBytes = 4096
-
-// openLog opens a read-write log in a fresh directory and closes it when the
-// test ends.
-func openLog(t *testing.T, mode log.Mode) *log.Log {
-	t.Helper()
-	lg, err := log.Open(t.TempDir(), log.WithMode(mode), log.WithSegmentBytes(testSegmentBytes))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, lg.Close()) })
-	return lg
-}
 
 // readPartition returns every record of partition id of tp.
 func readPartition(t *testing.T, tp *log.Topic, id int32) []log.Record {
@@ -62,9 +40,9 @@ func readPartition(t *testing.T, tp *log.Topic, id int32) []log.Record {
 // TestLogSinkKeyedRecordsLandInTheKafkaPartition ensures each keyed record
 // goes to log.KafkaPartition(key, n), in write order within the partition.
 func TestLogSinkKeyedRecordsLandInTheKafkaPartition(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			tp, err := lg.CreateTopic("events", 4)
 			require.NoError(t, err)
 
@@ -104,9 +82,9 @@ func TestLogSinkKeyedRecordsLandInTheKafkaPartition(t *testing.T) {
 // TestLogSinkNilKeysSpreadRoundRobin ensures records without a key are spread
 // evenly over the partitions.
 func TestLogSinkNilKeysSpreadRoundRobin(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			tp, err := lg.CreateTopic("events", 4)
 			require.NoError(t, err)
 			recs := make([]log.Record, 40)
@@ -128,10 +106,10 @@ func TestLogSinkNilKeysSpreadRoundRobin(t *testing.T) {
 // TestLogSinkSyncedWritesAreReadableAfterReopen ensures a Synced sink writes
 // every record, and that they are all there when the log is reopened.
 func TestLogSinkSyncedWritesAreReadableAfterReopen(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			dir := t.TempDir()
-			lg, err := log.Open(dir, log.WithMode(m.mode), log.WithSegmentBytes(testSegmentBytes))
+			lg, err := log.Open(dir, log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			tp, err := lg.CreateTopic("events", 3)
 			require.NoError(t, err)
@@ -146,7 +124,7 @@ func TestLogSinkSyncedWritesAreReadableAfterReopen(t *testing.T) {
 			require.NoError(t, out.Write(context.Background(), nil), "an empty batch syncs nothing and succeeds")
 			require.NoError(t, lg.Close())
 
-			again, err := log.Open(dir, log.WithMode(m.mode), log.WithSegmentBytes(testSegmentBytes))
+			again, err := log.Open(dir, log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, again.Close()) })
 			tp, err = again.Topic("events")
@@ -165,14 +143,14 @@ func TestLogSinkSyncedWritesAreReadableAfterReopen(t *testing.T) {
 // it is refused whole: Write appends a batch per partition and checks every
 // record's size first, so nothing of it is written.
 func TestLogSinkRecordLargerThanASegmentFailsWithErrRecordTooLarge(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			tp, err := lg.CreateTopic("events", 1)
 			require.NoError(t, err)
 			recs := []log.Record{
 				{Value: []byte("before")},
-				{Value: make([]byte, 2*testSegmentBytes)},
+				{Value: make([]byte, 2*testutil.SegmentBytes)},
 				{Value: []byte("after")},
 			}
 			err = sink.Log(tp, sink.Synced()).Write(context.Background(), recs)
@@ -190,7 +168,7 @@ func TestLogSinkRecordLargerThanASegmentFailsWithErrRecordTooLarge(t *testing.T)
 // TestLogSinkOnReadOnlyLogFailsWithErrReadOnly ensures writing through a
 // read-only log is refused with the log's error, wrapped with the topic.
 func TestLogSinkOnReadOnlyLogFailsWithErrReadOnly(t *testing.T) {
-	w := openLog(t, log.ModeFile)
+	w := testutil.OpenLog(t, log.ModeFile)
 	_, err := w.CreateTopic("events", 1)
 	require.NoError(t, err)
 	r, err := log.Open(w.Dir(), log.ReadOnly())
@@ -226,9 +204,9 @@ func TestTopicErrorNamesThePartitionWhenKnown(t *testing.T) {
 // from one topic into another through a Synced log sink copies each record
 // once, keeps keys, and saves the source position at its high watermark.
 func TestRelayPipelineCopiesEveryRecordOnceAndCheckpoints(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			in, err := lg.CreateTopic("events", 1)
 			require.NoError(t, err)
 			out, err := lg.CreateTopic("copies", 2)

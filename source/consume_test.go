@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -19,10 +20,10 @@ import (
 // (the topic does not exist yet), re-opens after the failure, and handles
 // every record once with the position saved at the high watermark.
 func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			w := openLog(t, m.mode)
-			r, err := log.Open(w.Dir(), log.ReadOnly(), log.WithMode(m.mode))
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			w := testutil.OpenLog(t, m.Mode)
+			r, err := log.Open(w.Dir(), log.ReadOnly(), log.WithMode(m.Mode))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, r.Close()) })
 			store, err := checkpoint.NewFileStore(t.TempDir())
@@ -33,6 +34,7 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 			var mu sync.Mutex
 			handled := map[int64]int{}
 			sourceErrors := 0
+			failed := make(chan struct{}) // closed at the first source failure
 			done := make(chan error, 1)
 			go func() {
 				src := source.Partition(r, "events", 0, source.FromStore(store))
@@ -46,10 +48,19 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 					return nil
 				},
 					stream.WithBackoff(time.Millisecond, 5*time.Millisecond),
-					stream.OnSourceError(func(error, int) { sourceErrors++ }))
+					stream.OnSourceError(func(error, int) {
+						if sourceErrors == 0 {
+							close(failed)
+						}
+						sourceErrors++
+					}))
 			}()
 
-			time.Sleep(30 * time.Millisecond) // let the consumer fail on the missing topic
+			select { // let the consumer fail on the missing topic first
+			case <-failed:
+			case <-ctx.Done():
+				t.Fatal("the consumer never reported the missing topic as a source failure")
+			}
 			createTopic(t, w, "events", 1)
 			appendRange(t, w, "events", 0, 25)
 			appendRange(t, w, "events", 25, 40)
@@ -72,7 +83,7 @@ func TestConsumeForeverRetriesUntilTheTopicExistsThenHandlesEachRecord(t *testin
 // ConsumeForever with checkpoint.ErrCorrupt instead of replaying the
 // partition from the beginning.
 func TestConsumeForeverStopsOnACorruptCheckpoint(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 10)
 	store := corruptFileStore(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -23,10 +24,10 @@ import (
 // position saved in the current epoch resumes as saved across a writer
 // restart.
 func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			dir := t.TempDir()
-			lg, err := log.Open(filepath.Join(dir, "log"), log.WithMode(m.mode), log.WithSegmentBytes(testSegmentBytes))
+			lg, err := log.Open(filepath.Join(dir, "log"), log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			defer func() { lg.Close() }()
 			createTopic(t, lg, "events", 1)
@@ -71,7 +72,7 @@ func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
 
 			// A writer restart starts epoch 2 at 105: the saved position stands.
 			require.NoError(t, lg.Close())
-			lg, err = log.Open(filepath.Join(dir, "log"), log.WithMode(m.mode), log.WithSegmentBytes(testSegmentBytes))
+			lg, err = log.Open(filepath.Join(dir, "log"), log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			appendRange(t, lg, "events", 105, 107)
 			handled = nil
@@ -85,7 +86,7 @@ func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
 // high watermark (a log recreated, or lost) is ErrOffsetOutOfRange, never a
 // silent jump to the end.
 func TestSavedPositionPastTheLogEndIsAnError(t *testing.T) {
-	lg := openLog(t, log.ModeMmap)
+	lg := testutil.OpenLog(t, log.ModeMmap)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 10)
 	var store checkpoint.MemoryStore

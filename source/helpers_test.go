@@ -14,30 +14,6 @@ import (
 	"github.com/strom-dev/strom/stream"
 )
 
-// modes are the two write paths every log test runs under.
-var modes = []struct {
-	name string
-	mode log.Mode
-}{
-	{"file", log.ModeFile},
-	{"mmap", log.ModeMmap},
-}
-
-// testSegmentBytes is small enough that a few hundred test records span
-// several segments, so reads cross segment boundaries.
-const testSegmentBytes = 4096
-
-// openLog opens a read-write log in a fresh directory with small segments
-// and closes it when the test ends.
-func openLog(t *testing.T, mode log.Mode, opts ...log.Option) *log.Log {
-	t.Helper()
-	opts = append([]log.Option{log.WithMode(mode), log.WithSegmentBytes(testSegmentBytes)}, opts...)
-	lg, err := log.Open(t.TempDir(), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, lg.Close()) })
-	return lg
-}
-
 // createTopic creates topic with n partitions in lg.
 func createTopic(t *testing.T, lg *log.Log, topic string, n int) *log.Topic {
 	t.Helper()

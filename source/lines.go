@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/topicname"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/stream"
 )
@@ -18,10 +19,6 @@ import (
 // DefaultMaxLines is the default number of lines in one batch returned by
 // [LinesSource.Read]: 500. Override it with [MaxLines].
 const DefaultMaxLines = 500
-
-// maxTopicLen is Kafka's limit on a topic name, in bytes; a derived name is
-// cut to it.
-const maxTopicLen = 249
 
 // linesReadBufferBytes is the size of the buffered reader over the file. It
 // bounds nothing: a longer line is read in several fills.
@@ -259,21 +256,16 @@ func trimLineEnd(b []byte) []byte {
 func topicFromFileName(path string) string {
 	base := []byte(filepath.Base(path))
 	for i, c := range base {
-		if !topicChar(c) {
+		if !topicname.ValidChar(rune(c)) {
 			base[i] = '_'
 		}
 	}
-	if len(base) > maxTopicLen {
-		base = base[:maxTopicLen]
+	if len(base) > topicname.MaxLen {
+		base = base[:topicname.MaxLen]
 	}
 	name := string(base)
 	if name == "" || name == "." || name == ".." {
 		return "lines"
 	}
 	return name
-}
-
-// topicChar reports whether c may appear in a topic name.
-func topicChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 )
@@ -21,9 +22,9 @@ import (
 // returns every record once, with its lineage, across segments, and ends at the
 // high watermark it saw when it opened even when more records arrive.
 func TestReplayFromEarliestReturnsEveryRecordThenEOFAtStartHWM(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 1)
 			appendRange(t, lg, "events", 0, 250)
 
@@ -51,9 +52,9 @@ func TestReplayFromEarliestReturnsEveryRecordThenEOFAtStartHWM(t *testing.T) {
 // TestAtStartsAtTheGivenOffset ensures At(n) returns records from n on, and
 // At(high watermark) returns nothing.
 func TestAtStartsAtTheGivenOffset(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 1)
 			appendRange(t, lg, "events", 0, 150)
 
@@ -72,7 +73,7 @@ func TestAtStartsAtTheGivenOffset(t *testing.T) {
 // high watermark or below the log start is an error naming the partition, not
 // a silent clamp.
 func TestAtOutsideTheLogFailsWithErrOffsetOutOfRange(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 10)
 
@@ -96,9 +97,9 @@ func TestAtOutsideTheLogFailsWithErrOffsetOutOfRange(t *testing.T) {
 // TestLatestSeesOnlyRecordsAppendedLater ensures a following source started
 // at Latest skips what is already there and returns what comes after.
 func TestLatestSeesOnlyRecordsAppendedLater(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 1)
 			appendRange(t, lg, "events", 0, 20)
 
@@ -129,9 +130,9 @@ func TestLatestSeesOnlyRecordsAppendedLater(t *testing.T) {
 // TestFollowWakesOnAppendFromAnotherGoroutine ensures a Read waiting at the
 // end of the partition returns as soon as another goroutine appends.
 func TestFollowWakesOnAppendFromAnotherGoroutine(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			tp := createTopic(t, lg, "events", 1)
 			src := source.Partition(lg, "events", 0, source.Earliest)
 
@@ -161,13 +162,13 @@ func TestFollowWakesOnAppendFromAnotherGoroutine(t *testing.T) {
 // opens the log read-only, as consumers should, tails what a separate
 // read-write Log appends.
 func TestFollowOnReadOnlyLogSeesAnotherWritersAppends(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			w := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			w := testutil.OpenLog(t, m.Mode)
 			createTopic(t, w, "events", 1)
 			appendRange(t, w, "events", 0, 5)
 
-			r, err := log.Open(w.Dir(), log.ReadOnly(), log.WithMode(m.mode))
+			r, err := log.Open(w.Dir(), log.ReadOnly(), log.WithMode(m.Mode))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, r.Close()) })
 			src := source.Partition(r, "events", 0, source.Earliest)
@@ -198,7 +199,7 @@ func TestFollowOnReadOnlyLogSeesAnotherWritersAppends(t *testing.T) {
 // TestFromStoreStartsAtTheSavedPosition ensures FromStore begins at the
 // position the store holds (the next offset to read).
 func TestFromStoreStartsAtTheSavedPosition(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 60)
 	var store checkpoint.MemoryStore
@@ -211,7 +212,7 @@ func TestFromStoreStartsAtTheSavedPosition(t *testing.T) {
 // TestFromStoreWithoutPositionStartsAtEarliest ensures a store that never saw
 // the partition starts it from the log start offset.
 func TestFromStoreWithoutPositionStartsAtEarliest(t *testing.T) {
-	lg := openLog(t, log.ModeMmap)
+	lg := testutil.OpenLog(t, log.ModeMmap)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 30)
 	var store checkpoint.MemoryStore
@@ -224,7 +225,7 @@ func TestFromStoreWithoutPositionStartsAtEarliest(t *testing.T) {
 // TestFromStoreBeyondTheLogFailsWithErrOffsetOutOfRange ensures a saved
 // position the partition does not reach is an error, not a silent restart.
 func TestFromStoreBeyondTheLogFailsWithErrOffsetOutOfRange(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 5)
 	var store checkpoint.MemoryStore
@@ -253,9 +254,9 @@ func corruptFileStore(t *testing.T) *checkpoint.FileStore {
 // checkpoint that cannot be read stops the source instead of restarting it
 // from the beginning.
 func TestFromStoreWithCorruptStoreFailsWithErrCorruptAndYieldsNothing(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 1)
 			appendRange(t, lg, "events", 0, 10)
 			store := corruptFileStore(t)
@@ -280,7 +281,7 @@ func TestFromStoreWithCorruptStoreFailsWithErrCorruptAndYieldsNothing(t *testing
 // moves the next Read to the store's position, and back to the configured
 // start when the store has none.
 func TestResumeRestartsAtTheStoredPositionElseTheConfiguredStart(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 1)
 	appendRange(t, lg, "events", 0, 50)
 	src := source.Partition(lg, "events", 0, source.At(5), source.Replay())
@@ -304,9 +305,9 @@ func TestResumeRestartsAtTheStoredPositionElseTheConfiguredStart(t *testing.T) {
 // not the position: the next Read opens again and continues without repeating
 // or skipping a record.
 func TestCloseThenReadReopensWhereItStopped(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 1)
 			appendRange(t, lg, "events", 0, 120)
 			src := source.Partition(lg, "events", 0, source.Earliest, source.Replay(), source.MaxBytes(256))
@@ -336,7 +337,7 @@ func TestCloseThenReadReopensWhereItStopped(t *testing.T) {
 // TestUnknownTopicAndPartitionFailWithTheLogsErrors ensures a source on a
 // topic or partition that does not exist says so on its first Read.
 func TestUnknownTopicAndPartitionFailWithTheLogsErrors(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 2)
 
 	_, err := source.Partition(lg, "missing", 0, source.Earliest).Read(context.Background())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/loghub"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -22,9 +23,9 @@ import (
 // exactly once (no crash in between) and leaves the saved position at the high
 // watermark.
 func TestPipelineHandlesEachRecordOnceAcrossRuns(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			tp := createTopic(t, lg, "events", 1)
 			p, err := tp.Partition(0)
 			require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 )
@@ -17,7 +18,7 @@ import (
 // its active segment, with no background check: tests call dropSealed.
 func retainedLog(t *testing.T, mode log.Mode) *log.Log {
 	t.Helper()
-	lg := openLog(t, mode, log.WithRetentionCheckInterval(0))
+	lg := testutil.OpenLog(t, mode, log.WithRetentionCheckInterval(0))
 	_, err := lg.CreateTopic("events", 1, log.RetentionBytes(0))
 	require.NoError(t, err)
 	return lg
@@ -46,9 +47,9 @@ func (r *resetRecorder) option() source.PartitionOption {
 // source whose position retention deleted continues at the new log start
 // offset by default, and counts and reports the jump.
 func TestResetEarliestByDefaultWhenRetentionPassesTheReader(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := retainedLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := retainedLog(t, m.Mode)
 			appendRange(t, lg, "events", 0, 300)
 			var resets resetRecorder
 			src := source.Partition(lg, "events", 0, source.Earliest, source.MaxBytes(10*56), resets.option())
@@ -74,9 +75,9 @@ func TestResetEarliestByDefaultWhenRetentionPassesTheReader(t *testing.T) {
 // high watermark, so a follower reads only what is appended afterwards and a
 // replay ends.
 func TestResetLatestContinuesAtTheHighWatermark(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := retainedLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := retainedLog(t, m.Mode)
 			appendRange(t, lg, "events", 0, 300)
 			var resets resetRecorder
 			follow := source.Partition(lg, "events", 0, source.Earliest, source.MaxBytes(56),
@@ -118,9 +119,9 @@ func TestResetLatestContinuesAtTheHighWatermark(t *testing.T) {
 // Read fails, again and again, with the out-of-range error that carries the
 // new log start offset, and the position stays.
 func TestResetErrorFailsWithTheNewStartOffset(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := retainedLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := retainedLog(t, m.Mode)
 			appendRange(t, lg, "events", 0, 300)
 			src := source.Partition(lg, "events", 0, source.Earliest, source.MaxBytes(56),
 				source.OnOutOfRange(source.ResetError))
@@ -235,9 +236,9 @@ func TestResetPolicyString(t *testing.T) {
 // opened read-only (as a consumer process opens it) notices that the writing
 // log's retention deleted its position and applies the policy.
 func TestReadOnlySourceResetsAfterTheWritersRetention(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := retainedLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := retainedLog(t, m.Mode)
 			appendRange(t, lg, "events", 0, 300)
 			ro, err := log.Open(lg.Dir(), log.ReadOnly())
 			require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -16,9 +17,9 @@ import (
 // (each batch is finished before the next Read reuses the buffer), across
 // many small batches.
 func TestReuseBytesSequentialPipelineSeesEveryValue(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			lg := openLog(t, m.mode)
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "t", 1)
 			appendRange(t, lg, "t", 0, 300)
 			var got []string
@@ -53,7 +54,7 @@ func (ackLater) WriteAsync(_ context.Context, _ []log.Record, ack func(int, erro
 // ReuseBytes source feeding a stage that keeps records past the next Read
 // (an asynchronous sink among them), before reading anything.
 func TestReuseBytesRefusedWithStagesThatHoldRecords(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "t", 1)
 	appendRange(t, lg, "t", 0, 10)
 	src := func() *source.PartitionSource {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/strom-dev/strom/internal/metrictest"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -20,7 +21,7 @@ import (
 // a lag of high watermark minus position, also as records are appended
 // behind a record the pipeline has not finished.
 func TestPartitionLagFollowsTheLogHighWatermark(t *testing.T) {
-	lg := openLog(t, log.ModeMmap)
+	lg := testutil.OpenLog(t, log.ModeMmap)
 	createTopic(t, lg, "orders", 1)
 	appendRange(t, lg, "orders", 0, 100)
 	mp, reader := metrictest.Provider(t)
@@ -72,7 +73,7 @@ func TestPartitionLagFollowsTheLogHighWatermark(t *testing.T) {
 // the high watermark of each partition of its topic once opened, and
 // nothing for another topic or before it opened.
 func TestTopicSourceHighWatermarkPerPartition(t *testing.T) {
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	tp := createTopic(t, lg, "orders", 2)
 	p1, err := tp.Partition(1)
 	require.NoError(t, err)

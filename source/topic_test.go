@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -99,10 +100,10 @@ func span(from, to int64) []int64 {
 // in single-partition batches with lineage, offsets increasing per
 // partition, ending at the high watermarks seen at open.
 func TestTopicReplayReturnsEveryRecordOnceWithPerPartitionOffsetsIncreasing(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			noLeaks(t)
-			lg := openLog(t, m.mode)
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 3)
 			counts := []int{50, 120, 7}
 			for p, n := range counts {
@@ -152,7 +153,7 @@ func TestTopicReplayReturnsEveryRecordOnceWithPerPartitionOffsetsIncreasing(t *t
 // reads those partitions, deduplicated, and nothing of the others.
 func TestTopicPartitionsSubsetReadsOnlyThosePartitions(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	for p := range int32(3) {
 		appendTo(t, lg, "events", p, 20)
@@ -172,7 +173,7 @@ func TestTopicPartitionsSubsetReadsOnlyThosePartitions(t *testing.T) {
 // the whole backlog.
 func TestTopicFairnessBacklogDoesNotStarveOtherPartitions(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile, log.WithSegmentBytes(8<<20))
+	lg := testutil.OpenLog(t, log.ModeFile, log.WithSegmentBytes(8<<20))
 	createTopic(t, lg, "events", 3)
 	appendTo(t, lg, "events", 0, 100_000)
 	appendTo(t, lg, "events", 1, 10)
@@ -216,10 +217,10 @@ func TestTopicFairnessBacklogDoesNotStarveOtherPartitions(t *testing.T) {
 // blocked at the tail of every partition returns soon after a record is
 // appended to any one of them (no poll loop with a sleep).
 func TestTopicFollowWakesOnAppendToAnyPartition(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+	for _, m := range testutil.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			noLeaks(t)
-			lg := openLog(t, m.mode)
+			lg := testutil.OpenLog(t, m.Mode)
 			createTopic(t, lg, "events", 3)
 			for p := range int32(3) {
 				appendTo(t, lg, "events", p, 3)
@@ -258,7 +259,7 @@ func TestTopicFollowWakesOnAppendToAnyPartition(t *testing.T) {
 // at its log start offset.
 func TestTopicFromStoreStartsEachPartitionAtItsOwnPosition(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	for p := range int32(3) {
 		appendTo(t, lg, "events", p, 20)
@@ -278,7 +279,7 @@ func TestTopicFromStoreStartsEachPartitionAtItsOwnPosition(t *testing.T) {
 // partition at n.
 func TestTopicAtAppliesTheSameOffsetToEveryPartition(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 2)
 	appendTo(t, lg, "events", 0, 10)
 	appendTo(t, lg, "events", 1, 12)
@@ -295,7 +296,7 @@ func TestTopicAtAppliesTheSameOffsetToEveryPartition(t *testing.T) {
 // is saved, and that a failing store changes nothing.
 func TestTopicResumeDropsReadAheadAndStartsFromStore(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	for p := range int32(3) {
 		appendTo(t, lg, "events", p, 30)
@@ -333,7 +334,7 @@ func TestTopicResumeDropsReadAheadAndStartsFromStore(t *testing.T) {
 // nothing returned is returned twice.
 func TestTopicCloseThenReadContinuesAfterLastReturnedRecord(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	for p := range int32(3) {
 		appendTo(t, lg, "events", p, 40)
@@ -360,7 +361,7 @@ func TestTopicCloseThenReadContinuesAfterLastReturnedRecord(t *testing.T) {
 // a position equal to its high watermark.
 func TestTopicPipelineCheckpointsEveryPartitionAtItsHighWatermark(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	counts := []int{33, 0, 71}
 	for p, n := range counts {
@@ -392,7 +393,7 @@ func TestTopicPipelineCheckpointsEveryPartitionAtItsHighWatermark(t *testing.T) 
 // when its context is cancelled, and Close leaves no goroutine behind.
 func TestTopicCancelWhileBlockedAtTailReturnsQuicklyAndLeaksNothing(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	appendTo(t, lg, "events", 1, 4)
 	logGoroutines := goleak.IgnoreCurrent() // the log's own, such as its retention check
@@ -428,7 +429,7 @@ func TestTopicCancelWhileBlockedAtTailReturnsQuicklyAndLeaksNothing(t *testing.T
 // *PartitionError naming what is at fault, permanent where no retry helps.
 func TestTopicErrorsNameTopicAndPartition(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	ctx := context.Background()
 
@@ -464,7 +465,7 @@ func TestTopicErrorsNameTopicAndPartition(t *testing.T) {
 // Read with an error naming that partition.
 func TestTopicStartOutOfRangeInOnePartitionNamesThatPartition(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 2)
 	appendTo(t, lg, "events", 0, 10)
 	appendTo(t, lg, "events", 1, 3)
@@ -483,7 +484,7 @@ func TestTopicStartOutOfRangeInOnePartitionNamesThatPartition(t *testing.T) {
 // that partition's error.
 func TestTopicFailureOfOnePartitionEndsRead(t *testing.T) {
 	noLeaks(t)
-	lg, err := log.Open(t.TempDir(), log.WithSegmentBytes(testSegmentBytes))
+	lg, err := log.Open(t.TempDir(), log.WithSegmentBytes(testutil.SegmentBytes))
 	require.NoError(t, err)
 	createTopic(t, lg, "events", 2)
 	appendTo(t, lg, "events", 0, 2)
@@ -512,7 +513,7 @@ func TestTopicFailureOfOnePartitionEndsRead(t *testing.T) {
 // handles only what was appended in between.
 func TestTopicConsumeForeverHandlesEveryPartitionAndSavesItsPosition(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile)
+	lg := testutil.OpenLog(t, log.ModeFile)
 	createTopic(t, lg, "events", 3)
 	for p := range int32(3) {
 		appendTo(t, lg, "events", p, 10)
@@ -551,7 +552,7 @@ func TestTopicConsumeForeverHandlesEveryPartitionAndSavesItsPosition(t *testing.
 // only, and that ResetError fails Read naming it.
 func TestTopicResetPolicyAppliesPerPartition(t *testing.T) {
 	noLeaks(t)
-	lg := openLog(t, log.ModeFile, log.WithRetentionCheckInterval(0))
+	lg := testutil.OpenLog(t, log.ModeFile, log.WithRetentionCheckInterval(0))
 	tp, err := lg.CreateTopic("events", 2, log.RetentionBytes(0))
 	require.NoError(t, err)
 	appendTo(t, lg, "events", 0, 300)
@@ -587,7 +588,7 @@ func TestTopicResetPolicyAppliesPerPartition(t *testing.T) {
 // log package keeps a process-wide watcher for read-only followers.)
 func TestTopicOnReadOnlyLogFollowsAnotherWriter(t *testing.T) {
 	dir := t.TempDir()
-	w, err := log.Open(dir, log.WithSegmentBytes(testSegmentBytes))
+	w, err := log.Open(dir, log.WithSegmentBytes(testutil.SegmentBytes))
 	require.NoError(t, err)
 	defer w.Close()
 	createTopic(t, w, "events", 2)

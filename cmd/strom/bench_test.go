@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/internal/loghub"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -122,7 +123,7 @@ func oldOf(name string) string {
 // stromCmd is the built binary with args, stdin and a clean environment.
 func stromCmd(stdin io.Reader, args ...string) *exec.Cmd {
 	cmd := exec.Command(stromBin, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testutil.CleanEnv()
 	cmd.Stdin = stdin
 	return cmd
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/internal/loghub"
+	"github.com/strom-dev/strom/internal/testutil"
 )
 
 // update rewrites the golden files under testdata instead of comparing:
@@ -56,22 +57,11 @@ type result struct {
 	stdout, stderr []byte
 }
 
-// cleanEnv is the test's environment without STROM_* variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STROM_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 // strom runs the binary with stdin and args and returns what it did.
 func strom(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(stromBin, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = testutil.CleanEnv()
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -319,7 +309,7 @@ func TestMissingDirectoryIsReportedAndNeverCreated(t *testing.T) {
 func TestConsumeFollowSeesAnotherProcessAppendWithin100ms(t *testing.T) {
 	dir := newLog(t, "live", 1)
 	cmd := exec.Command(stromBin, "--dir", dir, "consume", "live", "--follow")
-	cmd.Env = cleanEnv()
+	cmd.Env = testutil.CleanEnv()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -732,7 +722,7 @@ func TestProduceStopsOnSIGTERMAppendingWhatItRead(t *testing.T) {
 	t.Parallel()
 	dir := newLog(t, "ev", 1)
 	cmd := exec.Command(stromBin, "--dir", dir, "produce", "ev", "--print-offsets")
-	cmd.Env = cleanEnv()
+	cmd.Env = testutil.CleanEnv()
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	var out, errb bytes.Buffer

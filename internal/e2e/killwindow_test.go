@@ -20,6 +20,7 @@ import (
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/loghub"
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -83,7 +84,7 @@ func TestSshwatchWindowsSurviveKill9(t *testing.T) {
 	var notes []string
 	for round := 0; ; round++ {
 		cmd := exec.Command(binary, args(dir, "--pace", kwPace)...)
-		cmd.Env = cleanEnv()
+		cmd.Env = testutil.CleanEnv()
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		require.NoError(t, cmd.Start())

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strom-dev/strom/internal/service"
+	"github.com/strom-dev/strom/internal/testutil"
 )
 
 // bin holds the paths of the service binaries TestMain built.
@@ -114,7 +115,7 @@ func startChild(t *testing.T, name string, env []string, ready *regexp.Regexp, p
 	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
-	p.cmd.Env = append(cleanEnv(), env...)
+	p.cmd.Env = append(testutil.CleanEnv(), env...)
 	pipe, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -154,18 +155,6 @@ func startChild(t *testing.T, name string, env []string, ready *regexp.Regexp, p
 		t.Fatalf("%s did not start serving within 15s:\n%s", name, p.output())
 	}
 	return nil
-}
-
-// cleanEnv is the test's environment without STROM_* variables, so only the flags the test
-// passes configure the services.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STROM_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 func (p *proc) output() string {
