@@ -409,8 +409,14 @@ func (p *Partition) Topic() string { return p.topic }
 // ID returns the partition number.
 func (p *Partition) ID() int32 { return p.id }
 
-// Recovery reports what opening the partition cut from its end (torn tail,
-// or with WithRepair, corruption).
+// Recovery reports what this process's open of the partition for writing
+// cut from its end: a torn tail, or with WithRepair, corruption. A
+// partition is opened for writing when CreateTopic creates it, and in a
+// topic found on disk at its first write or Topic.LockWriter (see upgrade).
+// Until then, and always in a log opened ReadOnly, Recovery returns the
+// zero RecoveryReport: a read-only partition cuts nothing, and neither its
+// refreshes nor its reloads (a reset after the writer rewrote the log, a
+// reopen after retention deleted a segment) are reported here.
 func (p *Partition) Recovery() RecoveryReport {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
