@@ -5,7 +5,9 @@ SHELL := /bin/bash
 #   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
 #   make demo-sshwatch [INPUT=sshd.log]         failed SSH logins per IP per minute, uninterrupted and killed -9
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
-#   make test                                   go vet + every test with the race detector
+#   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
+#   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
+#                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
@@ -14,10 +16,14 @@ SHELL := /bin/bash
 GO        ?= go
 BENCHTIME ?= 1s
 
+# The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
+# them with smaller counts, make soak runs only them, at full strength.
+SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAckedRecord)$$
+
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch test bench lint build
+.PHONY: demo demo-relay demo-sshwatch test soak bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -30,6 +36,10 @@ demo-sshwatch:
 
 test:
 	$(GO) vet ./... && $(GO) test -race ./...
+
+# -count=1: a soak is run for its repetitions, never answered from the test cache.
+soak:
+	STROM_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v -run '$(SOAK_TESTS)' ./log/
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.

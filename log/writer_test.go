@@ -150,14 +150,12 @@ func runAndKill(t *testing.T, cmd *exec.Cmd, rng *rand.Rand, maxDelay time.Durat
 
 // TestKilledSyncedAppenderKeepsEveryAckedRecord ensures every record a
 // process acked with AckSynced before it was SIGKILLed, at a random moment
-// of 50 (fewer with -short), is present after reopening with its value and
-// a valid CRC (Read verifies it), including those of earlier runs, and
-// that appends continue at the recovered end.
+// of 10 (200 under STROM_SOAK=1, as make soak runs it; 3 with -short), is
+// present after reopening with its value and a valid CRC (Read verifies
+// it), including those of earlier runs, and that appends continue at the
+// recovered end.
 func TestKilledSyncedAppenderKeepsEveryAckedRecord(t *testing.T) {
-	kills := 50
-	if testing.Short() {
-		kills = 10
-	}
+	kills := strength(3, 10, 200)
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		dir := t.TempDir()
 		const segBytes = 16 << 10 // several rolls over the run
