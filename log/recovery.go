@@ -1,11 +1,14 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RecoveryReport says what opening a partition cut from its end. The zero
@@ -200,10 +203,16 @@ func (p *Partition) cutTailLocked() error {
 }
 
 // lastNonZero returns the position just past the last non-zero byte of f
-// in [from, to), or from when all are zero. It reads backwards from to in
-// 64 KiB pieces, so it costs what the zero tail and the torn bytes hold,
-// never a whole segment's capacity when it ends with data.
+// in [from, to), or from when all are zero. Regions the file system
+// reports as holes (SEEK_HOLE: after a crash, the unwritten blocks a
+// ModeMmap segment reserved) are skipped unread; the rest is read
+// backwards in 64 KiB pieces, so the cost follows the torn bytes and the
+// zeros written ahead of the frames (zeroAheadBytes), not the reservation.
 func lastNonZero(f *os.File, from, to int64) (int64, error) {
+	to = min(to, dataEnd(f, from, to))
+	if to <= from {
+		return from, nil
+	}
 	buf := make([]byte, min(to-from, 64<<10))
 	for to > from {
 		n := min(int64(len(buf)), to-from)
@@ -219,6 +228,31 @@ func lastNonZero(f *os.File, from, to int64) (int64, error) {
 		to -= n
 	}
 	return from, nil
+}
+
+// dataEnd returns the end of the last region of f in [from, to) that the
+// file system reports as data (SEEK_DATA, SEEK_HOLE), from when there is
+// none, or to where the file system cannot tell.
+func dataEnd(f *os.File, from, to int64) int64 {
+	fd, end := int(f.Fd()), from
+	for pos := from; pos < to; {
+		d, err := unix.Seek(fd, pos, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return end // only a hole from pos on
+		}
+		if err != nil {
+			return to
+		}
+		if d >= to {
+			return end
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil || h <= d {
+			return to
+		}
+		end, pos = min(h, to), h
+	}
+	return end
 }
 
 // readOnlyRecheck is how long a read-only open waits before it looks again

@@ -112,10 +112,17 @@ func TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord(t *testing.
 
 // TestTornTailTruncatedBytesCountsOnlyTheTornBytes ensures the recovery
 // report of a torn frame followed by a zero tail (the space a ModeMmap
-// segment reserved, here 3 MiB: more than any one read of it) counts the
-// torn bytes only, and that the reopened segment does not hold that tail on
-// disk.
+// segment reserved, here 3 MiB: more than any one read of it), whether the
+// tail is a hole (unwritten reserved blocks after a crash) or written zeros
+// (zeros written ahead), counts the torn bytes only, and that the reopened
+// segment does not hold that tail on disk.
 func TestTornTailTruncatedBytesCountsOnlyTheTornBytes(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		t.Run(fmt.Sprintf("written-zeros=%v", written), func(t *testing.T) { tornTailCount(t, written) })
+	}
+}
+
+func tornTailCount(t *testing.T, writtenZeros bool) {
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		dir := t.TempDir()
 		lg := openLog(t, dir, log.WithMode(mode))
@@ -134,7 +141,12 @@ func TestTornTailTruncatedBytesCountsOnlyTheTornBytes(t *testing.T) {
 		require.NoError(t, err)
 		_, err = f.WriteAt(torn, end)
 		require.NoError(t, err)
-		require.NoError(t, f.Truncate(end+3<<20))
+		if writtenZeros {
+			_, err = f.WriteAt(make([]byte, 3<<20-len(torn)), end+int64(len(torn)))
+			require.NoError(t, err)
+		} else {
+			require.NoError(t, f.Truncate(end+3<<20))
+		}
 		require.NoError(t, f.Close())
 		forgetRecoveryPoint(t, dir, "events", 0)
 
