@@ -103,6 +103,9 @@ func TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord(t *testing.
 				size := fileSize(t, active)
 				assert.LessOrEqual(t, size, int64(6<<20), "offset %d", i)
 				assert.GreaterOrEqual(t, size, int64(1<<20), "offset %d: the first step is reserved", i)
+				if i == 0 {
+					assert.EqualValues(t, 1<<20, size, "a new segment reserves one 1 MiB step")
+				}
 			}
 		}
 		require.NoError(t, <-followed)
