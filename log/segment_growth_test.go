@@ -169,7 +169,8 @@ const tmpfsChildEnv = "STROM_TEST_TMPFS_DIR"
 // default 64 MiB segments is created and takes a record per partition on a
 // 64 MiB file system, and that filling the file system fails the append
 // that needed the space with ENOSPC (the process would die of SIGBUS if a
-// store reached unreserved space). It runs in a child process in its own
+// store reached unreserved space), and that the full file system reopens
+// with every record acked before it. It runs in a child process in its own
 // user and mount namespace, where it mounts the tmpfs; where namespaces
 // are not allowed it is skipped.
 func TestMmapTopicOnA64MiBTmpfs(t *testing.T) {
@@ -216,18 +217,35 @@ func fillTmpfs(t *testing.T, dir string) {
 	p, err := tp.Partition(0)
 	require.NoError(t, err)
 	v := make([]byte, 256<<10)
-	for i := 0; ; i++ {
+	appended := 0
+	for ; ; appended++ {
 		_, err := p.Append(ctx, log.Record{Value: v})
 		if err != nil {
-			require.ErrorIs(t, err, syscall.ENOSPC, "append %d", i)
-			t.Logf("ENOSPC after %d appends of 256 KiB: %v", i, err)
+			require.ErrorIs(t, err, syscall.ENOSPC, "append %d", appended)
+			t.Logf("ENOSPC after %d appends of 256 KiB: %v", appended, err)
 			break
 		}
-		require.Less(t, i, 400, "64 MiB cannot take 100 MiB")
+		require.Less(t, appended, 400, "64 MiB cannot take 100 MiB")
 	}
 	q, err := tp.Partition(1)
 	require.NoError(t, err)
 	recs, err := q.Read(0, 1<<20)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
+
+	// Every record acked before the full disk is there after a reopen.
+	// Close reports the write that failed, if anything.
+	if err := lg.Close(); err != nil {
+		require.ErrorIs(t, err, syscall.ENOSPC)
+	}
+	lg = openLog(t, filepath.Join(dir, "log"), log.WithMode(log.ModeMmap))
+	tp, err = lg.WriteTopic("events")
+	require.NoError(t, err)
+	p, err = tp.Partition(0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1+appended, p.NextOffset())
+	last, err := p.Read(int64(appended), 1<<20)
+	require.NoError(t, err)
+	require.Len(t, last, 1)
+	require.Len(t, last[0].Value, len(v))
 }

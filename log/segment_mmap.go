@@ -80,7 +80,10 @@ func newMmapWriter(f *os.File, capacity, end int64) (*mmapWriter, error) {
 	}
 	w := &mmapWriter{f: f, mm: mm, reserved: min(fi.Size(), capacity), zeroedTo: fi.Size()}
 	if to := min(capacity, end+firstReserveBytes); to > w.reserved {
-		if err := w.grow(to); err != nil {
+		// A full disk does not fail the open (the partition can still be
+		// read, and its space freed by retention): the first append that
+		// needs the space reports it.
+		if err := w.grow(to); err != nil && !diskFull(err) {
 			_ = unix.Munmap(mm)
 			return nil, err
 		}
@@ -105,12 +108,16 @@ func (w *mmapWriter) reserve(end int64) error {
 	step := min(max(w.reserved, firstReserveBytes), maxReserveStepBytes)
 	to := min(capacity, max(end, w.reserved+step))
 	err := w.grow(to)
-	if errors.Is(err, unix.ENOSPC) && to > end {
+	if diskFull(err) && to > end {
 		// The disk may still hold what this write needs, if not a whole step.
 		err = w.grow(end)
 	}
 	return err
 }
+
+// diskFull reports whether err says the file system (ENOSPC) or the
+// user's quota (EDQUOT) has no room.
+func diskFull(err error) bool { return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) }
 
 // grow extends the file from w.reserved to to bytes, reserving them (see
 // reserve).
