@@ -349,7 +349,7 @@ func (p *Partition) publishLocked() {
 func (p *Partition) activateLocked(s *segment) error {
 	capacity := max(p.cfg.segmentBytes, s.size)
 	if p.cfg.mode == ModeMmap {
-		w, err := newMmapWriter(s.f, capacity)
+		w, err := newMmapWriter(s.f, capacity, s.size)
 		if err != nil {
 			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 		}
@@ -514,7 +514,7 @@ func (p *Partition) refreshLocked() {
 	}
 	if len(p.walkBuf) == 0 || len(p.walkBuf) == walkBufferBytes {
 		// Small, and not recovery's 1 MiB: a follower reads this much per
-		// look, and in a pre-sized ModeMmap segment that many bytes are
+		// look, and in a ModeMmap segment's reserved zeros that many bytes are
 		// there to read (1 MiB measured 90 µs per look, 8 KiB 4 µs).
 		p.walkBuf = make([]byte, 8<<10)
 	}

@@ -1,11 +1,14 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RecoveryReport says what opening a partition cut from its end. The zero
@@ -17,9 +20,10 @@ type RecoveryReport struct {
 	// "crc mismatch", ...
 	Reason string
 	// TruncatedBytes is how many bytes were cut from Segment, the torn
-	// frame included. In a pre-sized (ModeMmap) segment the reserved zero
-	// tail is not counted: the count runs to the last non-zero byte,
-	// rounded up to the 8-byte frame alignment.
+	// frame included, and only the torn bytes: zeros at the end of the
+	// file (the space a ModeMmap segment reserved past its frames) are not
+	// counted; the count runs to the last non-zero byte, rounded up to the
+	// 8-byte frame alignment.
 	TruncatedBytes int64
 	// DroppedRecords counts the records WithRepair dropped: from the first
 	// bad frame to the last intact one behind it (in the same segment or in
@@ -179,24 +183,15 @@ func (p *Partition) cutTailLocked() error {
 		return nil
 	}
 	if p.report.Segment == s.path {
-		p.report.TruncatedBytes = fi.Size() - s.size
-		if fi.Size() >= p.cfg.segmentBytes {
-			// A pre-sized (ModeMmap) segment: the zeros past the torn
-			// frame are the reserved tail, not cut data. Count to the last
-			// non-zero byte, rounded up to the 8-byte frame alignment.
-			buf := make([]byte, min(fi.Size()-s.size, 1<<20))
-			n, _ := s.f.ReadAt(buf, s.size)
-			nz := int64(0)
-			for j := n - 1; j >= 0; j-- {
-				if buf[j] != 0 {
-					nz = int64(j) + 1
-					break
-				}
-			}
-			if int64(n) == fi.Size()-s.size {
-				p.report.TruncatedBytes = int64(padded(int(nz)))
-			}
+		// Zeros at the end of the file are not cut data: in a ModeMmap
+		// segment they are the reserved space past the frames (at most one
+		// reservation step, see firstReserveBytes). Count to the last
+		// non-zero byte, rounded up to the 8-byte frame alignment.
+		nz, err := lastNonZero(s.f, s.size, fi.Size())
+		if err != nil {
+			return fmt.Errorf("log: read torn tail of %s: %w", s.path, err)
 		}
+		p.report.TruncatedBytes = min(int64(padded(int(nz-s.size))), fi.Size()-s.size)
 	}
 	if err := s.f.Truncate(s.size); err != nil {
 		return fmt.Errorf("log: truncate torn tail of %s at byte %d: %w", s.path, s.size, err)
@@ -205,6 +200,59 @@ func (p *Partition) cutTailLocked() error {
 		return fmt.Errorf("log: fsync %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// lastNonZero returns the position just past the last non-zero byte of f
+// in [from, to), or from when all are zero. Regions the file system
+// reports as holes (SEEK_HOLE: after a crash, the unwritten blocks a
+// ModeMmap segment reserved) are skipped unread; the rest is read
+// backwards in 64 KiB pieces, so the cost follows the torn bytes and the
+// zeros written ahead of the frames (zeroAheadBytes), not the reservation.
+func lastNonZero(f *os.File, from, to int64) (int64, error) {
+	to = min(to, dataEnd(f, from, to))
+	if to <= from {
+		return from, nil
+	}
+	buf := make([]byte, min(to-from, 64<<10))
+	for to > from {
+		n := min(int64(len(buf)), to-from)
+		b := buf[:n]
+		if _, err := f.ReadAt(b, to-n); err != nil {
+			return 0, err
+		}
+		for j := len(b) - 1; j >= 0; j-- {
+			if b[j] != 0 {
+				return to - n + int64(j) + 1, nil
+			}
+		}
+		to -= n
+	}
+	return from, nil
+}
+
+// dataEnd returns the end of the last region of f in [from, to) that the
+// file system reports as data (SEEK_DATA, SEEK_HOLE), from when there is
+// none, or to where the file system cannot tell.
+func dataEnd(f *os.File, from, to int64) int64 {
+	fd, end := int(f.Fd()), from
+	for pos := from; pos < to; {
+		d, err := unix.Seek(fd, pos, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return end // only a hole from pos on
+		}
+		if err != nil {
+			return to
+		}
+		if d >= to {
+			return end
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil || h <= d {
+			return to
+		}
+		end, pos = min(h, to), h
+	}
+	return end
 }
 
 // readOnlyRecheck is how long a read-only open waits before it looks again

@@ -170,7 +170,7 @@ type stopReason int
 
 const (
 	stopEOF  stopReason = iota // the file ends exactly after a frame
-	stopZero                   // a zero length prefix: the end of a pre-sized segment
+	stopZero                   // a zero length prefix: the end of a ModeMmap segment (its reserved zeros)
 	stopTorn                   // a header or body runs past the end of the file
 	stopCRC                    // the body does not match its CRC32C
 	stopBad                    // the body does not decode, or holds the wrong offset
@@ -247,9 +247,10 @@ func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc
 					// length of 2 GiB must not allocate 2 GiB), and a
 					// frame larger than walkBufferBytes must match its
 					// CRC32C, computed in walkBufferBytes pieces, before
-					// the buffer grows to it: a damaged length inside a
-					// pre-sized 64 MiB segment must not allocate 64 MiB.
-					// A real frame that large is read twice.
+					// the buffer grows to it: a damaged length in front
+					// of a ModeMmap segment's reserved zeros must not
+					// allocate their size. A real frame that large is
+					// read twice.
 					fi, err := s.f.Stat()
 					if err != nil {
 						return 0, buf, fmt.Errorf("log: stat segment %s: %w", s.path, err)

@@ -10,20 +10,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mmapWriter is the ModeMmap write path: the segment file is pre-sized to
-// its capacity with fallocate (so a full disk fails at segment creation with
-// ENOSPC instead of raising SIGBUS mid-append) and written through a shared
-// mapping. The zero-filled tail is the end of the log: a frame becomes
-// visible when its length prefix turns non-zero.
+// mmapWriter is the ModeMmap write path: the segment is written through a
+// shared mapping of its whole capacity, but the file itself grows in steps
+// (reserve): every byte is reserved with fallocate, which extends the file,
+// before a store through the mapping touches it. A full disk therefore
+// fails the append that needed the space with ENOSPC instead of raising
+// SIGBUS mid-store, and an idle partition holds one first step
+// (firstReserveBytes) of disk, not a whole segment. The zero-filled tail
+// past the frames is the end of the log: a frame becomes visible when its
+// length prefix turns non-zero. Readers, in this process or another, pread
+// the file and never read past its current size.
 type mmapWriter struct {
-	f  *os.File
+	f *os.File
+	// mm maps the segment's whole capacity; only mm[:reserved] is backed
+	// by the file, and nothing at or past reserved is ever touched (a load
+	// or store past the end of the file raises SIGBUS).
 	mm []byte
+	// reserved is the file's size as this writer made it: the bytes
+	// reserved with fallocate (or sized with ftruncate where fallocate is
+	// not supported).
+	reserved int64
 	// zeroedTo is where the bytes this segment has had written to it end,
 	// frames or the zeros of prepare: below it the file's blocks are
 	// initialised, so a sync of frames there writes data pages and no
 	// metadata.
 	zeroedTo int64
 }
+
+// firstReserveBytes is the first step a mapped segment reserves, and
+// maxReserveStepBytes the largest step: the reservation doubles (1, 2, 4, 8,
+// 16 MiB) and then grows 16 MiB at a time up to the segment's capacity. A
+// new or nearly empty partition therefore holds at most 1 MiB of disk,
+// reserved space beyond the frames is at most the size of the frames or
+// 16 MiB (sealing a segment returns it), and a full 64 MiB segment costs
+// 8 fallocate calls (1, 2, 4, 8, 16, 32, 48, 64 MiB), each a journalled
+// metadata change, where fixed 1 MiB steps would cost 64.
+const (
+	firstReserveBytes   = 1 << 20
+	maxReserveStepBytes = 16 << 20
+)
 
 // zeroAheadBytes is how far past the last frame write keeps the segment's
 // blocks written with zeros (pwrite). fallocate reserves blocks as
@@ -42,37 +67,82 @@ const zeroAheadBytes = 256 << 10
 
 var zeroChunk = make([]byte, zeroAheadBytes)
 
-func newMmapWriter(f *os.File, capacity int64) (*mmapWriter, error) {
+// newMmapWriter maps f, whose intact frames end at end, for writes of up
+// to capacity bytes, and reserves the first step past end.
+func newMmapWriter(f *os.File, capacity, end int64) (*mmapWriter, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, capacity); err != nil {
-		// Some file systems (and old kernels) have no fallocate; ftruncate
-		// still sizes the file, without reserving its blocks.
-		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-			return nil, fmt.Errorf("log: fallocate %s to %d bytes: %w", f.Name(), capacity, err)
-		}
-		if err := f.Truncate(capacity); err != nil {
-			return nil, err
-		}
 	}
 	mm, err := unix.Mmap(int(f.Fd()), 0, int(capacity), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("log: mmap %s (%d bytes): %w", f.Name(), capacity, err)
 	}
-	return &mmapWriter{f: f, mm: mm, zeroedTo: fi.Size()}, nil
+	w := &mmapWriter{f: f, mm: mm, reserved: min(fi.Size(), capacity), zeroedTo: fi.Size()}
+	if to := min(capacity, end+firstReserveBytes); to > w.reserved {
+		// A full disk does not fail the open (the partition can still be
+		// read, and its space freed by retention): the first append that
+		// needs the space reports it.
+		if err := w.grow(to); err != nil && !diskFull(err) {
+			_ = unix.Munmap(mm)
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// reserve makes sure the file holds at least end bytes, growing it by the
+// next step (see firstReserveBytes) or to end when that is further, never
+// past the capacity. The new bytes are reserved with fallocate, so a full
+// disk is an error wrapping ENOSPC here; where the file system has no
+// fallocate, ftruncate sizes the file without reserving its blocks. When a
+// whole step does not fit on the disk, it reserves just end.
+func (w *mmapWriter) reserve(end int64) error {
+	if end <= w.reserved {
+		return nil
+	}
+	capacity := int64(len(w.mm))
+	if end > capacity {
+		return fmt.Errorf("log: reserve %d bytes of %s past mapped capacity %d", end, w.f.Name(), capacity)
+	}
+	step := min(max(w.reserved, firstReserveBytes), maxReserveStepBytes)
+	to := min(capacity, max(end, w.reserved+step))
+	err := w.grow(to)
+	if diskFull(err) && to > end {
+		// The disk may still hold what this write needs, if not a whole step.
+		err = w.grow(end)
+	}
+	return err
+}
+
+// diskFull reports whether err says the file system (ENOSPC) or the
+// user's quota (EDQUOT) has no room.
+func diskFull(err error) bool { return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) }
+
+// grow extends the file from w.reserved to to bytes, reserving them (see
+// reserve).
+func (w *mmapWriter) grow(to int64) error {
+	if err := unix.Fallocate(int(w.f.Fd()), 0, w.reserved, to-w.reserved); err != nil {
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+			return fmt.Errorf("log: fallocate %s from byte %d to %d: %w", w.f.Name(), w.reserved, to, err)
+		}
+		if err := w.f.Truncate(to); err != nil {
+			return fmt.Errorf("log: grow %s to %d bytes: %w", w.f.Name(), to, err)
+		}
+	}
+	w.reserved = to
+	return nil
 }
 
 // write copies each frame's CRC and body first and then publishes its
 // length prefix with one aligned 4-byte atomic store. A reader (in this or
 // another process) that sees a non-zero length therefore also sees the body
 // and CRC: the store is a release on every architecture Go supports, and the
-// page is shared.
+// page is shared. The bytes are reserved first (reserve): a full disk fails
+// the write with an error wrapping ENOSPC before anything is stored.
 func (w *mmapWriter) write(frames []byte, pos int64) error {
-	if pos+int64(len(frames)) > int64(len(w.mm)) {
-		return fmt.Errorf("log: write of %d bytes at %d past mapped capacity %d of %s",
-			len(frames), pos, len(w.mm), w.f.Name())
+	if err := w.reserve(pos + int64(len(frames))); err != nil {
+		return err
 	}
 	for len(frames) > 0 {
 		bodyLen, _ := frameHeader(frames)
@@ -88,13 +158,18 @@ func (w *mmapWriter) write(frames []byte, pos int64) error {
 // prepare writes zeros from the end of what was written so far to
 // zeroAheadBytes past end (the end of the frames), once end comes within
 // half that distance of it. Only bytes past end are written, which are
-// zero already: a reader sees no change.
+// zero already: a reader sees no change. It first tries to reserve that
+// far; where the disk is full it zeroes only what is reserved (the write
+// that needs more space reports the error).
 func (w *mmapWriter) prepare(end int64) error {
-	capacity := int64(len(w.mm))
-	if end+zeroAheadBytes/2 <= w.zeroedTo || w.zeroedTo >= capacity {
+	if end+zeroAheadBytes/2 <= w.zeroedTo || w.zeroedTo >= int64(len(w.mm)) {
 		return nil
 	}
-	from, to := max(w.zeroedTo, end), min(capacity, end+zeroAheadBytes)
+	_ = w.reserve(min(int64(len(w.mm)), end+zeroAheadBytes))
+	if end+zeroAheadBytes/2 <= w.zeroedTo || w.zeroedTo >= w.reserved {
+		return nil
+	}
+	from, to := max(w.zeroedTo, end), min(w.reserved, end+zeroAheadBytes)
 	if to > from {
 		if _, err := w.f.WriteAt(zeroChunk[:to-from], from); err != nil {
 			return fmt.Errorf("log: write zeros ahead in %s at byte %d: %w", w.f.Name(), from, err)
@@ -106,7 +181,8 @@ func (w *mmapWriter) prepare(end int64) error {
 
 // sync uses msync(MS_SYNC), which writes back the dirty pages of the mapping
 // and waits for them.
-func (w *mmapWriter) sync() error { return unix.Msync(w.mm, unix.MS_SYNC) }
+// Only the reserved part of the mapping is synced.
+func (w *mmapWriter) sync() error { return unix.Msync(w.mm[:w.reserved], unix.MS_SYNC) }
 
 // cut zeroes [pos, size) so the zero length prefix at pos is the end. It
 // zeroes from the end backwards, 8 bytes at a time: a process killed
@@ -115,7 +191,7 @@ func (w *mmapWriter) sync() error { return unix.Msync(w.mm, unix.MS_SYNC) }
 // would leave zeros followed by intact frames, which recovery must take
 // for corruption.
 func (w *mmapWriter) cut(pos, size int64) error {
-	end := min(size, int64(len(w.mm)))
+	end := min(size, w.reserved)
 	if a := end &^ 7; a > pos {
 		clear(w.mm[a:end]) // an unaligned end (segment sizes need not be multiples of 8)
 		end = a
@@ -130,7 +206,7 @@ func (w *mmapWriter) cut(pos, size int64) error {
 // seal unmaps the segment and shrinks the file to its intact frames, so a
 // sealed segment costs no disk beyond its records.
 func (w *mmapWriter) seal(size int64) error {
-	err := unix.Msync(w.mm, unix.MS_SYNC)
+	err := unix.Msync(w.mm[:w.reserved], unix.MS_SYNC)
 	if uerr := unix.Munmap(w.mm); err == nil {
 		err = uerr
 	}

@@ -1,0 +1,251 @@
+package log_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// diskBytes is what a file holds on disk, as du counts it (st_blocks * 512).
+func diskBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	return st.Blocks * 512
+}
+
+// TestIdlePartitionsOfA16PartitionTopicHoldAtMost1MiBOnDisk ensures a
+// mapped segment no longer reserves its whole capacity: every partition of
+// a 16-partition topic that took one record holds at most 1 MiB on disk
+// (stat blocks, as du counts) while the log is open, in both modes.
+func TestIdlePartitionsOfA16PartitionTopicHoldAtMost1MiBOnDisk(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		tp, err := lg.CreateTopic("events", 16)
+		require.NoError(t, err)
+		var total int64
+		for i := range int32(16) {
+			p, err := tp.Partition(i)
+			require.NoError(t, err)
+			_, err = p.AppendAck(context.Background(), log.AckSynced, log.Record{Value: make([]byte, 100)})
+			require.NoError(t, err)
+			path := segPath(dir, "events", int(i), 0)
+			used := diskBytes(t, path)
+			assert.LessOrEqual(t, used, int64(1<<20), "partition %d: %d bytes on disk", i, used)
+			assert.LessOrEqual(t, fileSize(t, path), int64(1<<20), "partition %d", i)
+			total += used
+		}
+		t.Logf("%s: 16 partitions of one record hold %d bytes on disk", mode, total)
+	})
+}
+
+// TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord ensures
+// appends crossing many reservation steps (and segment rolls) are followed
+// record by record by a follower of a read-only open of the same directory,
+// in both modes, and that a mapped segment's file never runs more than one
+// step ahead of its frames.
+func TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord(t *testing.T) {
+	const total, valueBytes = 3000, 4000 // about 12 MiB: steps of 1, 2, 4, 6 MiB in a 6 MiB segment and its successor
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(6<<20))
+		w := openPartition(t, lg, "events", 1)
+		ro := openLog(t, dir, log.ReadOnly())
+		rtp, err := ro.Topic("events")
+		require.NoError(t, err)
+		rp, err := rtp.Partition(0)
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		followed := make(chan error, 1)
+		go func() {
+			r := rp.Follow(0)
+			for n := int64(0); n < total; {
+				recs, err := r.Next(ctx, 1<<20)
+				if err != nil {
+					followed <- fmt.Errorf("follower at offset %d: %w", n, err)
+					return
+				}
+				for _, rec := range recs {
+					if rec.Offset != n || len(rec.Value) != valueBytes || binary.LittleEndian.Uint64(rec.Value) != uint64(n) {
+						followed <- fmt.Errorf("follower got offset %d (%d bytes), want %d", rec.Offset, len(rec.Value), n)
+						return
+					}
+					n++
+				}
+			}
+			followed <- nil
+		}()
+		v := make([]byte, valueBytes)
+		for i := range total {
+			binary.LittleEndian.PutUint64(v, uint64(i))
+			_, err := w.Append(ctx, log.Record{Value: v})
+			require.NoError(t, err)
+			if mode == log.ModeMmap && i%500 == 0 {
+				segs := segments(t, dir, "events", 0)
+				active := segs[len(segs)-1]
+				size := fileSize(t, active)
+				assert.LessOrEqual(t, size, int64(6<<20), "offset %d", i)
+				assert.GreaterOrEqual(t, size, int64(1<<20), "offset %d: the first step is reserved", i)
+				if i == 0 {
+					assert.EqualValues(t, 1<<20, size, "a new segment reserves one 1 MiB step")
+				}
+			}
+		}
+		require.NoError(t, <-followed)
+		require.Len(t, segments(t, dir, "events", 0), 2)
+	})
+}
+
+// TestTornTailTruncatedBytesCountsOnlyTheTornBytes ensures the recovery
+// report of a torn frame followed by a zero tail (the space a ModeMmap
+// segment reserved, here 3 MiB: more than any one read of it), whether the
+// tail is a hole (unwritten reserved blocks after a crash) or written zeros
+// (zeros written ahead), counts the torn bytes only, and that the reopened
+// segment does not hold that tail on disk.
+func TestTornTailTruncatedBytesCountsOnlyTheTornBytes(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		t.Run(fmt.Sprintf("written-zeros=%v", written), func(t *testing.T) { tornTailCount(t, written) })
+	}
+}
+
+func tornTailCount(t *testing.T, writtenZeros bool) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 10)
+		require.NoError(t, lg.Close())
+		path := segPath(dir, "events", 0, 0)
+		end := fileSize(t, path)
+		torn := make([]byte, 30) // a header claiming 200 bytes, then 22 of them
+		binary.LittleEndian.PutUint32(torn, 200)
+		binary.LittleEndian.PutUint32(torn[4:], 0x12345678)
+		for i := 8; i < len(torn); i++ {
+			torn[i] = 0xab
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt(torn, end)
+		require.NoError(t, err)
+		if writtenZeros {
+			_, err = f.WriteAt(make([]byte, 3<<20-len(torn)), end+int64(len(torn)))
+			require.NoError(t, err)
+		} else {
+			require.NoError(t, f.Truncate(end+3<<20))
+		}
+		require.NoError(t, f.Close())
+		forgetRecoveryPoint(t, dir, "events", 0)
+
+		_, p = openEvents(t, dir, log.WithMode(mode))
+		require.EqualValues(t, 10, p.NextOffset())
+		assert.EqualValues(t, 32, p.Recovery().TruncatedBytes, "30 torn bytes, rounded to the 8-byte alignment")
+		assert.LessOrEqual(t, diskBytes(t, path), end+1<<20+4096, "the frames and one step, in 4 KiB blocks")
+		assert.Len(t, readAll(t, p), 10)
+	})
+}
+
+// tmpfsChildEnv names the directory on which the child process of
+// TestMmapTopicOnA64MiBTmpfs mounts its tmpfs.
+const tmpfsChildEnv = "STROM_TEST_TMPFS_DIR"
+
+// TestMmapTopicOnA64MiBTmpfs ensures a 16-partition ModeMmap topic with the
+// default 64 MiB segments is created and takes a record per partition on a
+// 64 MiB file system, and that filling the file system fails the append
+// that needed the space with ENOSPC (the process would die of SIGBUS if a
+// store reached unreserved space), and that the full file system reopens
+// with every record acked before it. It runs in a child process in its own
+// user and mount namespace, where it mounts the tmpfs; where namespaces
+// are not allowed it is skipped.
+func TestMmapTopicOnA64MiBTmpfs(t *testing.T) {
+	if dir := os.Getenv(tmpfsChildEnv); dir != "" {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
+			fmt.Println("SKIP-MOUNT:", err)
+			return
+		}
+		defer unix.Unmount(dir, 0)
+		fillTmpfs(t, dir)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMmapTopicOnA64MiBTmpfs$", "-test.v")
+	cmd.Env = append(os.Environ(), tmpfsChildEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Skipf("no private user and mount namespace here: %v", err)
+	}
+	if strings.Contains(string(out), "SKIP-MOUNT:") {
+		t.Skipf("mounting a tmpfs is not allowed here: %s", out)
+	}
+	require.NoError(t, err, "child:\n%s", out)
+	t.Logf("child:\n%s", out)
+}
+
+func fillTmpfs(t *testing.T, dir string) {
+	lg := openLog(t, filepath.Join(dir, "log"), log.WithMode(log.ModeMmap))
+	tp, err := lg.CreateTopic("events", 16)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range int32(16) {
+		p, err := tp.Partition(i)
+		require.NoError(t, err)
+		_, err = p.Append(ctx, log.Record{Value: make([]byte, 100)})
+		require.NoError(t, err)
+	}
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	v := make([]byte, 256<<10)
+	appended := 0
+	for ; ; appended++ {
+		_, err := p.Append(ctx, log.Record{Value: v})
+		if err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC, "append %d", appended)
+			t.Logf("ENOSPC after %d appends of 256 KiB: %v", appended, err)
+			break
+		}
+		require.Less(t, appended, 400, "64 MiB cannot take 100 MiB")
+	}
+	q, err := tp.Partition(1)
+	require.NoError(t, err)
+	recs, err := q.Read(0, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+
+	// Every record acked before the full disk is there after a reopen.
+	// Close reports the write that failed, if anything.
+	if err := lg.Close(); err != nil {
+		require.ErrorIs(t, err, syscall.ENOSPC)
+	}
+	lg = openLog(t, filepath.Join(dir, "log"), log.WithMode(log.ModeMmap))
+	tp, err = lg.WriteTopic("events")
+	require.NoError(t, err)
+	p, err = tp.Partition(0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1+appended, p.NextOffset())
+	last, err := p.Read(int64(appended), 1<<20)
+	require.NoError(t, err)
+	require.Len(t, last, 1)
+	require.Len(t, last[0].Value, len(v))
+}
