@@ -56,7 +56,7 @@
 //	              int32 value length (-1 nil), value bytes
 //
 // The length prefix is never zero for a record, so a zero length marks the
-// end of the log in a pre-sized (ModeMmap) segment. The body and CRC are
+// end of the log in a reserved (ModeMmap) segment. The body and CRC are
 // stored before the length: the mmap path publishes the length with one
 // aligned 4-byte atomic store, so a reader in another process that sees a
 // length also sees the body and CRC. The offset inside the body lets
@@ -65,9 +65,12 @@
 // # Write paths
 //
 // ModeFile writes frames with pwrite; the file length is the end of the
-// active segment. ModeMmap pre-sizes the active segment with fallocate and
-// copies frames into a shared mapping; the first zero length prefix is the
-// end. Either way one partition has one writer at a time: concurrent
+// active segment. ModeMmap copies frames into a shared mapping of the
+// active segment, whose file it reserves with fallocate in steps before
+// writing into them (1 MiB first, doubling to 16 MiB, then 16 MiB at a
+// time, up to the segment's capacity: an idle partition holds at most
+// 1 MiB on disk, and a full disk is ENOSPC from the append that needed
+// the space, never SIGBUS); the first zero length prefix is the end. Either way one partition has one writer at a time: concurrent
 // appenders are written together, by whichever of them finds no write in
 // progress, with one pwrite or one copy (see "Durability"). Reads always use pread, whatever the mode, so a reader is never
 // killed by SIGBUS when a mapped file shrinks under it. A segment rolls when
@@ -104,7 +107,7 @@
 //
 //   - In the last segment, with nothing intact behind it and at or above
 //     the recovery point, it is the end of the log (a clean end of file or
-//     the zero tail of a pre-sized segment) or a torn tail, the remains of
+//     the zero tail of a reserved segment) or a torn tail, the remains of
 //     an append a crash cut short: the tail is truncated (and the
 //     truncation forced to disk), the next append reuses the offset, and
 //     Partition.Recovery reports the cut.
@@ -134,7 +137,7 @@
 // moved and the writer began no epoch meanwhile (a Truncate rewrites the
 // tail after it records its epoch). The scan skips blocks of zeros at the
 // speed of a compare and holes unread (SEEK_DATA), but reads the zero tail
-// of a live pre-sized segment as far as the file system holds data for it:
+// of a live reserved segment as far as the file system holds data for it:
 // a read-only open of a live ModeMmap partition took 10 to 17 ms against
 // 2 to 4 ms for ModeFile (an 8 MiB data region on ext4, 2-core machine
 // under load, 2026-11-30).

@@ -48,7 +48,7 @@ func ListTopics(dir string) ([]string, error) {
 
 // Write paths as SegmentInfo.WritePath names them.
 const (
-	WritePathMmap   = "mmap"   // the active segment, pre-sized, written through a mapping
+	WritePathMmap   = "mmap"   // the active segment, reserved in steps, written through a mapping
 	WritePathFile   = "file"   // the active segment, written with pwrite
 	WritePathSealed = "sealed" // a segment with a successor: it takes no more records
 )
@@ -64,7 +64,7 @@ type SegmentInfo struct {
 	// tail); a sealed segment's file is exactly this long.
 	Bytes int64
 	// DiskBytes is the space the file takes on disk, in bytes (st_blocks
-	// * 512): a pre-sized ModeMmap segment reserves more than its data, a
+	// * 512): a reserved ModeMmap segment reserves more than its data, a
 	// sparse one may take less than its length.
 	DiskBytes int64
 	// FileBytes is the file's length in bytes (st_size).
@@ -80,7 +80,7 @@ type SegmentInfo struct {
 	// WritePathSealed for a sealed one. Through a partition this process
 	// does not write (a ReadOnly log, or a topic not locked yet), the
 	// active segment counts as WritePathMmap when its file is longer than
-	// its frames (the zero tail of a pre-sized segment).
+	// its frames (the zero tail of a reserved segment).
 	WritePath string
 	ModTime   time.Time // last write: the file's modification time
 }
@@ -193,7 +193,7 @@ func (e *FrameError) Unwrap() error {
 // ScanSegment reads the segment file at path frame by frame and calls fn
 // for each, in order, until the end of the data (the end of the file, or a
 // zero length prefix with no intact frame behind it: the zero tail of a
-// pre-sized segment), the first frame that is not intact (passed to fn with
+// reserved segment), the first frame that is not intact (passed to fn with
 // Err set, a *FrameError whose IntactAt says whether an intact frame lies
 // behind it; a zero length prefix with one behind it is passed so too, with
 // Length 0; ScanSegment then returns nil: it reports, it does not judge), or
@@ -326,7 +326,7 @@ func (s *segment) badFrame(why stopReason) (Frame, error) {
 	if fr.Length > walkBufferBytes {
 		// The length is untrusted: a body larger than a walk's buffer is
 		// checked against its CRC32C in pieces before a buffer of its size
-		// is made (a damaged length in a pre-sized segment ends inside
+		// is made (a damaged length in a reserved segment ends inside
 		// the file).
 		sum, err := s.crcAt(s.size+frameHeaderBytes, int64(fr.Length), nil)
 		if err != nil {
@@ -393,7 +393,7 @@ type TornTail struct {
 	Offset    int64  // the offset the torn frame would have held: the next append's
 	// Bytes is what the cut removes, in bytes: from Position to the last
 	// non-zero byte of the file, rounded up to the 8-byte frame alignment
-	// (a pre-sized segment's reserved zeros are not counted).
+	// (a reserved segment's reserved zeros are not counted).
 	Bytes  int64
 	Reason string // why the frame is not intact: "length past end of file", "crc mismatch", ...
 }

@@ -15,8 +15,10 @@ const (
 	// ModeFile writes through the file descriptor (pwrite); the file's
 	// length is the end of the active segment.
 	ModeFile Mode = 1
-	// ModeMmap pre-sizes the active segment (fallocate) and writes through a
-	// shared mapping (golang.org/x/sys/unix); a zero length prefix is the end.
+	// ModeMmap writes the active segment through a shared mapping
+	// (golang.org/x/sys/unix), reserving its file with fallocate in steps
+	// (1 MiB, doubling to 16 MiB, then 16 MiB at a time) before the bytes
+	// are written; a zero length prefix is the end.
 	ModeMmap Mode = 2
 )
 

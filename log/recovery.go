@@ -54,7 +54,7 @@ func listSegments(dir string) ([]int64, error) {
 // recoverLocked opens and walks every segment of a partition being opened
 // for writing, and decides, segment by segment, one of:
 //
-//   - intact (clean end of file, or the zero tail of a pre-sized segment):
+//   - intact (clean end of file, or the zero tail of a reserved segment):
 //     keep it;
 //   - the end of the last segment: recoverTailLocked (tail.go) tells a torn
 //     tail (a bad frame with nothing intact behind it, at or above the
@@ -279,7 +279,7 @@ var readOnlyRecheckHook atomic.Pointer[func()]
 // and the writer began no epoch meanwhile (a Truncate rewrites the tail
 // after it records its epoch, and the next refresh starts over). Anything
 // else is the end as far as this reader can tell: a clean end of file, the
-// zero tail of a pre-sized segment, a torn tail or an append in flight with
+// zero tail of a reserved segment, a torn tail or an append in flight with
 // nothing intact behind it, which refreshLocked retries.
 func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 	if why == stopEOF {

@@ -14,7 +14,7 @@ import (
 // partition has no segment). One arm per outcome:
 //
 //   - the end of the log: a clean end of file, or the zero tail of a
-//     pre-sized segment, with nothing intact behind it, at or above the
+//     reserved segment, with nothing intact behind it, at or above the
 //     recovery point. Nothing to do.
 //   - a torn tail: a bad frame with nothing intact behind it, at or above
 //     the recovery point; the remains of a write that a crash cut short.
@@ -104,7 +104,7 @@ var zeroBlock [4096]byte
 // findFrameAfter looks in s's file past the bad frame at byte position from
 // for a frame that verifies (length, CRC32C, body) and holds offset off or
 // a later one, at every 8-byte aligned position to the end of the file.
-// Regions the file system reports as holes (SEEK_DATA; a pre-sized segment's
+// Regions the file system reports as holes (SEEK_DATA; a reserved segment's
 // unwritten tail) are skipped unread. A cheap look at the body's version
 // and offset fields comes before the CRC, so garbage costs one header read
 // per position.
@@ -139,7 +139,7 @@ func (s *segment) findFrameAfter(from, off int64) (at, found int64, ok bool, err
 		for ; i+minFrame <= len(chunk); i += frameAlign {
 			if i%len(zeroBlock) == 0 && i+len(zeroBlock) <= len(chunk) && bytes.Equal(chunk[i:i+len(zeroBlock)], zeroBlock[:]) {
 				// No frame starts in a block of zeros (its length prefix
-				// would be zero): a pre-sized segment's tail is skipped at
+				// would be zero): a reserved segment's tail is skipped at
 				// the speed of a compare, not a header look per position.
 				i += len(zeroBlock) - frameAlign
 				continue
