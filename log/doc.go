@@ -67,10 +67,10 @@
 // ModeFile writes frames with pwrite; the file length is the end of the
 // active segment. ModeMmap copies frames into a shared mapping of the
 // active segment, whose file it reserves with fallocate in steps before
-// writing into them (1 MiB first, doubling to 16 MiB, then 16 MiB at a
-// time, up to the segment's capacity: an idle partition holds at most
-// 1 MiB on disk, and a full disk is ENOSPC from the append that needed
-// the space, never SIGBUS); the first zero length prefix is the end. Either way one partition has one writer at a time: concurrent
+// writing into them (1 MiB first, then the rest of the segment's
+// capacity: an idle partition holds at most 1 MiB on disk, and a full
+// disk is ENOSPC from the append that needed the space, never SIGBUS);
+// the first zero length prefix is the end. Either way one partition has one writer at a time: concurrent
 // appenders are written together, by whichever of them finds no write in
 // progress, with one pwrite or one copy (see "Durability"). Reads always use pread, whatever the mode, so a reader is never
 // killed by SIGBUS when a mapped file shrinks under it. A segment rolls when

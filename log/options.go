@@ -16,9 +16,9 @@ const (
 	// length is the end of the active segment.
 	ModeFile Mode = 1
 	// ModeMmap writes the active segment through a shared mapping
-	// (golang.org/x/sys/unix), reserving its file with fallocate in steps
-	// (1 MiB, doubling to 16 MiB, then 16 MiB at a time) before the bytes
-	// are written; a zero length prefix is the end.
+	// (golang.org/x/sys/unix), reserving its file with fallocate before
+	// the bytes are written, 1 MiB first and then the rest of the segment;
+	// a zero length prefix is the end.
 	ModeMmap Mode = 2
 )
 
