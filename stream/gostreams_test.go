@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -287,7 +288,9 @@ func TestViaPositionNeverPassesAnUnfinishedRecord(t *testing.T) {
 	kept := stream.Via[int, int](mapped, flow.NewFilter(func(v int) bool { return keep[v/10] }, 1), stream.GoName("via-filter"))
 	err := kept.Tap(func(_ context.Context, v int) error {
 		if rand.IntN(50) == 0 {
-			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) // work of random length, so records finish out of order
+			for range rand.IntN(300) { // work of random length, so records finish out of order
+				runtime.Gosched()
+			}
 		}
 		store.mark(int64(v / 10))
 		return nil
