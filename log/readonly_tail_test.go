@@ -261,25 +261,7 @@ func TestReadOnlyOpensBesideALiveWriterNeverSeeCorruption(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		followed := make(chan error, 1)
-		go func() {
-			r := rp.Follow(0)
-			for n := int64(0); n < total; {
-				recs, err := r.Next(ctx, 1<<20)
-				if err != nil {
-					followed <- fmt.Errorf("follower at offset %d: %w", n, err)
-					return
-				}
-				for _, rec := range recs {
-					if rec.Offset != n {
-						followed <- fmt.Errorf("follower got offset %d, want %d", rec.Offset, n)
-						return
-					}
-					n++
-				}
-			}
-			followed <- nil
-		}()
+		followed := followAll(ctx, rp, total, nil)
 
 		var wg sync.WaitGroup
 		errs := make(chan error, appenders)
@@ -339,4 +321,37 @@ func TestReadOnlyOpensBesideALiveWriterNeverSeeCorruption(t *testing.T) {
 		require.EqualValues(t, total, w.NextOffset())
 		t.Logf("%d read-only opens beside the writer", opens)
 	})
+}
+
+// followAll follows p from offset 0 on a goroutine until it has read total
+// records, requiring dense offsets and, when check is not nil, check(rec,
+// offset) == nil for each, and sends nil, or the first failure, on the
+// returned channel.
+func followAll(ctx context.Context, p *log.Partition, total int64, check func(rec log.Record, n int64) error) <-chan error {
+	followed := make(chan error, 1)
+	go func() {
+		r := p.Follow(0)
+		for n := int64(0); n < total; {
+			recs, err := r.Next(ctx, 1<<20)
+			if err != nil {
+				followed <- fmt.Errorf("follower at offset %d: %w", n, err)
+				return
+			}
+			for _, rec := range recs {
+				if rec.Offset != n {
+					followed <- fmt.Errorf("follower got offset %d, want %d", rec.Offset, n)
+					return
+				}
+				if check != nil {
+					if err := check(rec, n); err != nil {
+						followed <- err
+						return
+					}
+				}
+				n++
+			}
+		}
+		followed <- nil
+	}()
+	return followed
 }
