@@ -99,17 +99,23 @@ func (g *group) Split(_ int64, n int) {
 	}
 }
 
-func (g *group) finish() {
-	for i := 0; i < len(g.members); {
-		o := g.members[i].owner
-		g.offs = g.offs[:0]
+func (g *group) finish() { g.offs = finishMembers(g.members, g.offs) }
+
+// finishMembers calls Done once per run of members of one owner (a
+// batch's members, a stateful stage's records); offs is scratch space,
+// returned for reuse.
+func finishMembers(ms []member, offs []int64) []int64 {
+	for i := 0; i < len(ms); {
+		o := ms[i].owner
+		offs = offs[:0]
 		j := i
-		for ; j < len(g.members) && g.members[j].owner == o; j++ {
-			g.offs = append(g.offs, g.members[j].offset)
+		for ; j < len(ms) && ms[j].owner == o; j++ {
+			offs = append(offs, ms[j].offset)
 		}
-		o.Done(g.offs...)
+		o.Done(offs...)
 		i = j
 	}
+	return offs
 }
 
 func (b *batchStage[T]) push(ctx context.Context, elems []Element[T]) error {

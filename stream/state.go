@@ -289,21 +289,6 @@ func (c *stateCore) check(ps *partState, topic string, partition int32, offset i
 	return false, nil
 }
 
-// finishMembers calls Done once per run of members of one owner.
-func finishMembers(ms []member, offs []int64) []int64 {
-	for i := 0; i < len(ms); {
-		o := ms[i].owner
-		offs = offs[:0]
-		j := i
-		for ; j < len(ms) && ms[j].owner == o; j++ {
-			offs = append(offs, ms[j].offset)
-		}
-		o.Done(offs...)
-		i = j
-	}
-	return offs
-}
-
 // partFile is a partition's marks in a snapshot.
 type partFile struct {
 	Topic     string
