@@ -46,3 +46,11 @@ func SetReadOnlyRecheck(f func()) (restore func()) {
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) { c.now = now })
 }
+
+// SetIndexBuild installs f to run when the first read of a segment trusted
+// by its seal marker starts building its index (indexBuildHook). It returns
+// a function that removes f. Tests use it to hold a first read mid-walk.
+func SetIndexBuild(f func()) (restore func()) {
+	indexBuildHook.Store(&f)
+	return func() { indexBuildHook.Store(nil) }
+}

@@ -299,10 +299,7 @@ func (p *Partition) dirChanged(wd int32, ev dirEvent) {
 	x.mu.Unlock()
 	if following {
 		p.refresh()
-		p.notifyMu.Lock()
-		close(p.notify)
-		p.notify = make(chan struct{})
-		p.notifyMu.Unlock()
+		p.wakeWaiters()
 	}
 }
 

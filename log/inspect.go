@@ -94,6 +94,8 @@ type SegmentInfo struct {
 func (p *Partition) Segments() ([]SegmentInfo, error) {
 	if p.readOnly() {
 		p.refresh()
+	} else {
+		_ = p.awaitSealers() // so that every sealed segment shows its marker; a failure shows as none
 	}
 	p.mu.RLock()
 	if p.closed {
@@ -585,11 +587,13 @@ func (pv *partitionVerify) segment(s *segment, last bool) (known bool, more []in
 	}
 	if last {
 		// A writer may have rolled meanwhile: then s is complete now
-		// (sealed, forced to disk) and the walk goes on to its end.
+		// (sealed) and the walk goes on to its end, also from the end of
+		// the file: in ModeFile the writer may have appended to s after
+		// the walk reached its end and before it rolled.
 		if more, err = pv.successors(s); err != nil {
 			return false, nil, err
 		}
-		if len(more) > 0 && why != stopEOF {
+		if len(more) > 0 {
 			if why, err = pv.walk(s); err != nil {
 				return false, nil, err
 			}

@@ -256,6 +256,10 @@ func (p *Partition) enforceRetention(now time.Time, pol RetentionPolicy) (Partit
 	rep := PartitionRetention{Partition: p.id}
 	p.ret.mu.Lock()
 	defer p.ret.mu.Unlock()
+	// Segments sealed by the rolls so far become deletable once their
+	// sealers finish (one later roll's are left to the next pass). A failed
+	// sealer failed the partition, which its appends report.
+	_ = p.awaitSealers()
 	for !pol.unlimited() {
 		s, err := p.unlinkOldest(now, pol)
 		if err != nil || s == nil {
@@ -294,6 +298,11 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 		return nil, nil // the active segment is never deleted
 	}
 	s := p.segments[0]
+	if s.sealing.Load() {
+		// Its roll's sealer is still forcing it to disk and will write its
+		// seal marker: the next retention pass deletes it.
+		return nil, nil
+	}
 	expired := false
 	if pol.Age >= 0 {
 		age, ok, err := s.age(now)
@@ -316,6 +325,7 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 	if err := os.Remove(s.path); err != nil {
 		return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
 	}
+	_ = removeSealMarker(p.dir, s.base) // best effort: Open removes orphans too
 	p.segments = slices.Delete(p.segments, 0, 1)
 	return s, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,47 +116,31 @@ func (s *segment) trustSealed(dir string, interval int) bool {
 	return true
 }
 
-// writeSealMarkerLocked records that s, just sealed (synced, write path
-// released), ends at s.size bytes and offset s.next. The steps, in order:
-// the segment's final size is forced to disk (fdatasync: ModeMmap shrank
-// the file after its last msync), the marker goes to a temporary file that
-// is fsynced and renamed over <base>.sealed, and the directory is fsynced;
-// only then may the caller create the next segment. So a marker on disk
-// always describes a segment whose bytes are on disk, and a segment with a
-// successor has its marker unless writing the marker failed.
+// writeSealMarker records that s, sealed by a roll whose sealer has just
+// forced it to disk, ends at s.size bytes and offset s.next: the marker goes
+// to a temporary file that is fsynced and renamed over <base>.sealed, and
+// the directory is fsynced. So a marker on disk always describes a segment
+// whose bytes are on disk (see sealJob).
 //
-// A marker only saves time at Open, so failing to write one does not fail
-// the roll: the partial marker is removed and Open walks the segment. If
-// even the removal fails the error is returned, because an older marker of
-// the same name (a segment of that base deleted by Truncate) could
-// otherwise be trusted. Orphan markers whose segment is gone are removed on
-// the way, and the sealed segment's index is trimmed to its length.
-func (p *Partition) writeSealMarkerLocked(s *segment) error {
-	s.trimIndex()
+// A marker only saves time at Open, so failing to write one fails nothing:
+// the partial marker is removed and Open walks the segment. The roll
+// removed any older marker of the same name before the segment got its
+// successor, so none can be trusted for this file. It reads s.size, s.next
+// and the index without the partition lock: a sealed segment's are fixed
+// until a Truncate, which waits for the sealers first.
+func (p *Partition) writeSealMarker(s *segment) {
 	final := filepath.Join(p.dir, sealedName(s.base))
-	err := p.writeSealMarkerFile(s, final)
-	if err != nil {
-		if rerr := os.Remove(final); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			return fmt.Errorf("log: topic %s partition %d: seal marker of %s: %w (and removing it: %v)", p.topic, p.id, s.path, err, rerr)
-		}
-	}
-	p.removeOrphanMarkersLocked()
-	return nil
-}
-
-func (p *Partition) writeSealMarkerFile(s *segment, final string) error {
-	if err := s.f.Sync(); err != nil {
-		return err
-	}
 	m := sealMarker{base: s.base, next: s.next, size: s.size, lastPos: -1}
+	err := error(nil)
 	if s.size > 0 {
-		pos, hdr, err := s.lastFrame()
-		if err != nil {
-			return err
-		}
-		m.lastPos, m.lastHeader = pos, hdr
+		m.lastPos, m.lastHeader, err = s.lastFrame()
 	}
-	return replaceFile(p.dir, filepath.Base(final), m.encode())
+	if err == nil {
+		err = replaceFile(p.dir, filepath.Base(final), m.encode())
+	}
+	if err != nil {
+		_ = os.Remove(final)
+	}
 }
 
 // lastFrame returns the byte position and the 8 header bytes of the last
@@ -186,8 +169,8 @@ func (s *segment) lastFrame() (int64, uint64, error) {
 // removeOrphanMarkersLocked removes seal markers (and their leftover
 // temporary files) whose segment is no longer in the partition: segments
 // deleted by Truncate, repair or retention. Best effort; a leftover marker
-// is never trusted for another file of the same name (writeSealMarkerLocked
-// replaces it before that file gets a successor).
+// is never trusted for another file of the same name (the roll that gives
+// that file a successor removes it first, see rollLocked).
 func (p *Partition) removeOrphanMarkersLocked() {
 	entries, err := os.ReadDir(p.dir)
 	if err != nil {
@@ -226,6 +209,14 @@ type lazyIndex struct {
 	err  error // a *CorruptError when the walk disagreed with the marker
 }
 
+// indexBuildHook, set only by tests (export_test.go), runs when a deferred
+// index build starts, before the walk.
+var indexBuildHook atomic.Pointer[func()]
+
+// indexBuilt reports whether s's index is complete: built at open or by
+// appends, or deferred and built since (see loadIndex).
+func (s *segment) indexBuilt() bool { return s.lazy == nil || s.lazy.done.Load() }
+
 // loadIndex builds s's index if it was deferred and not built yet, and
 // returns the corruption that build found, if any (every later call returns
 // it again). A segment whose index was built at open or by appends returns
@@ -243,8 +234,10 @@ func (s *segment) loadIndex(topic string, partition int32) error {
 	if l.done.Load() {
 		return l.err
 	}
-	// Walk a copy: readers hold the partition's read lock and look at
-	// s.size and s.next meanwhile.
+	if h := indexBuildHook.Load(); h != nil {
+		(*h)()
+	}
+	// Walk a copy: readers look at s.size and s.next meanwhile.
 	w := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1,
 		index: newIndex(s.size, l.interval)}
 	why, _, err := w.walk(nil, l.interval)

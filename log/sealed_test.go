@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -221,5 +222,54 @@ func TestTruncateIntoSealedSegmentKeepsMarkersHonest(t *testing.T) {
 		}
 		segs := segments(t, dir, "events", 0)
 		assert.Len(t, sealMarkers(t, dir, "events", 0), len(segs)-1, "no orphan markers")
+	})
+}
+
+// TestAppendDoesNotWaitForTheFirstReadOfASealedSegment ensures the first
+// read of a segment trusted by its seal marker, which walks the segment to
+// build its index, holds no lock an append needs: appends complete while
+// that walk is held still, and the read then returns the right records.
+func TestAppendDoesNotWaitForTheFirstReadOfASealedSegment(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir, opts := manySegments(t, mode)
+		p, err := openEventsPartition(t, dir, opts...)
+		require.NoError(t, err)
+
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		restore := log.SetIndexBuild(func() {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		})
+		defer restore()
+		read := make(chan []log.Record, 1)
+		go func() {
+			recs, err := p.Read(0, 1<<10)
+			assert.NoError(t, err)
+			read <- recs
+		}()
+		<-entered // the first read is walking segment 0, held still
+
+		appended := make(chan error, 1)
+		go func() {
+			_, err := p.Append(context.Background(), log.Record{Value: val(100)})
+			appended <- err
+		}()
+		select {
+		case err := <-appended:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			close(release)
+			t.Fatal("an append waited for the first read of a sealed segment")
+		}
+		close(release)
+		recs := <-read
+		require.NotEmpty(t, recs)
+		for i, r := range recs {
+			assert.Equal(t, val(i), r.Value)
+		}
+		assert.EqualValues(t, 101, p.NextOffset())
 	})
 }

@@ -89,6 +89,9 @@ type segment struct {
 	index     []indexEntry
 	indexedAt int64      // position of the last index entry, -1 when none
 	lazy      *lazyIndex // set when a seal marker was trusted: index built on first read
+	// sealing is true from the roll that sealed the segment until its
+	// sealer finished (see sealJob); retention leaves it alone meanwhile.
+	sealing atomic.Bool
 
 	// maxTimestamp is the newest record timestamp (milliseconds) seen by
 	// walk or written by an append; hasTimestamp says whether there was one.

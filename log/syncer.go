@@ -148,12 +148,16 @@ func (p *Partition) gatherLocked() {
 	}
 }
 
-// syncActive forces the active segment to stable storage. Segments before
-// it were synced when they were sealed, so this covers every written frame.
+// syncActive forces the active segment to stable storage, after waiting
+// for the sealers of the segments before it (see sealJob), so a completed
+// sync covers every written frame.
 func (p *Partition) syncActive() error {
 	w := &p.w
 	w.segMu.Lock()
 	defer w.segMu.Unlock()
+	if err := p.awaitSealers(); err != nil {
+		return err
+	}
 	s := w.seg
 	if s == nil || s.w == nil {
 		return nil
@@ -230,6 +234,9 @@ func (p *Partition) closeWriter() error {
 		<-r.done
 		w.mu.Lock()
 	}
+	w.mu.Unlock()
+	w.sealers.Wait() // their last steps take mu and save the recovery point
+	w.mu.Lock()
 	err, at, lowered := w.err, w.syncedAt, p.rp.lowered.Load()
 	w.mu.Unlock()
 	if err != nil {

@@ -59,6 +59,12 @@ type groupWriter struct {
 	closed bool
 	err    error // sticky: the first failed write or sync
 
+	// sealing is the newest roll's sealer job, nil once it finished (see
+	// sealJob); sealers counts the sealer goroutines running, which Close
+	// waits for.
+	sealing *sealJob
+	sealers sync.WaitGroup
+
 	// segMu orders syncs against the segment changes that release a write
 	// path (roll, Truncate, Close): seg is the active segment as a sync
 	// sees it, and its write path stays valid while segMu is held.
@@ -262,7 +268,7 @@ func (p *Partition) awaitWrittenLocked(end int64, forSync bool) error {
 func (p *Partition) leadLocked(end int64, forSync bool) {
 	w := &p.w
 	w.writing = true
-	extra, rolled := 0, false
+	extra := 0
 	for len(w.pend) > 0 {
 		if w.written >= end {
 			if w.maxWaitEnd > w.written || extra == maxExtraRounds {
@@ -275,17 +281,13 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 		w.spare = nil
 		w.mu.Unlock()
 		w.writeCalls.Add(1)
-		wrote, at, roll, err := p.writeFrames(frames, n, forSync)
+		wrote, at, err := p.writeFrames(frames, n, forSync)
 		w.mu.Lock()
 		if cap(frames) <= maxSpareBytes {
 			w.spare = frames[:0]
 		}
 		w.written += int64(wrote)
 		w.writtenAt = at
-		if roll.Offset > w.syncedTo {
-			p.setSyncedLocked(roll) // a roll syncs the segment it seals
-			rolled = true
-		}
 		if err != nil {
 			p.failLocked(err)
 			break
@@ -303,12 +305,6 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 	w.wrote.Broadcast()
 	if w.noneEnd > w.written && w.maxWaitEnd <= w.written {
 		go p.drainPending() // AckNone frames are left and no one waits to write them
-	}
-	if rolled {
-		at, lowered := w.syncedAt, p.rp.lowered.Load()
-		w.mu.Unlock()
-		p.notePoint(at, lowered, false) // a failed save is kept for Close
-		w.mu.Lock()
 	}
 }
 
@@ -344,16 +340,14 @@ func (p *Partition) setSyncedLocked(at point) {
 
 // writeFrames stores n encoded frames at the end of the partition, rolling
 // to a new segment when the next frame does not fit, and publishes the new
-// high watermark. It returns how many frames it wrote, where the log now
-// ends, and, when it rolled, the start of the newest segment (everything
-// below it was synced by the roll; the zero point when it did not roll: a
-// roll never starts a segment at offset 0). forSync prepares the segment
-// for the sync that follows (segmentWriter.prepare).
-func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, at, roll point, err error) {
+// high watermark. It returns how many frames it wrote and where the log now
+// ends. forSync prepares the segment for the sync that follows
+// (segmentWriter.prepare).
+func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, at point, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return 0, at, roll, ErrClosed // not reached: Close waits for the writer role
+		return 0, at, ErrClosed // not reached: Close waits for the writer role
 	}
 	defer p.publishLocked()
 	for len(frames) > 0 {
@@ -361,7 +355,7 @@ func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, 
 		k, size := framesThatFit(frames, s.w.capacity()-s.size)
 		if k > 0 {
 			if err := p.writeLocked(s, frames[:size], k); err != nil {
-				return wrote, point{s.base, s.size, s.next}, roll, err
+				return wrote, point{s.base, s.size, s.next}, err
 			}
 			frames = frames[size:]
 			wrote += k
@@ -369,18 +363,17 @@ func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, 
 		if len(frames) > 0 {
 			if err := p.rollLocked(); err != nil {
 				s = p.active()
-				return wrote, point{s.base, s.size, s.next}, roll, err
+				return wrote, point{s.base, s.size, s.next}, err
 			}
-			roll = point{Segment: p.active().base, Offset: p.active().base}
 		}
 	}
 	s := p.active()
 	if forSync {
 		if err := s.w.prepare(s.size); err != nil {
-			return wrote, point{s.base, s.size, s.next}, roll, fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+			return wrote, point{s.base, s.size, s.next}, fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 		}
 	}
-	return wrote, point{s.base, s.size, s.next}, roll, nil
+	return wrote, point{s.base, s.size, s.next}, nil
 }
 
 // framesThatFit returns how many of the encoded frames, and how many bytes
