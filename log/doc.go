@@ -70,13 +70,19 @@
 // writing into them (1 MiB first, then the rest of the segment's
 // capacity: an idle partition holds at most 1 MiB on disk, and a full
 // disk is ENOSPC from the append that needed the space, never SIGBUS);
-// the first zero length prefix is the end. Either way one partition has one writer at a time: concurrent
+// the first zero length prefix is the end. A ModeMmap write of 16 KiB or
+// more (a group of records) goes into the same pages with one pwrite, all
+// but its first length prefix, which is stored through the mapping last
+// and so publishes the whole group: page faults made mapped copies of
+// large groups run at under half the speed of pwrite. Either way one partition has one writer at a time: concurrent
 // appenders are written together, by whichever of them finds no write in
 // progress, with one pwrite or one copy (see "Durability"). Reads always use pread, whatever the mode, so a reader is never
 // killed by SIGBUS when a mapped file shrinks under it. A segment rolls when
-// the next frame would not fit in WithSegmentBytes (64 MiB by default); the
-// full segment is forced to disk and, in ModeMmap, shrunk to its frames
-// before its successor is created.
+// the next frame would not fit in WithSegmentBytes (64 MiB by default):
+// in ModeMmap the full segment is shrunk to its frames, its successor is
+// created, and a sealer goroutine then forces the full segment and the
+// directory to disk and writes its seal marker, off the append path (see
+// "Durability").
 //
 // # Recovery
 //
@@ -165,10 +171,11 @@
 //
 // # Seal markers
 //
-// When a segment is sealed at roll, after its bytes and final size are
-// forced to disk, a 56-byte marker is written to a temporary file,
-// fsynced, renamed to <base>.sealed and the directory fsynced, all before
-// the next segment is created. Little-endian, like frames:
+// When a segment is sealed at roll, its sealer goroutine forces its bytes
+// and final size to disk, then writes a 56-byte marker to a temporary
+// file, fsyncs it, renames it to <base>.sealed and fsyncs the directory;
+// the roll removed any older marker of that name before it created the
+// next segment. Little-endian, like frames:
 //
 //	 0  uint32  magic "SEAL" (0x4c414553)
 //	 4  uint16  marker version (1)
@@ -187,9 +194,10 @@
 // exactly at that size; anything else (a missing, torn or stale marker, a
 // file that grew or shrank) is walked instead. A marker that disagrees with
 // the next segment's base gets its segment walked too. Markers whose
-// segment is gone (Truncate, repair, retention) are removed at open and at
-// each roll. A failure to write a marker does not fail the roll; the
-// segment is walked at the next open.
+// segment is gone are removed by the Truncate or retention that deleted it
+// and at open. A failure to write a marker does not fail the roll; the
+// segment is walked at the next open, as is one whose process died before
+// its sealer wrote the marker.
 //
 // # Epochs
 //
@@ -228,16 +236,25 @@
 //     power loss loses those not yet synced.
 //   - AckSynced: the records are on stable storage. A sync that began after
 //     they were written has completed (fdatasync for ModeFile, msync with
-//     MS_SYNC for ModeMmap), and their segment's directory entry was
-//     fsynced when the segment was created, before anything in it was
-//     acked. They survive power loss, as far as the disk honours cache
+//     MS_SYNC for ModeMmap), the segments before theirs were synced by
+//     their sealers, and their segment's directory entry was fsynced
+//     (by the previous segment's sealer, or when the partition was
+//     created) before anything in it was acked. They survive power loss, as far as the disk honours cache
 //     flushes.
 //
 // The loss window of AckNone and AckWritten records, on a crash of the
 // machine, is everything written since the last sync. Syncs happen on
 // Partition.Sync and Topic.Sync, an AckSynced append, a segment roll (the
-// full segment is synced before the next is created) and Close (which
-// writes what AckNone accepted and syncs it). Without a flush policy, the
+// full segment is synced by a sealer goroutine after its successor is
+// created) and Close (which writes what AckNone accepted and syncs it).
+// Every sync of the active segment first waits for the sealers of the
+// segments before it, so a synced record has every record below it on disk,
+// and a sealed segment's records count as synced (recovery point, seal
+// marker) only once its sealer is done. A process killed meanwhile loses
+// nothing (the page cache holds the full segment); a power failure during a
+// sealer's sync can damage that segment's records, which no sync had
+// covered, and recovery reports that as corruption of the segment, as for
+// the active segment's unsynced pages (WithRepair cuts it). Without a flush policy, the
 // default, nothing else syncs: the window is whatever the kernel has not
 // yet written back on its own (on Linux, dirty pages older than
 // vm.dirty_expire_centisecs, 30 s by default, are written within about

@@ -62,8 +62,10 @@ func listSegments(dir string) ([]int64, error) {
 //     and append from there) from corruption (intact frames behind the bad
 //     one, or an end below the recovery point);
 //   - a bad frame in an earlier segment, or a gap between segments: the
-//     segment was sealed, so forced to disk before its successor was
-//     created; a bad frame there is corruption. Fail with *CorruptError
+//     segment was sealed, and forced to disk by its sealer before any sync
+//     of its successor completed (a power failure before that is the one
+//     way unsynced damage lands here, see roll.go); a bad frame there is
+//     corruption. Fail with *CorruptError
 //     unless WithRepair was given, in which case cut there, delete the later
 //     segments and report what was dropped.
 func (p *Partition) recoverLocked(bases []int64) error {

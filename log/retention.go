@@ -3,14 +3,12 @@ package log
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -18,89 +16,6 @@ import (
 // (package doc, "Retention"). This file holds the topic options, the
 // enforcement, the background check of a writable Log, and how a reader in
 // another process notices that leading segments were deleted.
-
-// TopicOption configures a topic in CreateTopic: RetentionBytes,
-// Retention and WithTimestampType.
-type TopicOption interface{ applyTopic(*topicOptions) }
-
-type topicOptionFunc func(*topicOptions)
-
-func (f topicOptionFunc) applyTopic(o *topicOptions) { f(o) }
-
-// topicOptions are the options given to one CreateTopic call; nil means "not
-// given", so a CreateTopic of an existing topic keeps what is stored.
-type topicOptions struct {
-	retentionBytes *int64
-	retentionMs    *int64
-	timestampType  *TimestampType // timestamp.go
-}
-
-// RetentionBytes bounds the size of each partition of the topic, in bytes,
-// as Kafka's retention.bytes does: a retention check deletes the oldest
-// segment for as long as what remains still holds at least n bytes, so a
-// partition keeps between n bytes and n plus one segment (the active segment
-// is never deleted, whatever its size). 0 keeps only the active segment. A
-// negative n (-1 by convention) means unlimited, the default.
-//
-// Given to CreateTopic of an existing topic, it replaces the stored value.
-func RetentionBytes(n int64) TopicOption {
-	return topicOptionFunc(func(o *topicOptions) {
-		n := max(n, -1)
-		o.retentionBytes = &n
-	})
-}
-
-// Retention bounds the age of the topic's records, as Kafka's retention.ms
-// does: a retention check deletes the oldest segment while the newest
-// timestamp of the records it holds is more than d before the time of the
-// check. A newest timestamp ahead of the time of the check is not trusted:
-// such a segment is aged by its file's modification time instead (Kafka's
-// fallback), so a record stamped in the future cannot keep its segment, or
-// those after it, and a clock stepped backwards deletes nothing early
-// (package doc, "Retention"). d is kept in whole milliseconds (rounded
-// down). A negative d (-1 by convention) means unlimited, the default.
-//
-// Given to CreateTopic of an existing topic, it replaces the stored value.
-func Retention(d time.Duration) TopicOption {
-	return topicOptionFunc(func(o *topicOptions) {
-		ms := int64(-1)
-		if d >= 0 {
-			ms = d.Milliseconds()
-		}
-		o.retentionMs = &ms
-	})
-}
-
-// applyTo stores the given options in m and reports whether m changed.
-// Unlimited is stored as an absent field, so a topic without retention keeps
-// the topic.json of the first format.
-func (o *topicOptions) applyTo(m *topicMeta) bool {
-	changed := false
-	set := func(dst **int64, v *int64) {
-		if v == nil {
-			return
-		}
-		var nv *int64
-		if *v >= 0 {
-			nv = v
-		}
-		if (*dst == nil) != (nv == nil) || (*dst != nil && **dst != *nv) {
-			*dst, changed = nv, true
-		}
-	}
-	set(&m.RetentionBytes, o.retentionBytes)
-	set(&m.RetentionMs, o.retentionMs)
-	if o.timestampType != nil {
-		tt := ""
-		if *o.timestampType != CreateTime {
-			tt = o.timestampType.String()
-		}
-		if m.TimestampType != tt {
-			m.TimestampType, changed = tt, true
-		}
-	}
-	return changed
-}
 
 // RetentionPolicy is a topic's retention configuration, as stored in its
 // topic.json.
@@ -237,19 +152,11 @@ func (t *Topic) EnforceRetention(now time.Time) (RetentionReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// retentionState is the per-partition state of retention and of reads that
-// run without the partition lock.
+// retentionState is the per-partition state of retention.
 type retentionState struct {
 	// mu lets one retention check at a time run on the partition; the
 	// partition lock is held only around each unlink.
 	mu sync.Mutex
-	// cuts counts truncations. A read compares it before and after its
-	// pread, which runs without the partition lock, and reads again when a
-	// truncation came in between (Partition.Read).
-	cuts atomic.Uint64
-	// checkedAt is when a read-only partition last looked for deleted
-	// leading segments (guarded by the partition lock).
-	checkedAt time.Time
 }
 
 func (p *Partition) enforceRetention(now time.Time, pol RetentionPolicy) (PartitionRetention, error) {
@@ -388,121 +295,6 @@ func (s *segment) newestTimestamp() (int64, bool, error) {
 	return s.maxTimestamp, s.hasTimestamp, nil
 }
 
-// deletionCheckInterval is how often a read-only partition looks whether the
-// writing process deleted its leading segments (one fstat per known leading
-// segment), besides every read that falls in its first segment and every
-// StartOffset. A follower at the tail never reads the first segment; without
-// this look it would keep the deleted files' descriptors, and their disk
-// space, open for as long as it runs.
-const deletionCheckInterval = time.Second
-
-// noticeDeleted is noticeDeletedLocked(true) under the partition lock.
-func (p *Partition) noticeDeleted() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.noticeDeletedLocked(true)
-	}
-}
-
-// refreshForRead is refresh for a read at offset: when offset falls in the
-// first segment (or below it) and that is not the last segment known, the
-// one the writer appends to and so cannot have deleted unless it rolled past
-// it, it also looks at once for deleted leading segments, so the read
-// reports the writer's new log start offset. A follower at the tail pays no
-// extra syscall per read; deletionCheckInterval bounds what it misses.
-func (p *Partition) refreshForRead(offset int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || !p.readOnly() {
-		return
-	}
-	p.noticeDeletedLocked(len(p.segments) > 1 && offset < p.segments[1].base)
-	p.refreshLocked()
-}
-
-// noticeDeletedLocked drops, on a read-only partition, the leading segments
-// whose files the writing process deleted (retention), closing their
-// descriptors once no read holds them. Without force it looks at most every
-// deletionCheckInterval. When every segment it knew is gone (the writer
-// rolled past them and retention deleted them between two looks) it
-// continues at the writer's oldest remaining segment.
-func (p *Partition) noticeDeletedLocked(force bool) {
-	if !p.readOnly() || len(p.segments) == 0 {
-		return
-	}
-	now := time.Now()
-	if !force && now.Sub(p.ret.checkedAt) < deletionCheckInterval {
-		return
-	}
-	p.ret.checkedAt = now
-	n := 0
-	for n < len(p.segments) && p.segments[n].unlinked() {
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	if n == len(p.segments) {
-		if s := p.oldestAfter(p.active().next); s != nil {
-			p.segments = append(p.segments, s)
-		} else {
-			n-- // nothing newer to go to yet: keep the last one
-		}
-	}
-	for _, s := range p.segments[:n] {
-		s.close()
-	}
-	p.segments = slices.Delete(p.segments, 0, n)
-	p.publishLocked()
-}
-
-// oldestAfter opens the oldest segment of the partition whose base offset is
-// at least from, or returns nil.
-func (p *Partition) oldestAfter(from int64) *segment {
-	bases, _ := listSegments(p.dir)
-	i := sort.Search(len(bases), func(i int) bool { return bases[i] >= from })
-	for ; i < len(bases); i++ {
-		if s, err := openSegment(p.dir, bases[i], os.O_RDONLY); err == nil {
-			return s
-		}
-	}
-	return nil
-}
-
-// unlinked reports whether the segment's file has no name left: another
-// process deleted it. Errors read as "still there".
-func (s *segment) unlinked() bool {
-	fi, err := s.f.Stat()
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Nlink == 0
-}
-
-// recoverAfterDeletionLocked opens a read-only partition again after a
-// segment it listed vanished before it could open it: the writer's
-// retention deleted it in between. It lists and opens again, a few times.
-func (p *Partition) recoverAfterDeletionLocked() error {
-	var err error
-	for range 4 {
-		for _, s := range p.segments {
-			s.close()
-		}
-		p.segments, p.report = nil, RecoveryReport{}
-		var bases []int64
-		bases, err = listSegments(p.dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-		}
-		if err = p.recoverLocked(bases); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return err
-}
-
 // logRetention runs the retention check of a writable Log in the
 // background.
 type logRetention struct {
@@ -571,17 +363,5 @@ func (l *Log) enforceRetention(now time.Time) {
 		if obs := l.cfg.retentionObserver; obs != nil && (err != nil || len(rep.Partitions) > 0) {
 			obs(rep, err)
 		}
-	}
-}
-
-// beforeSegmentReadHook, set only by tests (export_test.go), runs in
-// Partition.Read after the segment has been acquired and the partition lock
-// released, just before the pread: a test pauses a read there while
-// retention deletes the segment.
-var beforeSegmentReadHook atomic.Pointer[func(p *Partition, base, offset int64)]
-
-func beforeSegmentRead(p *Partition, base, offset int64) {
-	if h := beforeSegmentReadHook.Load(); h != nil {
-		(*h)(p, base, offset)
 	}
 }

@@ -432,3 +432,33 @@ func (p *Partition) releaseWriter(end *point) {
 	w.writing = false
 	w.wrote.Broadcast()
 }
+
+// Append appends recs as consecutive offsets and returns the first one,
+// with the log's ack policy (WithAck; AckWritten by default: it returns once
+// the frames are in the page cache, see Sync). It is AppendAck with the zero
+// Ack, which documents the rest: grouping with concurrent appenders, record
+// sizes, timestamps, errors.
+func (p *Partition) Append(ctx context.Context, recs ...Record) (int64, error) {
+	return p.AppendAck(ctx, 0, recs...)
+}
+
+// writeLocked stores n encoded frames at the end of s and only then
+// advances s.size, s.next and the index: nextOffset is published after its
+// bytes (readers trust everything below it).
+func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
+	if err := s.w.write(frames, s.size); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: write %s at byte %d: %w", p.topic, p.id, s.path, s.size, err)
+	}
+	p.w.appended.Add(int64(n)) // for the metrics (telemetry.go): one add per write, not per record
+	p.w.appendedBytes.Add(int64(len(frames)))
+	for range n {
+		bodyLen, _ := frameHeader(frames)
+		fs := int64(padded(frameHeaderBytes + int(bodyLen)))
+		s.maybeIndex(s.next, s.size, p.cfg.indexInterval)
+		s.noteTimestamp(frameTimestamp(frames))
+		s.size += fs
+		s.next++
+		frames = frames[fs:]
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package log
+
+import (
+	"sort"
+	"sync/atomic"
+)
+
+// Read returns records from offset onwards: at least one when offset is
+// below NextOffset (even if it alone exceeds maxBytes), and no more frames
+// than maxBytes allows after the first (maxBytes <= 0 means 1 MiB). It
+// returns nil, nil at NextOffset, and an *OffsetOutOfRangeError (matching
+// ErrOffsetOutOfRange) below the log start offset or above NextOffset.
+// Records never cross a segment: a read that reaches the end of one segment
+// returns what it has.
+//
+// The records' bytes (Key, Value, header keys and values) alias one buffer
+// allocated for this call, of the size of the frames returned, and stay
+// valid for as long as the caller keeps them. A Reader reads the same way
+// and can also reuse its []Record (Reader.NextInto).
+func (p *Partition) Read(offset int64, maxBytes int) ([]Record, error) {
+	return p.readInto(nil, offset, maxBytes, nil)
+}
+
+// readInto is Read appending to dst (see Reader.NextInto), with rb saying
+// where the bytes live (nil: a buffer of the batch's own).
+func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readBuf) ([]Record, error) {
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	if p.readOnly() {
+		p.refreshForRead(offset)
+	}
+	n0 := len(dst)
+	for {
+		s, e, end, gen, err := p.acquireForRead(offset)
+		if s == nil || err != nil {
+			return dst, err
+		}
+		beforeSegmentRead(p, s.base, offset)
+		dst, err = s.read(dst, e, offset, maxBytes, end, p.topic, p.id, rb)
+		s.release()
+		if p.cuts.Load() == gen {
+			return dst, err
+		}
+		// Truncate cut the log while this read ran without the lock; what
+		// it read may be gone or rewritten. Read again.
+		clear(dst[n0:])
+		dst = dst[:n0]
+	}
+}
+
+// acquireForRead finds the segment holding offset under the read lock, takes
+// a reference on it and returns it with the index entry to start from, the
+// end of its verified frames and the truncation generation. It returns a nil
+// segment at the high watermark, and an *OffsetOutOfRangeError outside
+// [StartOffset, NextOffset].
+func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, uint64, error) {
+	for {
+		s, e, size, gen, unbuilt, err := p.acquireBuiltForRead(offset)
+		if unbuilt == nil {
+			return s, e, size, gen, err
+		}
+		// A segment trusted by its seal marker builds its index on its
+		// first read: a walk of the whole segment (about 20 ms for 64 MiB),
+		// done holding only a reference, not the partition's lock, which
+		// every append takes. Then look again: the segment may be gone.
+		err = unbuilt.loadIndex(p.topic, p.id)
+		_ = unbuilt.release()
+		if err != nil {
+			return nil, indexEntry{}, 0, 0, err
+		}
+	}
+}
+
+// acquireBuiltForRead is acquireForRead's look under the read lock. When
+// the segment holding offset has its index still to build, it returns that
+// segment instead (referenced, in unbuilt) for the caller to build it
+// without the lock.
+func (p *Partition) acquireBuiltForRead(offset int64) (s *segment, e indexEntry, size int64, gen uint64, unbuilt *segment, err error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil, indexEntry{}, 0, 0, nil, ErrClosed
+	}
+	start, next := int64(0), int64(0)
+	if len(p.segments) > 0 {
+		start, next = p.segments[0].base, p.active().next
+	}
+	if offset < start || offset > next {
+		return nil, indexEntry{}, 0, 0, nil, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
+	}
+	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
+	for ; offset < next && i < len(p.segments); i++ {
+		s = p.segments[i]
+		if offset >= s.next {
+			continue // an empty segment (base == next)
+		}
+		s.acquire()
+		if !s.indexBuilt() {
+			return nil, indexEntry{}, 0, 0, s, nil
+		}
+		if err := s.loadIndex(p.topic, p.id); err != nil { // built, with the corruption it found
+			_ = s.release()
+			return nil, indexEntry{}, 0, 0, nil, err
+		}
+		return s, s.lookup(offset), s.size, p.cuts.Load(), nil, nil
+	}
+	return nil, indexEntry{}, 0, 0, nil, nil
+}
+
+// beforeSegmentReadHook, set only by tests (export_test.go), runs in
+// Partition.Read after the segment has been acquired and the partition lock
+// released, just before the pread: a test pauses a read there while
+// retention deletes the segment.
+var beforeSegmentReadHook atomic.Pointer[func(p *Partition, base, offset int64)]
+
+func beforeSegmentRead(p *Partition, base, offset int64) {
+	if h := beforeSegmentReadHook.Load(); h != nil {
+		(*h)(p, base, offset)
+	}
+}

@@ -1,0 +1,131 @@
+package log
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// Truncate removes every record at offset and above; the next append
+// reuses offset. Records accepted by earlier appends are written first;
+// appends of removed records still waiting for their sync fail with
+// ErrTruncated. The recovery point is lowered to offset first, segments
+// above it are deleted (directory fsynced) and the cut is forced to disk.
+// Like every write it first takes the topic's writer lock
+// (Topic.LockWriter). Errors: ErrReadOnly, ErrLocked, ErrClosed,
+// ErrOffsetOutOfRange for an offset outside
+// [StartOffset, NextOffset], the partition's write or sync failure.
+func (p *Partition) Truncate(offset int64) error {
+	if err := p.writable("truncate"); err != nil {
+		return err
+	}
+	if err := p.acquireWriter(); err != nil {
+		return err
+	}
+	// No roll starts while the writer role is held: wait for the sealers of
+	// the earlier ones, which read the segments this may cut and write
+	// their seal markers.
+	if err := p.awaitSealers(); err != nil {
+		p.releaseWriter(nil)
+		return err
+	}
+	p.mu.Lock()
+	defer func() {
+		s := p.active()
+		end := point{Segment: s.base, Position: s.size, Offset: s.next}
+		p.mu.Unlock()
+		p.releaseWriter(&end)
+	}()
+	if p.closed {
+		return ErrClosed
+	}
+	start, next := p.segments[0].base, p.active().next
+	if offset < start || offset > next {
+		return &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
+	}
+	if offset == next {
+		return nil
+	}
+	p.cuts.Add(1) // reads in flight without the lock retry (see Read)
+	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
+	s := p.segments[i]
+	pos, err := s.positionOf(offset, p.topic, p.id)
+	if err != nil {
+		return err
+	}
+	if err := p.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
+		return err
+	}
+	p.w.segMu.Lock()
+	defer p.w.segMu.Unlock()
+	for len(p.segments)-1 > i {
+		s := p.active()
+		if err := s.close(); err != nil {
+			return err
+		}
+		if err := os.Remove(s.path); err != nil {
+			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		if err := removeSealMarker(p.dir, s.base); err != nil {
+			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		p.segments = p.segments[:len(p.segments)-1]
+	}
+	if s.w == nil {
+		// A sealed segment becomes the active one again: its marker will
+		// describe another length.
+		if err := removeSealMarker(p.dir, s.base); err != nil {
+			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
+		}
+	}
+	if err := syncDir(p.dir); err != nil {
+		return err
+	}
+	if s.w == nil {
+		if err := p.activateLocked(s); err != nil {
+			return err
+		}
+	}
+	p.w.seg = s
+	if err := s.w.cut(pos, s.size); err != nil {
+		return fmt.Errorf("log: truncate %s at byte %d: %w", s.path, pos, err)
+	}
+	if err := s.w.sync(); err != nil {
+		return fmt.Errorf("log: sync %s: %w", s.path, err)
+	}
+	s.size, s.next = pos, offset
+	s.dropIndexFrom(offset)
+	e := p.epochs.begin(offset)
+	if err := e.write(p.dir); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.epochs = e
+	p.epoch.Store(e.latest())
+	p.publishLocked()
+	return nil
+}
+
+// positionOf returns the byte position of the frame of offset off.
+func (s *segment) positionOf(off int64, topic string, partition int32) (int64, error) {
+	if err := s.loadIndex(topic, partition); err != nil {
+		return 0, err
+	}
+	if off == s.base {
+		return 0, nil
+	}
+	// Step frame by frame from the index entry at or below off.
+	e := s.lookup(off)
+	pos := e.pos
+	buf := make([]byte, frameHeaderBytes)
+	for o := e.offset; o < off; o++ {
+		if _, err := s.f.ReadAt(buf, pos); err != nil {
+			return 0, fmt.Errorf("log: read %s at byte %d: %w", s.path, pos, err)
+		}
+		bodyLen, _ := frameHeader(buf)
+		if bodyLen == 0 {
+			return 0, &CorruptError{Topic: topic, Partition: partition, Segment: s.path, Position: pos, Offset: o, Reason: "zero length inside the verified log"}
+		}
+		pos += int64(padded(frameHeaderBytes + int(bodyLen)))
+	}
+	return pos, nil
+}
