@@ -64,7 +64,7 @@ type Partition struct {
 	// notifyUsed says waitChan handed notify out since it was made.
 	notifyUsed bool
 
-	ret   retentionState // retention.go: one enforcement at a time
+	ret retentionState // retention.go: one enforcement at a time
 	// cuts counts truncations. A read compares it before and after its
 	// pread, which runs without the partition lock, and reads again when a
 	// truncation came in between (readInto).
@@ -73,9 +73,9 @@ type Partition struct {
 	// leading segments the writer's retention deleted (noticeDeletedLocked;
 	// guarded by mu).
 	deletionsCheckedAt time.Time
-	xproc crossProcess   // follow across processes (follow.go)
-	w     groupWriter    // the write side: group commit, acks, flush policy (writer.go)
-	rp    recoveryPoints // the recovery point file (recoverypoint.go)
+	xproc              crossProcess   // follow across processes (follow.go)
+	w                  groupWriter    // the write side: group commit, acks, flush policy (writer.go)
+	rp                 recoveryPoints // the recovery point file (recoverypoint.go)
 
 	telAttrs  attribute.Set         // the attributes of its metrics (telemetry.go)
 	telRecord []metric.RecordOption // telAttrs as the one option of a Record
