@@ -98,6 +98,7 @@ func rate(v float64) string     { return fmt.Sprintf("%.0f records/s", v) }
 func allocs(v float64) string   { return fmt.Sprintf("%.4f allocs/record", v) }
 func allocsOp(v float64) string { return fmt.Sprintf("%.0f allocs/op", v) }
 func ms(v float64) string       { return fmt.Sprintf("%.2f ms", v) }
+func kib(v float64) string      { return fmt.Sprintf("%.0f KiB", v) }
 func nanos(v float64) string    { return fmt.Sprintf("%.1f ns", v) }
 func bytesEach(v float64) string {
 	return fmt.Sprintf("%.2f B/record", v)
@@ -178,6 +179,18 @@ func rows() []row {
 		formatter: mib,
 		meets:     func(v float64) bool { return v < 64 },
 	})
+	for _, mode := range []string{"file", "mmap"} {
+		rs = append(rs, row{
+			figure:    fmt.Sprintf("disk held by a partition of one 100 B record, %s (du, worst of 16)", mode),
+			bench:     "BenchmarkIdlePartitionDisk/mode=" + mode,
+			unit:      "disk-KiB",
+			// The segment's first step (1 MiB in ModeMmap) plus the
+			// partition's small files (epochs, waiters), a block each.
+			target:    "<= 1 MiB + 16 KiB",
+			formatter: kib,
+			meets:     func(v float64) bool { return v <= 1024+16 },
+		})
+	}
 	rs = append(rs, damagedLengthRows()...)
 	rs = append(rs, pipelineRows()...)
 	rs = append(rs, statefulRows()...)
