@@ -204,6 +204,7 @@ type LinesSource struct {
 	partial   []byte        // Follow: the unterminated end of f read so far
 	rotated   bool          // Follow: another file is at the path; finish f first
 	switching bool          // Follow: f is finished; open the file at the path next
+	atEnd     bool          // Follow: br reached the end of f; look at the file before reading on
 	eof       bool          // the end of the file was reached; Read returns io.EOF
 
 	want    resumePoint // where the next open continues, and what it checks
@@ -305,6 +306,23 @@ func (s *LinesSource) Read(ctx context.Context) ([]stream.Element[string], error
 				return nil, err
 			}
 		}
+		if s.atEnd {
+			// Every read past an end of the file follows a look at the
+			// file: a truncation or rewrite is seen before its bytes are
+			// taken for lines of the old content.
+			if len(batch) > 0 {
+				break
+			}
+			moved, err := s.poll()
+			if err == nil && !moved {
+				err = s.wait(ctx)
+			}
+			if err != nil {
+				return nil, err
+			}
+			s.atEnd = false
+			continue
+		}
 		data, err := s.br.ReadBytes('\n')
 		s.consumed(data)
 		if err == nil {
@@ -334,12 +352,7 @@ func (s *LinesSource) Read(ctx context.Context) ([]stream.Element[string], error
 			s.switching = true
 			continue
 		}
-		if len(batch) > 0 {
-			break
-		}
-		if err := s.wait(ctx); err != nil {
-			return nil, err
-		}
+		s.atEnd = true
 	}
 	if len(batch) == 0 && s.eof {
 		return nil, io.EOF
@@ -442,7 +455,7 @@ func (s *LinesSource) setFile(f *os.File) {
 	}
 	s.f = f
 	s.read, s.head, s.partial = 0, nil, nil
-	s.eof, s.rotated, s.switching = false, false, false
+	s.eof, s.rotated, s.switching, s.atEnd = false, false, false, false
 }
 
 // fingerprintLen is how many first bytes the check of w fingerprints.
@@ -662,7 +675,7 @@ func (s *LinesSource) Close() error {
 // closeFile closes the open file and drops what was read of it.
 func (s *LinesSource) closeFile() error {
 	f := s.f
-	s.f, s.eof, s.partial, s.rotated, s.switching = nil, false, nil, false, false
+	s.f, s.eof, s.partial, s.rotated, s.switching, s.atEnd = nil, false, nil, false, false, false
 	if f == nil {
 		return nil
 	}
