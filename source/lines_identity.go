@@ -154,16 +154,20 @@ type FileChangedError struct {
 }
 
 // Error says what changed, naming the file, the position and both
-// identities.
+// identities: "source: file /var/log/app.log replaced since position 10
+// (line 10) was saved: saved dev 2049 inode 131 crc32c 0x1a2b3c4d of 60
+// bytes, found dev 2049 inode 140 crc32c 0x5e6f7a8b of 60 bytes".
 func (e *FileChangedError) Error() string {
-	msg := fmt.Sprintf("source: file %s %s since position %d (line %d) was saved", e.Path, e.Change, e.Position, e.Line)
-	switch e.Change {
-	case FileIdentityLost:
-		return msg + fmt.Sprintf(": no saved identity to check it against (found %v)", e.Found)
-	case FileTruncated:
-		return msg + fmt.Sprintf(": saved %v, found %v, and the file has fewer lines or bytes than were read", e.Saved, e.Found)
+	msg := fmt.Sprintf("source: file %s %s since position %d (line %d) was saved: ", e.Path, e.Change, e.Position, e.Line)
+	switch {
+	case e.Change == FileIdentityLost:
+		return msg + fmt.Sprintf("the store holds no identity for it (found %v)", e.Found)
+	case e.Saved == (FileIdentity{}):
+		return msg + fmt.Sprintf("the position was saved without an identity, and the file (%v) has fewer lines", e.Found)
+	case e.Change == FileTruncated:
+		return msg + fmt.Sprintf("saved %v, found %v, with fewer bytes or lines than were read", e.Saved, e.Found)
 	}
-	return msg + fmt.Sprintf(": saved %v, found %v", e.Saved, e.Found)
+	return msg + fmt.Sprintf("saved %v, found %v", e.Saved, e.Found)
 }
 
 // Is reports whether target is [ErrFileChanged].

@@ -307,3 +307,28 @@ func TestLinesCorruptIdentitySnapshotFailsResume(t *testing.T) {
 	var fe *source.FileError
 	require.ErrorAs(t, err, &fe)
 }
+
+// TestLinesPositionWithoutIdentityPastTheEndIsTruncated ensures a position
+// saved without an identity (by hand, NoEpoch) is still checked against the
+// file's length: a file with fewer lines is read from its first line, or,
+// under FileChangeFail, is an error saying the position had no identity.
+func TestLinesPositionWithoutIdentityPastTheEndIsTruncated(t *testing.T) {
+	path := writeFile(t, "f.txt", "a\nb\nc\n")
+	var store checkpoint.MemoryStore
+	require.NoError(t, store.Save(context.Background(), "f.txt", 0, checkpoint.At(5)))
+
+	src := source.Lines(path, source.OnFileChange(source.FileChangeFail))
+	require.NoError(t, src.Resume(context.Background(), &store))
+	_, err := src.Read(context.Background())
+	var ce *source.FileChangedError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, source.FileTruncated, ce.Change)
+	require.Equal(t, source.FileIdentity{}, ce.Saved)
+	require.Contains(t, err.Error(), "without an identity")
+
+	src = source.Lines(path)
+	require.NoError(t, src.Resume(context.Background(), &store))
+	got := readUntilEOF[string](t, src)
+	require.Equal(t, []string{"a", "b", "c"}, values(got))
+	require.Equal(t, int64(5), got[0].Offset, "offsets go on above the position")
+}
