@@ -182,8 +182,9 @@
 // store that is not a StateStore) is an unchecked line index, except that a
 // file with fewer lines than it is [FileTruncated].
 //
-// [Follow] tails the file as tail -F does: Read waits for new lines (looking
-// every [FollowInterval], 100 ms by default), holds an unterminated last line
+// [Follow] tails the file as tail -F does: Read waits for new lines (woken by
+// inotify on the file's directory, and looking at least every
+// [FollowInterval], 1 s by default), holds an unterminated last line
 // back until its '\n' arrives, finishes the old file and goes on with the
 // new one from its first line after a rename-and-create rotation, and starts
 // the file again after a copy-truncate. Cancelling the context ends a

@@ -91,7 +91,7 @@ func ExampleFollow() {
 		}
 	}
 
-	src := source.Lines(path, source.Follow(), source.FollowInterval(10*time.Millisecond))
+	src := source.Lines(path, source.Follow())
 	defer src.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -24,8 +24,11 @@ const DefaultMaxLines = 500
 
 // DefaultFollowInterval is how often a [LinesSource] with [Follow] looks at
 // its file while it waits for new lines, unless [FollowInterval] says
-// otherwise: 100 ms. Each look is two stat calls.
-const DefaultFollowInterval = 100 * time.Millisecond
+// otherwise: 1 s, as tail -F. It bounds the wait for a change inotify does
+// not report (a file on NFS written from another machine, no inotify
+// instance left); a change inotify reports is seen at once. Each look is two
+// stat calls.
+const DefaultFollowInterval = time.Second
 
 // linesReadBufferBytes is the size of the buffered reader over the file. It
 // bounds nothing: a longer line is read in several fills.
@@ -84,15 +87,17 @@ func MaxLines(n int) LinesOption {
 // appears at the path (rename-and-create), it finishes the lines of the old
 // file and goes on with the new one from its first line; when the file
 // shrinks below what was read (copy-truncate), it starts the file again
-// from its first line. Cancelling the context of a waiting Read returns
-// ctx.Err() within one [FollowInterval].
+// from its first line. A waiting Read wakes when inotify reports a change in
+// the file's directory, and at least every [FollowInterval]. Cancelling its
+// context returns ctx.Err() at once.
 func Follow() LinesOption {
 	return linesOptionFunc(func(c *linesConfig) { c.follow = true })
 }
 
 // FollowInterval sets how often a source with [Follow] looks at its file
-// while it waits, overriding [DefaultFollowInterval] (100 ms). d <= 0 keeps
-// the default.
+// while it waits, besides each time inotify reports a change in the file's
+// directory, overriding [DefaultFollowInterval] (1 s). d <= 0 keeps the
+// default.
 func FollowInterval(d time.Duration) LinesOption {
 	return linesOptionFunc(func(c *linesConfig) {
 		if d > 0 {
@@ -205,6 +210,7 @@ type LinesSource struct {
 	rotated   bool          // Follow: another file is at the path; finish f first
 	switching bool          // Follow: f is finished; open the file at the path next
 	atEnd     bool          // Follow: br reached the end of f; look at the file before reading on
+	wake      chan struct{} // Follow: inotify's wake-up for wait, made on first use
 	eof       bool          // the end of the file was reached; Read returns io.EOF
 
 	want    resumePoint // where the next open continues, and what it checks

@@ -7,17 +7,26 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 )
 
 // The follow mode of LinesSource (Follow): waiting at the end of the file,
 // and the two rotations, rename-and-create and copy-truncate.
 //
-// The wait polls: every FollowInterval it stats the open file and the path.
-// Polling needs no inotify instance (the kernel allows 128 per user, and the
-// log's watcher is the log's) and sees every case the same way, including a
-// path on a filesystem without inotify (NFS, FUSE). A poll is a timer wake
-// and two stat calls, never a busy loop.
+// The wait is woken by inotify: while it waits, the source watches the
+// directory of its file (lines_notify_linux.go), where every append,
+// truncation, rename and creation that concerns the file shows up, the
+// writes to a renamed old file included. Any event only wakes the wait,
+// which then looks at the file itself: a stat of the open file and one of
+// the path. The look also runs every FollowInterval, so a change inotify
+// does not report (a file on NFS or FUSE, written from another machine; no
+// inotify instance left) is still seen, late. It is never a busy loop.
+
+// waitingHook, when set (by tests only), is called by wait when the watch is
+// in place and nothing has changed yet: what it does to the file can only be
+// seen through inotify or the interval.
+var waitingHook func()
 
 // wait blocks at the end of the open file until something changed: the file
 // grew (return, and the caller reads on), shrank or was rewritten (the source
@@ -26,19 +35,34 @@ import (
 // ctx.Err() when ctx ends first, and a [*FileError] when the file cannot be
 // stat'ed.
 func (s *LinesSource) wait(ctx context.Context) error {
+	if s.wake == nil {
+		s.wake = make(chan struct{}, 1)
+	}
+	// Without inotify (stop is a no-op then) the timer alone wakes the wait.
+	stop, _ := watchDir(filepath.Dir(s.path), s.wake)
+	defer stop()
+	// A change between the caller's look and the watch has no event: look
+	// once more now that the watch is in place.
+	if moved, err := s.poll(); err != nil || moved {
+		return err
+	}
+	if waitingHook != nil {
+		waitingHook()
+	}
 	t := time.NewTimer(s.cfg.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-s.wake:
 		case <-t.C:
+			t.Reset(s.cfg.interval)
 		}
 		moved, err := s.poll()
 		if err != nil || moved {
 			return err
 		}
-		t.Reset(s.cfg.interval)
 	}
 }
 

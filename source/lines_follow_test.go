@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,14 +20,22 @@ import (
 // change is seen at once, and still a sleep between looks.
 const followInterval = time.Millisecond
 
-// appendLine appends s (lines, or part of one) to the file at path in one write, as a logger does.
+// followWakes are the two ways a waiting Read wakes: its own looks at the
+// file (a 1 ms interval), and inotify alone (an interval of an hour, which
+// no test waits out).
+var followWakes = []struct {
+	name     string
+	interval time.Duration
+}{
+	{"poll", followInterval},
+	{"inotify", time.Hour},
+}
+
+// appendLine appends s (lines, or part of one) to the file at path in one
+// write, as a logger does.
 func appendLine(t *testing.T, path, s string) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
-	require.NoError(t, err)
-	_, err = f.WriteString(s)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	require.NoError(t, appendFile(path, s))
 }
 
 // followUntil reads src until it has returned n lines, each Read bounded by
@@ -58,25 +67,29 @@ func offsetsAndEpochs(elems []stream.Element[string]) (offs []int64, epochs []in
 // following source hands out appended lines as they arrive, never returns
 // io.EOF, and holds an unterminated last line back until its '\n' comes.
 func TestLinesFollowGrowingFileHoldsAPartialLineUntilItsNewline(t *testing.T) {
-	path := writeFile(t, "grow.log", "a\n")
-	src := source.Lines(path, source.Follow(), source.FollowInterval(followInterval))
-	defer src.Close()
-	require.Equal(t, []string{"a"}, values(followUntil(t, src, 1)))
+	for _, w := range followWakes {
+		t.Run(w.name, func(t *testing.T) {
+			path := writeFile(t, "grow.log", "a\n")
+			src := source.Lines(path, source.Follow(), source.FollowInterval(w.interval))
+			defer src.Close()
+			require.Equal(t, []string{"a"}, values(followUntil(t, src, 1)))
 
-	appendLine(t, path, "b\r\nc")
-	require.Equal(t, []string{"b"}, values(followUntil(t, src, 1)))
+			appendLine(t, path, "b\r\nc")
+			require.Equal(t, []string{"b"}, values(followUntil(t, src, 1)))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*followInterval)
-	defer cancel()
-	batch, err := src.Read(ctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "the partial \"c\" is held back, and the end is no io.EOF")
-	require.Empty(t, batch)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*followInterval)
+			defer cancel()
+			batch, err := src.Read(ctx)
+			require.ErrorIs(t, err, context.DeadlineExceeded, "the partial \"c\" is held back, and the end is no io.EOF")
+			require.Empty(t, batch)
 
-	appendLine(t, path, "d\n")
-	got := followUntil(t, src, 1)
-	require.Equal(t, []string{"cd"}, values(got))
-	require.Equal(t, int64(2), got[0].Offset)
-	require.Equal(t, int64(3), src.Position())
+			appendLine(t, path, "d\n")
+			got := followUntil(t, src, 1)
+			require.Equal(t, []string{"cd"}, values(got))
+			require.Equal(t, int64(2), got[0].Offset)
+			require.Equal(t, int64(3), src.Position())
+		})
+	}
 }
 
 // TestLinesFollowRenameAndCreateFinishesTheOldFileThenReadsTheNewFromLine0
@@ -85,26 +98,30 @@ func TestLinesFollowGrowingFileHoldsAPartialLineUntilItsNewline(t *testing.T) {
 // come first, then the new file from its first line, as a new generation
 // whose offsets continue.
 func TestLinesFollowRenameAndCreateFinishesTheOldFileThenReadsTheNewFromLine0(t *testing.T) {
-	path := writeFile(t, "app.log", "1\n2\n")
-	var changes []*source.FileChangedError
-	src := source.Lines(path, source.Follow(), source.FollowInterval(followInterval),
-		source.OnFileChanged(func(e *source.FileChangedError) { changes = append(changes, e) }))
-	defer src.Close()
-	require.NoError(t, src.Resume(context.Background(), &checkpoint.MemoryStore{}))
-	require.Equal(t, []string{"1", "2"}, values(followUntil(t, src, 2)))
+	for _, w := range followWakes {
+		t.Run(w.name, func(t *testing.T) {
+			path := writeFile(t, "app.log", "1\n2\n")
+			var changes []*source.FileChangedError
+			src := source.Lines(path, source.Follow(), source.FollowInterval(w.interval),
+				source.OnFileChanged(func(e *source.FileChangedError) { changes = append(changes, e) }))
+			defer src.Close()
+			require.NoError(t, src.Resume(context.Background(), &checkpoint.MemoryStore{}))
+			require.Equal(t, []string{"1", "2"}, values(followUntil(t, src, 2)))
 
-	appendLine(t, path, "3\n4") // the writer still has the old file open
-	require.NoError(t, os.Rename(path, path+".1"))
-	require.NoError(t, os.WriteFile(path, []byte("n1\nn2\n"), 0o600))
+			appendLine(t, path, "3\n4") // the writer still has the old file open
+			require.NoError(t, os.Rename(path, path+".1"))
+			require.NoError(t, os.WriteFile(path, []byte("n1\nn2\n"), 0o600))
 
-	got := followUntil(t, src, 4)
-	require.Equal(t, []string{"3", "4", "n1", "n2"}, values(got))
-	offs, epochs := offsetsAndEpochs(got)
-	require.Equal(t, []int64{2, 3, 4, 5}, offs)
-	require.Equal(t, []int32{0, 0, 1, 1}, epochs)
-	require.Len(t, changes, 1)
-	require.Equal(t, source.FileReplaced, changes[0].Change)
-	require.Equal(t, int64(4), changes[0].Position)
+			got := followUntil(t, src, 4)
+			require.Equal(t, []string{"3", "4", "n1", "n2"}, values(got))
+			offs, epochs := offsetsAndEpochs(got)
+			require.Equal(t, []int64{2, 3, 4, 5}, offs)
+			require.Equal(t, []int32{0, 0, 1, 1}, epochs)
+			require.Len(t, changes, 1)
+			require.Equal(t, source.FileReplaced, changes[0].Change)
+			require.Equal(t, int64(4), changes[0].Position)
+		})
+	}
 }
 
 // TestLinesFollowCopyTruncateStartsTheFileAgainFromLine0 ensures a
@@ -121,24 +138,26 @@ func TestLinesFollowCopyTruncateStartsTheFileAgainFromLine0(t *testing.T) {
 		{"shorter than what was read", "x\n", []string{"x"}, source.FileTruncated},
 		{"longer than what was read", "xxxxxxxx\nyy\n", []string{"xxxxxxxx", "yy"}, source.FileRewritten},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			path := writeFile(t, "app.log", "1\n2\n3\n")
-			var changes []source.FileChange
-			src := source.Lines(path, source.Follow(), source.FollowInterval(followInterval),
-				source.OnFileChanged(func(e *source.FileChangedError) { changes = append(changes, e.Change) }))
-			defer src.Close()
-			require.NoError(t, src.Resume(context.Background(), &checkpoint.MemoryStore{}))
-			require.Equal(t, []string{"1", "2", "3"}, values(followUntil(t, src, 3)))
+		for _, w := range followWakes {
+			t.Run(c.name+"/"+w.name, func(t *testing.T) {
+				path := writeFile(t, "app.log", "1\n2\n3\n")
+				var changes []source.FileChange
+				src := source.Lines(path, source.Follow(), source.FollowInterval(w.interval),
+					source.OnFileChanged(func(e *source.FileChangedError) { changes = append(changes, e.Change) }))
+				defer src.Close()
+				require.NoError(t, src.Resume(context.Background(), &checkpoint.MemoryStore{}))
+				require.Equal(t, []string{"1", "2", "3"}, values(followUntil(t, src, 3)))
 
-			require.NoError(t, os.Truncate(path, 0))
-			appendLine(t, path, c.written)
-			got := followUntil(t, src, len(c.lines))
-			require.Equal(t, c.lines, values(got))
-			offs, epochs := offsetsAndEpochs(got)
-			require.Equal(t, int64(3), offs[0], "offsets continue")
-			require.Equal(t, int32(1), epochs[0], "a new generation")
-			require.Equal(t, []source.FileChange{c.change}, changes)
-		})
+				require.NoError(t, os.Truncate(path, 0))
+				appendLine(t, path, c.written)
+				got := followUntil(t, src, len(c.lines))
+				require.Equal(t, c.lines, values(got))
+				offs, epochs := offsetsAndEpochs(got)
+				require.Equal(t, int64(3), offs[0], "offsets continue")
+				require.Equal(t, int32(1), epochs[0], "a new generation")
+				require.Equal(t, []source.FileChange{c.change}, changes)
+			})
+		}
 	}
 }
 
@@ -216,4 +235,75 @@ func TestLinesFollowCancelEndsAWaitingRead(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Read did not return after cancel")
 	}
+}
+
+// TestLinesFollowWaitingReadIsWokenByInotify ensures a Read already waiting,
+// with an interval of an hour, is woken by inotify when the file grows or is
+// rotated: the change is made only once the wait is about to block.
+func TestLinesFollowWaitingReadIsWokenByInotify(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(path string) error
+		want   []string
+	}{
+		{"append", func(path string) error { return appendFile(path, "b\n") }, []string{"b"}},
+		{"rename and create", func(path string) error {
+			if err := os.Rename(path, path+".1"); err != nil {
+				return err
+			}
+			return appendFile(path, "n0\n")
+		}, []string{"n0"}},
+		{"copy-truncate", func(path string) error { return os.Truncate(path, 0) }, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, "app.log", "a\n")
+			var changes atomic.Int32
+			src := source.Lines(path, source.Follow(), source.FollowInterval(time.Hour),
+				source.OnFileChanged(func(*source.FileChangedError) { changes.Add(1) }))
+			defer src.Close()
+			require.Equal(t, []string{"a"}, values(followUntil(t, src, 1)))
+
+			var calls atomic.Int32
+			changed := make(chan error, 1)
+			defer source.SetWaitingHook(func() {
+				if calls.Add(1) == 1 {
+					changed <- c.change(path)
+				}
+			})()
+			if c.want != nil {
+				require.Equal(t, c.want, values(followUntil(t, src, len(c.want))))
+				require.NoError(t, <-changed)
+				require.Equal(t, int32(1), calls.Load(), "one wait, woken by inotify")
+				return
+			}
+			// A truncation has no line to return: it is seen as a restart,
+			// after which the Read waits again.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := src.Read(ctx)
+				done <- err
+			}()
+			require.NoError(t, <-changed)
+			require.Eventually(t, func() bool { return calls.Load() >= 2 }, 2*time.Second, time.Millisecond,
+				"woken, restarted and waiting again")
+			cancel()
+			require.Equal(t, context.Canceled, <-done)
+			require.Equal(t, int32(1), changes.Load())
+		})
+	}
+}
+
+// appendFile appends s to the file at path, creating it when missing.
+func appendFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
