@@ -158,9 +158,11 @@ func LinesFromStore(store checkpoint.Store) LinesOption {
 // identity ([FileIdentity]: device, inode and a CRC32C fingerprint of its
 // first [FingerprintBytes] bytes, fewer for a shorter file), its generation
 // and its base offset in the checkpoint store, as a state snapshot
-// (checkpoint.StateStore) named "lines-identity.<topic>". It does so when it
-// was given the store, by [LinesSource.Resume] or [LinesFromStore], and the
-// store is a StateStore (checkpoint.FileStore and MemoryStore are). A saved
+// (checkpoint.StateStore) named "lines-identity.<topic>" (for a long topic,
+// its first bytes and a CRC32C of the whole name, to stay within 249
+// bytes). It does so when it was given the store, by [LinesSource.Resume]
+// or [LinesFromStore], and the store is a StateStore (checkpoint.FileStore
+// and MemoryStore are). A saved
 // position (offset, generation) and the identity saved under that generation
 // always describe the same file, because a generation is never reused and
 // its identity is saved before any line of it can be handled, let alone

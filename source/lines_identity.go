@@ -124,8 +124,10 @@ const (
 	// position, so positions never move backwards.
 	FileChangeRestart FileChangePolicy = iota
 	// FileChangeFail makes Read return a [*FileChangedError] (wrapped in a
-	// [*FileError], marked stream.Permanent), and again on every Read until
-	// Resume: the caller decides what to do with the file.
+	// [*FileError], and marked stream.Permanent so that ConsumeForever
+	// returns it instead of retrying), again on every Read, until the
+	// caller has decided what to do with the file: for example read it with
+	// FileChangeRestart, or delete the saved position.
 	FileChangeFail
 )
 
