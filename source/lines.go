@@ -579,11 +579,14 @@ func (s *LinesSource) saveIdentity(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Positions only move forward, so one saved later names the
+	// generation of the store's position or a later one; without a
+	// position, it names a generation used since Resume.
 	floor := s.runGen
 	if pos, found, err := s.store.Load(ctx, s.topic, 0); err != nil {
 		return fmt.Errorf("loading checkpoint: %w", err)
 	} else if found && pos.Epoch >= 0 {
-		floor = min(floor, pos.Epoch)
+		floor = pos.Epoch
 	}
 	cur := fileGeneration{Generation: s.gen, Base: s.base, Dev: id.Dev, Inode: id.Inode,
 		FingerprintLen: id.FingerprintLen, Fingerprint: id.Fingerprint}

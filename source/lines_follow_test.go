@@ -2,7 +2,9 @@ package source_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -306,4 +308,45 @@ func appendFile(path, s string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// TestLinesFollowKeepsOnlyTheIdentitiesAPositionCanName ensures the identity
+// snapshot does not grow with every rotation: it keeps the generation of the
+// saved position and the later ones.
+func TestLinesFollowKeepsOnlyTheIdentitiesAPositionCanName(t *testing.T) {
+	path := writeFile(t, "app.log", "a0\n")
+	var store checkpoint.MemoryStore
+	ctx := context.Background()
+	src := source.Lines(path, source.Follow(), source.FollowInterval(followInterval))
+	defer src.Close()
+	require.NoError(t, src.Resume(ctx, &store))
+	generations := func() []int32 {
+		data, found, err := store.LoadState(ctx, "lines-identity.app.log")
+		require.NoError(t, err)
+		require.True(t, found)
+		var snap struct {
+			Files []struct {
+				Generation int32 `json:"generation"`
+			} `json:"files"`
+		}
+		require.NoError(t, json.Unmarshal(data, &snap))
+		var gens []int32
+		for _, f := range snap.Files {
+			gens = append(gens, f.Generation)
+		}
+		return gens
+	}
+
+	for gen := range int32(4) {
+		got := followUntil(t, src, 1)
+		require.Equal(t, []string{fmt.Sprintf("a%d", gen)}, values(got))
+		require.Equal(t, gen, got[0].Epoch)
+		// What a pipeline would save once the line is handled.
+		require.NoError(t, store.Save(ctx, "app.log", 0, checkpoint.Position{Offset: got[0].Offset + 1, Epoch: gen}))
+		if gen > 0 {
+			require.Equal(t, []int32{gen - 1, gen}, generations())
+		}
+		require.NoError(t, os.Rename(path, path+".old"))
+		appendLine(t, path, fmt.Sprintf("a%d\n", gen+1))
+	}
 }
