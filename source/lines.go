@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,103 +32,6 @@ const DefaultFollowInterval = time.Second
 // linesReadBufferBytes is the size of the buffered reader over the file. It
 // bounds nothing: a longer line is read in several fills.
 const linesReadBufferBytes = 64 << 10
-
-// LinesOption configures a [LinesSource]; pass options to [Lines].
-type LinesOption interface {
-	applyLines(*linesConfig)
-}
-
-// linesConfig holds a LinesSource's settings; defaultLinesConfig lists every
-// default.
-type linesConfig struct {
-	topic     string                  // LinesTopic; "" means derived from the file name
-	maxLines  int                     // MaxLines
-	follow    bool                    // Follow
-	interval  time.Duration           // FollowInterval
-	onChange  FileChangePolicy        // OnFileChange
-	onChanged func(*FileChangedError) // OnFileChanged; nil: no hook
-	store     checkpoint.Store        // LinesFromStore; nil: none
-}
-
-func defaultLinesConfig() linesConfig {
-	return linesConfig{maxLines: DefaultMaxLines, interval: DefaultFollowInterval, onChange: FileChangeRestart}
-}
-
-// linesOptionFunc adapts a closure to LinesOption.
-type linesOptionFunc func(*linesConfig)
-
-func (f linesOptionFunc) applyLines(c *linesConfig) { f(c) }
-
-// LinesTopic sets the topic name of the lineage the source gives its elements,
-// which is also the name a checkpoint store keeps the position under,
-// overriding the default derived from the file name (see [Lines]). The name
-// must follow Kafka's rule (1 to 249 of [a-zA-Z0-9._-], not "." or ".."); an
-// illegal name makes Read and Resume fail with an error wrapping
-// log.ErrInvalidTopic. An empty name keeps the default.
-func LinesTopic(name string) LinesOption {
-	return linesOptionFunc(func(c *linesConfig) { c.topic = name })
-}
-
-// MaxLines bounds the number of lines in one batch returned by Read,
-// overriding the default of [DefaultMaxLines] (500). n <= 0 keeps the default.
-func MaxLines(n int) LinesOption {
-	return linesOptionFunc(func(c *linesConfig) {
-		if n > 0 {
-			c.maxLines = n
-		}
-	})
-}
-
-// Follow makes the source tail its file as tail -F does instead of ending at
-// its end: Read waits for new lines and never returns io.EOF. A last line
-// without '\n' is held back until its '\n' arrives, or until the file is
-// rotated away. The source follows both kinds of rotation: when another file
-// appears at the path (rename-and-create), it finishes the lines of the old
-// file and goes on with the new one from its first line; when the file
-// shrinks below what was read (copy-truncate), it starts the file again
-// from its first line. A waiting Read wakes when inotify reports a change in
-// the file's directory, and at least every [FollowInterval]. Cancelling its
-// context returns ctx.Err() at once.
-func Follow() LinesOption {
-	return linesOptionFunc(func(c *linesConfig) { c.follow = true })
-}
-
-// FollowInterval sets how often a source with [Follow] looks at its file
-// while it waits, besides each time inotify reports a change in the file's
-// directory, overriding [DefaultFollowInterval] (1 s). d <= 0 keeps the
-// default.
-func FollowInterval(d time.Duration) LinesOption {
-	return linesOptionFunc(func(c *linesConfig) {
-		if d > 0 {
-			c.interval = d
-		}
-	})
-}
-
-// OnFileChange sets what the source does when it opens its file and finds
-// that it is not the file its position counts lines of (replaced, rewritten
-// in place, truncated; see [FileChange]): [FileChangeRestart] (the default)
-// or [FileChangeFail].
-func OnFileChange(p FileChangePolicy) LinesOption {
-	return linesOptionFunc(func(c *linesConfig) { c.onChange = p })
-}
-
-// OnFileChanged sets a hook the source calls, on the goroutine of Read, with
-// every file change it handles by starting a file from its first line: one
-// found when it opens the file under [FileChangeRestart], and each rotation
-// or truncation it follows with [Follow]. A nil fn sets no hook.
-func OnFileChanged(fn func(*FileChangedError)) LinesOption {
-	return linesOptionFunc(func(c *linesConfig) { c.onChanged = fn })
-}
-
-// LinesFromStore gives the source its checkpoint store from the start: the
-// first Read resumes from store, as [LinesSource.Resume] would, unless Resume
-// was called before. It is what lets a first run, which has no position to
-// resume, keep the identity of its file (see [LinesSource]). A nil store is
-// no store.
-func LinesFromStore(store checkpoint.Store) LinesOption {
-	return linesOptionFunc(func(c *linesConfig) { c.store = store })
-}
 
 // LinesSource reads the lines of a file as a stream.Source[string]. Build it
 // with [Lines].
@@ -466,38 +368,6 @@ func (s *LinesSource) setFile(f *os.File) {
 	s.eof, s.rotated, s.switching, s.atEnd = false, false, false, false
 }
 
-// fingerprintLen is how many first bytes the check of w fingerprints.
-func fingerprintLen(w resumePoint) int {
-	if w.id != nil {
-		return w.id.FingerprintLen
-	}
-	return FingerprintBytes
-}
-
-// check compares the file f, described by info, with the identity of w. It
-// returns the change found (0 for none) and f's identity.
-func (s *LinesSource) check(f *os.File, info fs.FileInfo, w resumePoint) (FileChange, FileIdentity, error) {
-	if w.id == nil && !w.lost {
-		return 0, FileIdentity{}, nil
-	}
-	head, err := readHead(f, fingerprintLen(w))
-	if err != nil {
-		return 0, FileIdentity{}, err
-	}
-	found := identityOf(info, head)
-	switch {
-	case w.lost:
-		return FileIdentityLost, found, nil
-	case !w.id.sameFile(info):
-		return FileReplaced, found, nil
-	case len(head) < w.id.FingerprintLen:
-		return FileTruncated, found, nil
-	case found.Fingerprint != w.id.Fingerprint:
-		return FileRewritten, found, nil
-	}
-	return 0, found, nil
-}
-
 // skip reads and drops n lines, and returns how many it found: fewer when
 // the file ends first. Without Follow an unterminated last line counts (it
 // was a line when it was read); with Follow it is kept in s.partial.
@@ -541,67 +411,6 @@ func (s *LinesSource) report(e *FileChangedError) {
 	if s.cfg.onChanged != nil {
 		s.cfg.onChanged(e)
 	}
-}
-
-// identity returns the identity of the open file as read so far.
-func (s *LinesSource) identity() (FileIdentity, error) {
-	info, err := s.f.Stat()
-	if err != nil {
-		return FileIdentity{}, err
-	}
-	return identityOf(info, s.head), nil
-}
-
-// keepIdentity saves the identity of the open file's generation before the
-// batch of its lines is returned, when it was never saved or its
-// fingerprint has grown since. On failure the batch's lines are given back:
-// the source closes, and the next Read opens again at the batch's first
-// line.
-func (s *LinesSource) keepIdentity(ctx context.Context, batch []stream.Element[string]) error {
-	if s.store == nil || s.gen == checkpoint.NoEpoch || len(batch) == 0 || len(s.head) <= s.savedLen {
-		return nil
-	}
-	err := s.saveIdentity(ctx)
-	if err == nil {
-		return nil
-	}
-	s.next = batch[0].Offset
-	_ = s.Close()
-	return &FileError{Path: s.path, Err: fmt.Errorf("saving file identity: %w", err)}
-}
-
-// saveIdentity saves the identity of the open file under its generation,
-// with every identity a saved position may still name: those from the
-// generation of the store's position on (or, without one, from the lowest
-// generation used since Resume).
-func (s *LinesSource) saveIdentity(ctx context.Context) error {
-	id, err := s.identity()
-	if err != nil {
-		return err
-	}
-	// Positions only move forward, so one saved later names the
-	// generation of the store's position or a later one; without a
-	// position, it names a generation used since Resume.
-	floor := s.runGen
-	if pos, found, err := s.store.Load(ctx, s.topic, 0); err != nil {
-		return fmt.Errorf("loading checkpoint: %w", err)
-	} else if found && pos.Epoch >= 0 {
-		floor = pos.Epoch
-	}
-	cur := fileGeneration{Generation: s.gen, Base: s.base, Dev: id.Dev, Inode: id.Inode,
-		FingerprintLen: id.FingerprintLen, Fingerprint: id.Fingerprint}
-	gens := make([]fileGeneration, 0, len(s.gens)+1)
-	for _, g := range s.gens {
-		if g.Generation >= floor && g.Generation != s.gen {
-			gens = append(gens, g)
-		}
-	}
-	gens = append(gens, cur)
-	if err := saveGenerations(ctx, s.store, s.topic, s.path, gens); err != nil {
-		return err
-	}
-	s.gens, s.savedLen = gens, len(s.head)
-	return nil
 }
 
 // Resume makes the next Read start at the position saved in store under the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/topicname"
+	"github.com/strom-dev/strom/stream"
 )
 
 // FingerprintBytes is how many of a file's first bytes a [LinesSource]
@@ -254,4 +255,97 @@ func readHead(f *os.File, n int) ([]byte, error) {
 		return nil, err
 	}
 	return buf[:got], nil
+}
+
+// fingerprintLen is how many first bytes the check of w fingerprints.
+func fingerprintLen(w resumePoint) int {
+	if w.id != nil {
+		return w.id.FingerprintLen
+	}
+	return FingerprintBytes
+}
+
+// check compares the file f, described by info, with the identity of w. It
+// returns the change found (0 for none) and f's identity.
+func (s *LinesSource) check(f *os.File, info fs.FileInfo, w resumePoint) (FileChange, FileIdentity, error) {
+	if w.id == nil && !w.lost {
+		return 0, FileIdentity{}, nil
+	}
+	head, err := readHead(f, fingerprintLen(w))
+	if err != nil {
+		return 0, FileIdentity{}, err
+	}
+	found := identityOf(info, head)
+	switch {
+	case w.lost:
+		return FileIdentityLost, found, nil
+	case !w.id.sameFile(info):
+		return FileReplaced, found, nil
+	case len(head) < w.id.FingerprintLen:
+		return FileTruncated, found, nil
+	case found.Fingerprint != w.id.Fingerprint:
+		return FileRewritten, found, nil
+	}
+	return 0, found, nil
+}
+
+// identity returns the identity of the open file as read so far.
+func (s *LinesSource) identity() (FileIdentity, error) {
+	info, err := s.f.Stat()
+	if err != nil {
+		return FileIdentity{}, err
+	}
+	return identityOf(info, s.head), nil
+}
+
+// keepIdentity saves the identity of the open file's generation before the
+// batch of its lines is returned, when it was never saved or its
+// fingerprint has grown since. On failure the batch's lines are given back:
+// the source closes, and the next Read opens again at the batch's first
+// line.
+func (s *LinesSource) keepIdentity(ctx context.Context, batch []stream.Element[string]) error {
+	if s.store == nil || s.gen == checkpoint.NoEpoch || len(batch) == 0 || len(s.head) <= s.savedLen {
+		return nil
+	}
+	err := s.saveIdentity(ctx)
+	if err == nil {
+		return nil
+	}
+	s.next = batch[0].Offset
+	_ = s.Close()
+	return &FileError{Path: s.path, Err: fmt.Errorf("saving file identity: %w", err)}
+}
+
+// saveIdentity saves the identity of the open file under its generation,
+// with every identity a saved position may still name: those from the
+// generation of the store's position on (or, without one, from the lowest
+// generation used since Resume).
+func (s *LinesSource) saveIdentity(ctx context.Context) error {
+	id, err := s.identity()
+	if err != nil {
+		return err
+	}
+	// Positions only move forward, so one saved later names the
+	// generation of the store's position or a later one; without a
+	// position, it names a generation used since Resume.
+	floor := s.runGen
+	if pos, found, err := s.store.Load(ctx, s.topic, 0); err != nil {
+		return fmt.Errorf("loading checkpoint: %w", err)
+	} else if found && pos.Epoch >= 0 {
+		floor = pos.Epoch
+	}
+	cur := fileGeneration{Generation: s.gen, Base: s.base, Dev: id.Dev, Inode: id.Inode,
+		FingerprintLen: id.FingerprintLen, Fingerprint: id.Fingerprint}
+	gens := make([]fileGeneration, 0, len(s.gens)+1)
+	for _, g := range s.gens {
+		if g.Generation >= floor && g.Generation != s.gen {
+			gens = append(gens, g)
+		}
+	}
+	gens = append(gens, cur)
+	if err := saveGenerations(ctx, s.store, s.topic, s.path, gens); err != nil {
+		return err
+	}
+	s.gens, s.savedLen = gens, len(s.head)
+	return nil
 }
