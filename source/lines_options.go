@@ -59,9 +59,14 @@ func MaxLines(n int) LinesOption {
 // appears at the path (rename-and-create), it finishes the lines of the old
 // file and goes on with the new one from its first line; when the file
 // shrinks below what was read (copy-truncate), it starts the file again
-// from its first line. A waiting Read wakes when inotify reports a change in
-// the file's directory, and at least every [FollowInterval]. Cancelling its
-// context returns ctx.Err() at once.
+// from its first line (as it does when the first bytes it read change). Its
+// lines carry offsets that go on from the old file's, under a new
+// generation. These rotations are followed whatever the [OnFileChange]
+// policy, which applies when the source opens its file, and each is
+// reported to [OnFileChanged]. A waiting Read wakes when inotify reports a
+// change in the file's directory, and at least every [FollowInterval].
+// Cancelling its context returns ctx.Err() at once. The file must exist
+// when the source opens it.
 func Follow() LinesOption {
 	return linesOptionFunc(func(c *linesConfig) { c.follow = true })
 }
