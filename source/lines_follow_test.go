@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -348,5 +349,80 @@ func TestLinesFollowKeepsOnlyTheIdentitiesAPositionCanName(t *testing.T) {
 		}
 		require.NoError(t, os.Rename(path, path+".old"))
 		appendLine(t, path, fmt.Sprintf("a%d\n", gen+1))
+	}
+}
+
+// TestLinesFollowLosesNoLineOfAWriterRotatingByRename ensures a follower
+// keeps up with a writer that appends and rotates by rename-and-create
+// while the follower reads: every line comes exactly once, in order, with
+// dense offsets. As with tail -F, a file renamed away before the follower
+// reached it would be missed, so the writer rotates a file only once the
+// follower has begun it.
+func TestLinesFollowLosesNoLineOfAWriterRotatingByRename(t *testing.T) {
+	const lines, perFile = 2000, 200
+	path := filepath.Join(t.TempDir(), "busy.log")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	src := source.Lines(path, source.Follow(), source.FollowInterval(followInterval), source.MaxLines(64))
+	defer src.Close()
+
+	var mu sync.Mutex
+	progress := sync.NewCond(&mu)
+	read, stopped := 0, false // lines the follower has returned; the test ended
+	defer func() {
+		mu.Lock()
+		stopped = true
+		progress.Broadcast()
+		mu.Unlock()
+	}()
+	begun := func(line int) bool { // waits until the follower returned line
+		mu.Lock()
+		defer mu.Unlock()
+		for read <= line && !stopped {
+			progress.Wait()
+		}
+		return !stopped
+	}
+
+	written := make(chan error, 1)
+	go func() {
+		written <- func() error {
+			for i := range lines {
+				if i > 0 && i%perFile == 0 {
+					if !begun(i - perFile) {
+						return nil
+					}
+					if err := os.Rename(path, fmt.Sprintf("%s.%d", path, i/perFile)); err != nil {
+						return err
+					}
+				}
+				// Half a line, then the rest: the follower may see either.
+				if err := appendFile(path, fmt.Sprintf("line-%d", i)); err != nil {
+					return err
+				}
+				if err := appendFile(path, "\n"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+	}()
+
+	var got []stream.Element[string]
+	for len(got) < lines {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		batch, err := src.Read(ctx)
+		cancel()
+		require.NoError(t, err, "after %d lines", len(got))
+		got = append(got, batch...)
+		mu.Lock()
+		read = len(got)
+		progress.Broadcast()
+		mu.Unlock()
+	}
+	require.NoError(t, <-written)
+	require.Len(t, got, lines)
+	for i, e := range got {
+		require.Equal(t, fmt.Sprintf("line-%d", i), e.Value)
+		require.Equal(t, int64(i), e.Offset)
 	}
 }
