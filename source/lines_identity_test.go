@@ -332,3 +332,31 @@ func TestLinesPositionWithoutIdentityPastTheEndIsTruncated(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c"}, values(got))
 	require.Equal(t, int64(5), got[0].Offset, "offsets go on above the position")
 }
+
+// TestLinesConsumeForeverReturnsAFileChangeAtOnce ensures ConsumeForever,
+// which resumes the source itself, keeps the file's identity and, under
+// FileChangeFail, returns the change at once instead of retrying it.
+func TestLinesConsumeForeverReturnsAFileChangeAtOnce(t *testing.T) {
+	store, err := checkpoint.NewFileStore(t.TempDir())
+	require.NoError(t, err)
+	content, _ := numbered("old-", 10)
+	path := writeFile(t, "f.txt", content)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	handled := 0
+	handle := func(context.Context, string) error { handled++; return nil }
+	require.NoError(t, stream.ConsumeForever(ctx, source.Lines(path), store, handle))
+	require.Equal(t, 10, handled)
+
+	content, _ = numbered("new-", 12)
+	replaceFile(t, path, content)
+	retries := 0
+	err = stream.ConsumeForever(ctx, source.Lines(path, source.OnFileChange(source.FileChangeFail)), store, handle,
+		stream.OnSourceError(func(error, int) { retries++ }))
+	require.ErrorIs(t, err, source.ErrFileChanged)
+	require.Equal(t, 10, handled)
+	require.Zero(t, retries, "not retried: restarting cannot cure it")
+
+	require.NoError(t, stream.ConsumeForever(ctx, source.Lines(path), store, handle))
+	require.Equal(t, 22, handled)
+}
