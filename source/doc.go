@@ -197,8 +197,9 @@
 // [*PartitionError] gives the topic and partition ("source: topic events
 // partition 0: ..."), a [*FileError] the file; both wrap the cause for
 // errors.Is (log.ErrUnknownTopic, log.ErrOffsetOutOfRange,
-// checkpoint.ErrCorrupt, fs.ErrNotExist, ...). An error that arrives together
-// with records is returned by the Read after the one that returns them.
+// checkpoint.ErrCorrupt, fs.ErrNotExist, [ErrFileChanged], ...). An error
+// that arrives together with records is returned by the Read after the one
+// that returns them.
 //
 // # Concurrency
 //
