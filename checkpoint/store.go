@@ -8,7 +8,8 @@ import (
 )
 
 // NoEpoch is the Epoch of a Position whose epoch is unknown: saved by a
-// source without epochs (lines of a file, a slice), or by hand.
+// source without epochs (a slice; lines of a file whose source keeps no file
+// identities), or by hand.
 const NoEpoch int32 = -1
 
 // Position is what a checkpoint stores for one topic-partition: where the
@@ -22,7 +23,9 @@ type Position struct {
 	// never the last record handled itself.
 	Offset int64
 	// Epoch is the log epoch (log.Record.Epoch) of the last record handled,
-	// or NoEpoch.
+	// or NoEpoch. A source of file lines (source.Lines) puts the generation
+	// of the file there instead, which names the file identity the offset
+	// counts lines of.
 	Epoch int32
 }
 

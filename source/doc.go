@@ -150,9 +150,45 @@
 // and CRLF files read the same), every other byte is kept, trailing spaces
 // included; a last line without a terminator is a line, and nothing after a
 // final '\n' is. There is no limit on a line's length. The lineage is a topic
-// named after the file ([LinesTopic] overrides it), partition 0, and the
-// 0-based line index as offset, so a checkpointed run over a file resumes at
-// the first line not yet handled.
+// named after the file ([LinesTopic] overrides it), partition 0, the line's
+// offset (its 0-based index in the file, plus the file's base offset, 0 for
+// the first file read) and the file's generation as epoch, so a checkpointed
+// run over a file resumes at the first line not yet handled:
+//
+//	src := source.Lines("/var/log/app.log", source.LinesFromStore(store))
+//	err := stream.From(src).Map(handle).Checkpointing(store).Run(ctx)
+//	// or: stream.ConsumeForever(ctx, source.Lines(path), store, handle)
+//
+// A file lives: it is rewritten, truncated, replaced. The rule is that a
+// position is only ever applied to the file it counts lines of. The source
+// keeps each file's identity (device, inode and a CRC32C of its first
+// [FingerprintBytes] = 1 KiB, [FileIdentity]) in the checkpoint store, as
+// the state snapshot "lines-identity.<topic>" of a checkpoint.StateStore,
+// under a generation number that its lines carry as their epoch: the
+// position the pipeline saves (offset, epoch) names the file it was counted
+// in, and since the identity is saved before any line of the file is
+// returned, and generations are never reused, a saved position never pairs
+// with another file's identity. The source needs the store for that:
+// [LinesSource.Resume] gives it (ConsumeForever calls it), and so does
+// [LinesFromStore] for a first run.
+//
+// On opening, a file that is not the one of the position ([FileReplaced],
+// [FileRewritten], [FileTruncated], [FileIdentityLost]) is never skipped
+// silently: by default it is read from its first line, with offsets going on
+// above the saved position, and [OnFileChanged] hears of it; with
+// [OnFileChange]([FileChangeFail]) Read fails with a [*FileChangedError]
+// (errors.Is [ErrFileChanged]) naming the file, the saved identity and what
+// changed. A position saved without a generation (by hand, or through a
+// store that is not a StateStore) is an unchecked line index, except that a
+// file with fewer lines than it is [FileTruncated].
+//
+// [Follow] tails the file as tail -F does: Read waits for new lines (woken by
+// inotify on the file's directory, and looking at least every
+// [FollowInterval], 1 s by default), holds an unterminated last line
+// back until its '\n' arrives, finishes the old file and goes on with the
+// new one from its first line after a rename-and-create rotation, and starts
+// the file again after a copy-truncate. Cancelling the context ends a
+// waiting Read.
 //
 // # Errors
 //
@@ -161,8 +197,9 @@
 // [*PartitionError] gives the topic and partition ("source: topic events
 // partition 0: ..."), a [*FileError] the file; both wrap the cause for
 // errors.Is (log.ErrUnknownTopic, log.ErrOffsetOutOfRange,
-// checkpoint.ErrCorrupt, fs.ErrNotExist, ...). An error that arrives together
-// with records is returned by the Read after the one that returns them.
+// checkpoint.ErrCorrupt, fs.ErrNotExist, [ErrFileChanged], ...). An error
+// that arrives together with records is returned by the Read after the one
+// that returns them.
 //
 // # Concurrency
 //

@@ -55,9 +55,11 @@ func (e *PartitionError) Error() string {
 func (e *PartitionError) Unwrap() error { return e.Err }
 
 // FileError is the error a [LinesSource] returns when its file cannot be
-// opened or read, when its lineage topic is not a legal name, or when its
-// checkpoint store fails. It names the file and wraps the cause, so errors.Is
-// sees through it (for example to fs.ErrNotExist or checkpoint.ErrCorrupt).
+// opened or read, when its lineage topic is not a legal name, when its
+// checkpoint store fails, or when its file changed under [FileChangeFail]
+// (then Err is a [*FileChangedError]). It names the file and wraps the
+// cause, so errors.Is sees through it (for example to fs.ErrNotExist,
+// checkpoint.ErrCorrupt or [ErrFileChanged]).
 //
 // The end of the file (io.EOF) and a cancelled context are returned bare.
 type FileError struct {
@@ -65,8 +67,12 @@ type FileError struct {
 	Err  error  // the cause
 }
 
-// Error returns "source: file PATH: cause".
+// Error returns "source: file PATH: cause", or the message of a
+// [*FileChangedError] cause alone, which names the file itself.
 func (e *FileError) Error() string {
+	if ce, ok := e.Err.(*FileChangedError); ok && ce.Path == e.Path {
+		return ce.Error()
+	}
 	return fmt.Sprintf("source: file %s: %v", e.Path, e.Err)
 }
 

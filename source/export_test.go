@@ -1,0 +1,15 @@
+package source
+
+import "io/fs"
+
+// IdentityOf returns the device and inode of info as a FileIdentity, for
+// tests.
+func IdentityOf(info fs.FileInfo) FileIdentity { return identityOf(info, nil) }
+
+// SetWaitingHook sets the function a following LinesSource calls once its
+// wait is about to block, with the directory watched, and returns a func
+// that removes it. Tests only; not safe with parallel tests.
+func SetWaitingHook(fn func()) (reset func()) {
+	waitingHook = fn
+	return func() { waitingHook = nil }
+}
