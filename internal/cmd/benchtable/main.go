@@ -181,9 +181,9 @@ func rows() []row {
 	})
 	for _, mode := range []string{"file", "mmap"} {
 		rs = append(rs, row{
-			figure:    fmt.Sprintf("disk held by a partition of one 100 B record, %s (du, worst of 16)", mode),
-			bench:     "BenchmarkIdlePartitionDisk/mode=" + mode,
-			unit:      "disk-KiB",
+			figure: fmt.Sprintf("disk held by a partition of one 100 B record, %s (du, worst of 16)", mode),
+			bench:  "BenchmarkIdlePartitionDisk/mode=" + mode,
+			unit:   "disk-KiB",
 			// The segment's first step (1 MiB in ModeMmap) plus the
 			// partition's small files (epochs, waiters), a block each.
 			target:    "<= 1 MiB + 16 KiB",
