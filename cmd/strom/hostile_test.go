@@ -214,3 +214,60 @@ func TestSecondWritingProcessExitsNamingTheHolder(t *testing.T) {
 	require.NoError(t, first.Wait(), out.String())
 	requireRecords(t, dir, "one", "three")
 }
+
+// TestFullDiskAndReadOnlyFileSystemExitWithTheReason ensures produce on a
+// full file system (a tmpfs filled by another file) exits 1 with "no space
+// left on device" naming the file (the open of a writer writes an epoch
+// file before any segment), positions set there exits 1 naming the
+// position file's folder, and on the file system remounted read-only
+// produce exits 1 with "read-only file system" while consume still reads:
+// every record appended before is there.
+func TestFullDiskAndReadOnlyFileSystemExitWithTheReason(t *testing.T) {
+	testutil.RunInTmpfs(t, 2<<20, func(t *testing.T, tmp string) {
+		dir := filepath.Join(tmp, "log")
+		ok(t, nil, "--dir", dir, "topics", "create", "ev")
+		ok(t, []byte("a\nb\n"), "--dir", dir, "produce", "ev")
+		state := filepath.Join(tmp, "state")
+		require.NoError(t, os.Mkdir(state, 0o755))
+		ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "1")
+		free := testutil.FillDisk(t, filepath.Join(tmp, "ballast"))
+
+		big := bytes.Repeat([]byte(strings.Repeat("x", 1000)+"\n"), 100)
+		r := strom(t, big, "--dir", dir, "produce", "ev")
+		requireFailedCleanly(t, r, 1, "no space left on device", nil)
+		assert.Contains(t, string(r.stderr), filepath.Join(dir, "ev", "0")+"/") // the epoch file or the segment, whichever met the full disk
+		r = strom(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "2")
+		requireFailedCleanly(t, r, 1, "no space left on device", nil)
+		assert.Contains(t, string(r.stderr), state)
+		assert.Regexp(t, `(?m)^ev\s+0\s+1\s`, string(ok(t, nil, "--dir", dir, "positions", "--state", state)))
+		free()
+		out := ok(t, nil, "--dir", dir, "consume", "ev")
+		require.True(t, bytes.HasPrefix(out, []byte("a\nb\n")), "the records before are there")
+
+		testutil.RemountReadOnly(t, tmp)
+		r = strom(t, []byte("c\n"), "--dir", dir, "produce", "ev")
+		requireFailedCleanly(t, r, 1, "read-only file system", nil)
+		assert.Contains(t, string(r.stderr), filepath.Join(dir, "ev"))
+		assert.Equal(t, out, ok(t, nil, "--dir", dir, "consume", "ev"))
+	})
+}
+
+// TestTimestampsAheadAndBackwardsThroughProduce ensures produce refuses a
+// record stamped more than an hour ahead of the clock with exit 1 naming
+// the timestamp and the line, appending nothing of it, accepts timestamps
+// that go backwards, and consume --from a time finds the first record at or
+// after it.
+func TestTimestampsAheadAndBackwardsThroughProduce(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 1)
+	now := time.Now().UnixMilli()
+	ahead := now + 2*time.Hour.Milliseconds()
+	in := fmt.Sprintf(`{"value":"new","timestamp":%d}`+"\n"+`{"value":"old","timestamp":%d}`+"\n", now, now-time.Hour.Milliseconds())
+	ok(t, []byte(in), "--dir", dir, "produce", "ev", "--format", "json")
+	r := strom(t, []byte(fmt.Sprintf(`{"value":"future","timestamp":%d}`+"\n", ahead)), "--dir", dir, "produce", "ev", "--format", "json")
+	requireFailedCleanly(t, r, 1, fmt.Sprintf("record timestamp %d", ahead), nil)
+	assert.Contains(t, string(r.stderr), "ahead of the writer's clock")
+	requireRecords(t, dir, "new", "old")
+	from := time.UnixMilli(now).UTC().Format(time.RFC3339Nano)
+	assert.Equal(t, "new\nold\n", string(ok(t, nil, "--dir", dir, "consume", "ev", "--from", from)))
+}
