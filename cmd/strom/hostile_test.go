@@ -54,7 +54,8 @@ func requireRecords(t *testing.T, dir string, lines ...string) {
 }
 
 // TestHostileNamesNumbersAndOffsetsExitWithAMessage ensures bad topic
-// names, partition numbers and counts, offsets and a record one byte over
+// names, partition numbers and counts, offsets below the log start and past
+// the end, and a record one byte over
 // the segment are refused by every command that takes them, with the exit
 // status and a message naming what was wrong, and lose nothing. (A NUL
 // byte cannot be passed in an argument; the log's own tests give it.)
@@ -95,6 +96,21 @@ func TestHostileNamesNumbersAndOffsetsExitWithAMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "only ev")
 	requireRecords(t, dir, "a", "b", "c")
+
+	// Below the log start offset: retention deleted the first segments.
+	aged := newLog(t, "ev", 1)
+	ok(t, nil, "--dir", aged, "topics", "create", "ev", "--retention-bytes", "0")
+	var ten []string
+	for i := range 10 {
+		ten = append(ten, fmt.Sprint(i))
+	}
+	ok(t, []byte(strings.Join(ten, "\n")+"\n"), "--dir", aged, "produce", "ev", "--segment-bytes", "256")
+	ok(t, nil, "--dir", aged, "retention")
+	requireRefused(t, []hostileCase{
+		{"", []string{"--dir", aged, "consume", "ev", "--partition", "0", "--from", "3"}, 1, "offset 3 out of range [5, 10]"},
+		{"", []string{"--dir", aged, "positions", "set", "--state", state, "ev", "0", "4"}, 1, "offset 4"},
+	})
+	requireRecords(t, aged, "5", "6", "7", "8", "9") // 48-byte frames, 5 a segment
 
 	// A segment of 1024 bytes holds a record of a 980-byte value (8 header
 	// bytes, a 36-byte body around it), not one of 981.
