@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -314,6 +315,26 @@ func openNoFollow(path string, flag int, perm fs.FileMode) (*os.File, error) {
 		return nil, fmt.Errorf("%w: %s is a symbolic link, not a regular file", ErrCorrupt, path)
 	}
 	return f, err
+}
+
+// readRegularFile reads the whole file at path, which must be a regular
+// file and not a symbolic link (ErrCorrupt naming it otherwise): a link to
+// /dev/zero or a FIFO planted in place of a file the log wrote would make
+// a plain read never end. It reads no further than the size fstat gave.
+func readRegularFile(path string) ([]byte, error) {
+	f, err := openNoFollow(path, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO's open would wait for a writer
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := mustBeRegular(path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(f, fi.Size()))
 }
 
 // syncDir fsyncs a directory so a file created, renamed or removed in it

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -472,4 +473,47 @@ func TestClockStepsDuringARunKeepOffsetsAndRecords(t *testing.T) {
 		require.NoError(t, lg.Close())
 		requireIntact(t, dir, 12, opts...)
 	})
+}
+
+// TestEpochFileReplacedByALinkToAnEndlessFileIsCorrupt ensures a partition's
+// leader-epoch-checkpoint replaced by a symlink (to /dev/zero, which a plain
+// read would never finish) or by a FIFO fails the open, writing and
+// read-only, with ErrCorrupt naming the file, and that with the file put
+// back every record is there.
+func TestEpochFileReplacedByALinkToAnEndlessFileIsCorrupt(t *testing.T) {
+	for _, kind := range []string{"symlink", "fifo"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			lg := openLog(t, dir)
+			appendN(t, openPartition(t, lg, "events", 1), 0, 3)
+			require.NoError(t, lg.Close())
+			path := filepath.Join(dir, "events", "0", "leader-epoch-checkpoint")
+			undo := moveAside(t, path)
+			want := path + " is a symbolic link, not a regular file"
+			if kind == "symlink" {
+				require.NoError(t, os.Symlink("/dev/zero", path))
+			} else {
+				require.NoError(t, syscall.Mkfifo(path, 0o644))
+				want = path + " is a special file"
+			}
+			for _, ro := range []bool{false, true} {
+				var opts []log.Option
+				if ro {
+					opts = append(opts, log.ReadOnly())
+				}
+				lg, err := log.Open(dir, opts...)
+				require.NoError(t, err)
+				if ro {
+					_, err = lg.Topic("events")
+				} else {
+					_, err = lg.WriteTopic("events")
+				}
+				require.ErrorIs(t, err, log.ErrCorrupt, "read-only %v", ro)
+				assert.Contains(t, err.Error(), want)
+				require.NoError(t, lg.Close())
+			}
+			undo()
+			requireIntact(t, dir, 3)
+		})
+	}
 }
