@@ -34,7 +34,9 @@
 // with ErrCorrupt naming it, and writer.lock and follow.waiters, the files
 // opened in place rather than replaced by rename, are opened with
 // O_NOFOLLOW (a symbolic link writer.lock is ErrCorrupt; follow.waiters is
-// then done without, followers polling).
+// then done without, followers polling), as is leader-epoch-checkpoint,
+// read whole only when it is a regular file (a link to /dev/zero or a FIFO
+// there is ErrCorrupt, not a read that never ends).
 //
 // # Frame format (version 1)
 //
