@@ -86,3 +86,64 @@ func TestSaveOnAFullDiskFailsWithENOSPCAndKeepsTheOldPosition(t *testing.T) {
 		assert.EqualValues(t, 6, pos.Offset)
 	})
 }
+
+// TestPositionAndStateFilesThatAreNotRegularFilesAreCorrupt ensures a
+// position or state file replaced by a symlink (to /dev/zero, which a plain
+// read would never finish) or a FIFO (whose open would wait for a writer) is
+// ErrCorrupt naming the file and what it is, one replaced by a directory an
+// I/O error naming it (see TestFileStoreLoadReportsIOErrorWithPath), and
+// that a Save replaces a link by a file, writing nothing through it.
+func TestPositionAndStateFilesThatAreNotRegularFilesAreCorrupt(t *testing.T) {
+	for kind, want := range map[string]string{
+		"directory": "is a directory",
+		"symlink":   "it is a symbolic link",
+		"fifo":      "it is a special file",
+	} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			s := newFileStore(t)
+			require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(3)))
+			require.NoError(t, s.SaveState(ctx, "counts", []byte("state")))
+			pos, err := s.Path("events", 0)
+			require.NoError(t, err)
+			state, err := s.StatePath("counts")
+			require.NoError(t, err)
+			for _, path := range []string{pos, state} {
+				require.NoError(t, os.Remove(path))
+				switch kind {
+				case "directory":
+					require.NoError(t, os.Mkdir(path, 0o755))
+				case "symlink":
+					require.NoError(t, os.Symlink("/dev/zero", path))
+				case "fifo":
+					require.NoError(t, syscall.Mkfifo(path, 0o644))
+				}
+			}
+
+			_, found, err := s.Load(ctx, "events", 0)
+			assert.False(t, found)
+			assert.Contains(t, err.Error(), pos+": ")
+			assert.Contains(t, err.Error(), want)
+			if kind == "directory" {
+				assert.NotErrorIs(t, err, checkpoint.ErrCorrupt)
+			} else {
+				require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+			}
+			_, found, err = s.LoadState(ctx, "counts")
+			assert.False(t, found)
+			assert.Contains(t, err.Error(), state+": ")
+			assert.Contains(t, err.Error(), want)
+			if kind != "directory" {
+				require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+			}
+
+			if kind != "directory" { // rename cannot replace a directory by a file
+				require.NoError(t, s.Save(ctx, "events", 0, checkpoint.At(4)))
+				p, found, err := s.Load(ctx, "events", 0)
+				require.NoError(t, err)
+				require.True(t, found)
+				assert.EqualValues(t, 4, p.Offset)
+			}
+		})
+	}
+}
