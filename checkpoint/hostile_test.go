@@ -58,6 +58,7 @@ func TestHostilePositionFilesAreCorruptAndHarmNoOtherPosition(t *testing.T) {
 // ENOSPC naming the store's file, leave no temporary file, and keep the
 // position saved before; once space is freed a Save works.
 func TestSaveOnAFullDiskFailsWithENOSPCAndKeepsTheOldPosition(t *testing.T) {
+	t.Parallel()
 	testutil.RunInTmpfs(t, 1<<20, func(t *testing.T, dir string) {
 		ctx := context.Background()
 		s, err := checkpoint.NewFileStore(filepath.Join(dir, "state"))

@@ -22,6 +22,7 @@ import (
 // until reopened (a failed write may have lost pages), and that after the
 // space is freed a reopen holds every record acked before and appends again.
 func TestFullDiskFailsTheAppendOrRollAndLosesNothingAcked(t *testing.T) {
+	t.Parallel()
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		testutil.RunInTmpfs(t, 4<<20, func(t *testing.T, dir string) {
 			ldir := filepath.Join(dir, "log")
@@ -80,6 +81,7 @@ func requireIntactAndWritable(t *testing.T, dir string, n int, opts ...log.Optio
 // first write of a topic and the creation of one with EROFS naming the
 // path, still reads every record, and loses nothing.
 func TestReadOnlyFileSystemFailsWritesAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	testutil.RunInTmpfs(t, 4<<20, func(t *testing.T, dir string) {
 		ldir := filepath.Join(dir, "log")
 		lg, err := log.Open(ldir)

@@ -104,6 +104,7 @@ func TestHostilePartitionNumbersAreRefused(t *testing.T) {
 // end are *OffsetOutOfRangeError with the offset and both bounds, and
 // change nothing.
 func TestOffsetsOutsideTheLogAreOutOfRange(t *testing.T) {
+	t.Parallel()
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		dir := t.TempDir()
 		lg := openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(256)) // 4 frames of 56 bytes a segment
@@ -167,6 +168,7 @@ func requireOutOfRange(t *testing.T, err error, off, start, next int64) {
 // whose value is one byte longer is *RecordTooLargeError with both sizes,
 // storing nothing.
 func TestRecordOfExactlySegmentCapacityFitsAndOneByteMoreIsRefused(t *testing.T) {
+	t.Parallel()
 	const segmentBytes = 1024
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		dir := t.TempDir()
@@ -270,6 +272,7 @@ func outsidePath(t *testing.T) string {
 // a sealed segment or the last one, never reads or writes through the
 // symlink, and that with the file put back every record is there.
 func TestDamagedSegmentFileFailsTheOpenAndIsNeverFollowed(t *testing.T) {
+	t.Parallel()
 	for name, d := range segmentDamages {
 		for _, which := range []string{"sealed", "last"} {
 			t.Run(name+"/"+which, func(t *testing.T) {
@@ -334,6 +337,7 @@ func TestDamagedSegmentFileFailsTheOpenAndIsNeverFollowed(t *testing.T) {
 // and followers go without follow.waiters (they poll, as where it cannot be
 // written).
 func TestSymlinkedLockAndWaitersFilesAreNotFollowed(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{"writer.lock", "0/follow.waiters"} {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			dir := t.TempDir()
@@ -431,6 +435,7 @@ func TestReadOnlyLogDirectoryFailsWritesAndLosesNothing(t *testing.T) {
 // nothing, a retention check by age at the stepped-back clock deletes
 // nothing, and every record is there after a reopen.
 func TestClockStepsDuringARunKeepOffsetsAndRecords(t *testing.T) {
+	t.Parallel()
 	forEachMode(t, func(t *testing.T, mode log.Mode) {
 		dir := t.TempDir()
 		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -481,6 +486,7 @@ func TestClockStepsDuringARunKeepOffsetsAndRecords(t *testing.T) {
 // read-only, with ErrCorrupt naming the file, and that with the file put
 // back every record is there.
 func TestEpochFileReplacedByALinkToAnEndlessFileIsCorrupt(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"symlink", "fifo"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()

@@ -239,6 +239,7 @@ func TestSecondWritingProcessExitsNamingTheHolder(t *testing.T) {
 // produce exits 1 with "read-only file system" while consume still reads:
 // every record appended before is there.
 func TestFullDiskAndReadOnlyFileSystemExitWithTheReason(t *testing.T) {
+	t.Parallel()
 	testutil.RunInTmpfs(t, 2<<20, func(t *testing.T, tmp string) {
 		dir := filepath.Join(tmp, "log")
 		ok(t, nil, "--dir", dir, "topics", "create", "ev")
