@@ -317,11 +317,13 @@ func openNoFollow(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	return f, err
 }
 
-// readRegularFile reads the whole file at path, which must be a regular
-// file and not a symbolic link (ErrCorrupt naming it otherwise): a link to
-// /dev/zero or a FIFO planted in place of a file the log wrote would make
-// a plain read never end. It reads no further than the size fstat gave.
-func readRegularFile(path string) ([]byte, error) {
+// readRegularFile reads the file at path, which must be a regular file and
+// not a symbolic link (ErrCorrupt naming it otherwise): a FIFO planted in
+// place of a file the log wrote would make a plain open never return, and a
+// link to /dev/zero a plain read never end. It reads no further than the
+// size fstat gave, and with limit >= 0 a file larger than limit bytes is
+// errFileTooLarge, read no further than limit+1 bytes (as readSmallFile).
+func readRegularFile(path string, limit int64) ([]byte, error) {
 	f, err := openNoFollow(path, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO's open would wait for a writer
 	if err != nil {
 		return nil, err
@@ -334,7 +336,15 @@ func readRegularFile(path string) ([]byte, error) {
 	if err := mustBeRegular(path, fi.Mode()); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(io.LimitReader(f, fi.Size()))
+	n := fi.Size()
+	if limit >= 0 {
+		n = min(n, limit+1)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	if err == nil && limit >= 0 && int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s holds more than %d bytes", errFileTooLarge, path, limit)
+	}
+	return b, err
 }
 
 // syncDir fsyncs a directory so a file created, renamed or removed in it

@@ -34,9 +34,10 @@
 // with ErrCorrupt naming it, and writer.lock and follow.waiters, the files
 // opened in place rather than replaced by rename, are opened with
 // O_NOFOLLOW (a symbolic link writer.lock is ErrCorrupt; follow.waiters is
-// then done without, followers polling), as is leader-epoch-checkpoint,
-// read whole only when it is a regular file (a link to /dev/zero or a FIFO
-// there is ErrCorrupt, not a read that never ends).
+// then done without, followers polling), as are topic.json,
+// recovery-point.json and leader-epoch-checkpoint, read only when they are
+// regular files (a link to /dev/zero or a FIFO there is ErrCorrupt, not an
+// open or a read that never ends).
 //
 // # Frame format (version 1)
 //

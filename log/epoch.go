@@ -41,7 +41,7 @@ type epochs []epochEntry
 // symbolic link, a FIFO: see readRegularFile).
 func readEpochs(dir string) (epochs, error) {
 	path := filepath.Join(dir, epochFileName)
-	b, err := readRegularFile(path)
+	b, err := readRegularFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
