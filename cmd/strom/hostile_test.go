@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,12 +126,16 @@ func TestHostileNamesNumbersAndOffsetsExitWithAMessage(t *testing.T) {
 // TestDamagedSegmentFilesExitWithTheirPath ensures a segment file truncated
 // to zero, replaced by a directory or by a symlink out of the log directory
 // makes produce, consume, describe and verify exit non-zero naming the
-// file, never writes through the link, and that with the file put back
+// file (and dump of a directory or a FIFO exit 1 rather than wait on it),
+// never writes through the link, and that with the file put back
 // every record is there.
 func TestDamagedSegmentFilesExitWithTheirPath(t *testing.T) {
 	t.Parallel()
 	outside := filepath.Join(t.TempDir(), "outside")
 	require.NoError(t, os.WriteFile(outside, []byte("not a segment\n"), 0o644))
+	fifo := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	requireRefused(t, []hostileCase{{"", []string{"dump", fifo}, 1, fifo + " is not a regular file"}})
 	for _, damage := range []string{"truncated", "directory", "symlink"} {
 		dir := newLog(t, "ev", 1)
 		var lines []string
@@ -155,6 +160,9 @@ func TestDamagedSegmentFilesExitWithTheirPath(t *testing.T) {
 			require.NoError(t, os.Remove(seg))
 			require.NoError(t, os.Symlink(outside, seg))
 			msg = seg + " is a symbolic link, not a regular file"
+		}
+		if damage == "directory" {
+			requireRefused(t, []hostileCase{{"", []string{"dump", seg}, 1, seg + " is a directory"}})
 		}
 		requireRefused(t, []hostileCase{
 			{"x\n", []string{"--dir", dir, "produce", "ev"}, 3, msg},
