@@ -9,7 +9,10 @@ var (
 	// partition other than the one asked for, a negative position), and by
 	// [FileStore.LoadState] when a state file exists but is not one whole
 	// snapshot (shorter than its header, bad magic, unknown version, a body
-	// length other than the file holds, a CRC32C mismatch). The returned error
+	// length other than the file holds, a CRC32C mismatch), and by both when
+	// the file is a symbolic link or a special file such as a FIFO (the store
+	// writes only regular files, and is never led by a link to read elsewhere
+	// or to wait on a FIFO; a directory is an I/O error). The returned error
 	// names the file and says what is wrong with it; test for it with
 	// errors.Is. A corrupt checkpoint is never reported as "not found".
 	ErrCorrupt = errors.New("checkpoint: corrupt position file")

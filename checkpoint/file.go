@@ -105,6 +105,9 @@ func (s *FileStore) Load(ctx context.Context, topic string, partition int32) (Po
 	if errors.Is(err, fs.ErrNotExist) {
 		return Position{}, false, nil
 	}
+	if errors.Is(err, errNotRegular) {
+		return Position{}, false, fmt.Errorf("%w %s: %w", ErrCorrupt, path, err)
+	}
 	if err != nil {
 		return Position{}, false, fmt.Errorf("checkpoint: load %s: %w", path, err)
 	}
@@ -384,10 +387,35 @@ func decodePosition(data []byte, topic string, partition int32) (Position, error
 // readLimited reads the file at path, at most limit+1 bytes, so that
 // decodePosition can tell an oversized file from a valid one.
 func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close() //nolint:errcheck // read-only; a close error loses nothing
 	return io.ReadAll(io.LimitReader(f, limit+1))
+}
+
+// errNotRegular is openRegular's error for a path that is not a regular
+// file; Load and LoadState report it as corruption.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens path for reading when it is a regular file or a
+// directory (whose read then fails with EISDIR, an I/O error), and otherwise
+// fails with errNotRegular saying what it is: the store writes only regular
+// files (by rename), so a link or a special file was put there, and
+// following it could mean a read that never ends (a link to /dev/zero) or an
+// open that never returns (a FIFO).
+func openRegular(path string) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() {
+		what := "a special file (" + fi.Mode().Type().String() + ")"
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			what = "a symbolic link"
+		}
+		return nil, fmt.Errorf("it is %s, %w", what, errNotRegular)
+	}
+	return os.Open(path) // a directory opens, and its read fails: an I/O error, EISDIR
 }

@@ -89,9 +89,12 @@ func (s *FileStore) LoadState(ctx context.Context, name string) ([]byte, bool, e
 	if err != nil {
 		return nil, false, err
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
+	}
+	if errors.Is(err, errNotRegular) {
+		return nil, false, corruptState(path, "%v", err)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("checkpoint: load state %s: %w", path, err)

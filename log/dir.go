@@ -3,6 +3,8 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -267,7 +269,7 @@ const lockFileName = "writer.lock"
 
 func lockTopic(topic, tdir string) (*os.File, error) {
 	path := filepath.Join(tdir, lockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openNoFollow(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("log: topic %s: open lock file: %w", topic, err)
 	}
@@ -284,6 +286,65 @@ func lockTopic(topic, tdir string) (*os.File, error) {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// mustBeRegular returns nil when mode (of the entry path, not followed) is a
+// regular file's, and otherwise ErrCorrupt naming path and what it is: a
+// file the log wrote was replaced.
+func mustBeRegular(path string, mode fs.FileMode) error {
+	if mode.IsRegular() {
+		return nil
+	}
+	what := "a special file (" + mode.Type().String() + ")"
+	switch {
+	case mode&fs.ModeDir != 0:
+		what = "a directory"
+	case mode&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	}
+	return fmt.Errorf("%w: %s is %s, not a regular file", ErrCorrupt, path, what)
+}
+
+// openNoFollow is os.OpenFile refusing a symbolic link as the last element
+// of path (O_NOFOLLOW) with an error naming path: the log opens in place
+// only files it made itself, and a link planted there must not make it
+// read or write outside the log directory.
+func openNoFollow(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOFOLLOW, perm)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%w: %s is a symbolic link, not a regular file", ErrCorrupt, path)
+	}
+	return f, err
+}
+
+// readRegularFile reads the file at path, which must be a regular file and
+// not a symbolic link (ErrCorrupt naming it otherwise): a FIFO planted in
+// place of a file the log wrote would make a plain open never return, and a
+// link to /dev/zero a plain read never end. It reads no further than the
+// size fstat gave, and with limit >= 0 a file larger than limit bytes is
+// errFileTooLarge, read no further than limit+1 bytes (as readSmallFile).
+func readRegularFile(path string, limit int64) ([]byte, error) {
+	f, err := openNoFollow(path, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO's open would wait for a writer
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := mustBeRegular(path, fi.Mode()); err != nil {
+		return nil, err
+	}
+	n := fi.Size()
+	if limit >= 0 {
+		n = min(n, limit+1)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	if err == nil && limit >= 0 && int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s holds more than %d bytes", errFileTooLarge, path, limit)
+	}
+	return b, err
 }
 
 // syncDir fsyncs a directory so a file created, renamed or removed in it

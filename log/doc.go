@@ -28,7 +28,16 @@
 //	  1/00000000000000000000.log
 //
 // Topic names follow Kafka's rule (1 to 249 of [a-zA-Z0-9._-], not "." or
-// ".."), so no name can leave the directory.
+// ".."), so no name can leave the directory. Nor can a link planted in it
+// lead the log out: an entry named like a segment that is not a regular
+// file (a directory, a symbolic link, a device) fails the partition's open
+// with ErrCorrupt naming it, and writer.lock and follow.waiters, the files
+// opened in place rather than replaced by rename, are opened with
+// O_NOFOLLOW (a symbolic link writer.lock is ErrCorrupt; follow.waiters is
+// then done without, followers polling), as are topic.json,
+// recovery-point.json and leader-epoch-checkpoint, read only when they are
+// regular files (a link to /dev/zero or a FIFO there is ErrCorrupt, not an
+// open or a read that never ends).
 //
 // # Frame format (version 1)
 //

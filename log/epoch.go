@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -38,10 +37,11 @@ type epochs []epochEntry
 
 // readEpochs reads the epoch file of a partition folder; a missing file is an
 // empty history. A file that does not parse is *CorruptError-free but wraps
-// ErrCorrupt naming the path.
+// ErrCorrupt naming the path, and so is one that is not a regular file (a
+// symbolic link, a FIFO: see readRegularFile).
 func readEpochs(dir string) (epochs, error) {
 	path := filepath.Join(dir, epochFileName)
-	b, err := os.ReadFile(path)
+	b, err := readRegularFile(path, -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -21,7 +21,11 @@ var (
 	// on disk are missing). A sealed segment trusted from its seal marker is
 	// checked on its first read instead, which returns it. *CorruptError
 	// names where. A recovery point file
-	// that does not parse is ErrCorrupt naming the file.
+	// that does not parse is ErrCorrupt naming the file, and so is a
+	// partition entry named like a segment that is not a regular file (a
+	// directory, a symbolic link), and a symbolic link or special file in
+	// place of a topic's writer.lock, topic.json, or a partition's
+	// recovery-point.json or leader-epoch-checkpoint.
 	ErrCorrupt = errors.New("log: corrupt segment")
 	// ErrCorruptMetadata is returned when a topic's metadata file or a
 	// partition's epoch file does not parse, or contradicts the folders

@@ -69,9 +69,9 @@ type waitersFile struct {
 // file to raise the flag.
 func openWaitersFile(dir string, create bool) (*waitersFile, error) {
 	path := filepath.Join(dir, waitersFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOATIME, 0)
+	f, err := openNoFollow(path, os.O_RDWR|unix.O_NOATIME, 0)
 	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.OpenFile(path, os.O_RDWR, 0) // O_NOATIME is the owner's
+		f, err = openNoFollow(path, os.O_RDWR, 0) // O_NOATIME is the owner's
 	}
 	short := false
 	if err == nil {
@@ -103,7 +103,7 @@ func openWaitersFile(dir string, create bool) (*waitersFile, error) {
 
 func createWaitersFile(dir, path string) (*os.File, error) {
 	tmp := filepath.Join(dir, "."+waitersFileName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_NOATIME, 0o644)
+	f, err := openNoFollow(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_NOATIME, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,10 @@ type RecoveryReport struct {
 }
 
 // listSegments returns the base offsets of the segment files in dir, in
-// order.
+// order. An entry named like a segment that is not a regular file (a
+// directory, a symbolic link, a device, ...) is ErrCorrupt naming it: the
+// log writes only regular files there, skipping it would hide its records,
+// and following a link would read or write outside the log directory.
 func listSegments(dir string) ([]int64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -43,9 +47,14 @@ func listSegments(dir string) ([]int64, error) {
 	}
 	var bases []int64
 	for _, e := range entries {
-		if base, ok := parseSegmentName(e.Name()); ok && !e.IsDir() {
-			bases = append(bases, base)
+		base, ok := parseSegmentName(e.Name())
+		if !ok {
+			continue
 		}
+		if err := mustBeRegular(filepath.Join(dir, e.Name()), e.Type()); err != nil {
+			return nil, err
+		}
+		bases = append(bases, base)
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	return bases, nil

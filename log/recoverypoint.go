@@ -74,7 +74,7 @@ func loadRecoveryPoint(dir string) (point, error) {
 	path := filepath.Join(dir, recoveryPointFile)
 	// The file is one short JSON line: a larger one is read no further
 	// than recoveryPointMaxBytes and is corrupt.
-	b, err := readSmallFile(path, recoveryPointMaxBytes)
+	b, err := readRegularFile(path, recoveryPointMaxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return point{}, nil
 	}

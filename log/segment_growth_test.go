@@ -3,12 +3,9 @@ package log_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -148,46 +146,16 @@ func tornTailCount(t *testing.T, writtenZeros bool) {
 	})
 }
 
-// tmpfsChildEnv names the directory on which the child process of
-// TestMmapTopicOnA64MiBTmpfs mounts its tmpfs.
-const tmpfsChildEnv = "STROM_TEST_TMPFS_DIR"
-
 // TestMmapTopicOnA64MiBTmpfs ensures a 16-partition ModeMmap topic with the
 // default 64 MiB segments is created and takes a record per partition on a
 // 64 MiB file system, and that filling the file system fails the append
 // that needed the space with ENOSPC (the process would die of SIGBUS if a
 // store reached unreserved space), and that the full file system reopens
 // with every record acked before it. It runs in a child process in its own
-// user and mount namespace, where it mounts the tmpfs; where namespaces
-// are not allowed it is skipped.
+// user and mount namespace, where it mounts the tmpfs (testutil.RunInTmpfs);
+// where namespaces are not allowed it is skipped.
 func TestMmapTopicOnA64MiBTmpfs(t *testing.T) {
-	if dir := os.Getenv(tmpfsChildEnv); dir != "" {
-		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
-			fmt.Println("SKIP-MOUNT:", err)
-			return
-		}
-		defer unix.Unmount(dir, 0)
-		fillTmpfs(t, dir)
-		return
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMmapTopicOnA64MiBTmpfs$", "-test.v")
-	cmd.Env = append(os.Environ(), tmpfsChildEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-	}
-	out, err := cmd.CombinedOutput()
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		t.Skipf("no private user and mount namespace here: %v", err)
-	}
-	if strings.Contains(string(out), "SKIP-MOUNT:") {
-		t.Skipf("mounting a tmpfs is not allowed here: %s", out)
-	}
-	require.NoError(t, err, "child:\n%s", out)
-	t.Logf("child:\n%s", out)
+	testutil.RunInTmpfs(t, 64<<20, fillTmpfs)
 }
 
 func fillTmpfs(t *testing.T, dir string) {

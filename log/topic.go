@@ -63,7 +63,7 @@ func readTopicMeta(name, tdir string) (int, error) {
 
 func loadTopicMeta(name, tdir string) (topicMeta, error) {
 	path := filepath.Join(tdir, topicMetaFile)
-	b, err := readSmallFile(path, topicMetaMaxBytes)
+	b, err := readRegularFile(path, topicMetaMaxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return topicMeta{}, fmt.Errorf("%w: %s (no %s)", ErrUnknownTopic, name, path)
 	}

@@ -356,6 +356,20 @@ func wrapErr(topic string, partition int32, err error) error {
 		errors.Is(err, ErrNoPartitions):
 		// Retrying cannot cure these: ConsumeForever returns them at once.
 		return stream.Permanent(&PartitionError{Topic: topic, Partition: partition, Err: err})
+	case aboveEnd(err):
+		// Nor this, and retrying would be worse: once appends reached the
+		// position the retry would resume there, past records never read.
+		return stream.Permanent(&PartitionError{Topic: topic, Partition: partition, Err: err})
 	}
 	return &PartitionError{Topic: topic, Partition: partition, Err: err}
+}
+
+// aboveEnd reports whether err is an out-of-range error for an offset above
+// the high watermark: a position that no record of the log reaches (a
+// checkpoint edited by hand, or a log recreated or restored from an older
+// copy; a crash that lost records is told apart by the saved epoch, see
+// log.Partition.ResumeOffset).
+func aboveEnd(err error) bool {
+	var oor *log.OffsetOutOfRangeError
+	return errors.As(err, &oor) && oor.Offset > oor.NextOffset
 }

@@ -120,7 +120,8 @@ func WithCheckpointPolicy(opts ...CheckpointOption) ConsumeOption {
 //   - the [*SourceError] of the first failure when src does not implement
 //     [Resumer], since such a source cannot restart where the store says;
 //   - at once, a source failure marked [Permanent] (a closed log, a
-//     partition that does not exist, corrupt data).
+//     partition that does not exist, corrupt data, a saved position beyond
+//     the log end).
 //
 // Any other failure of Read or Resume is retried, among them a topic that
 // does not exist yet (its publisher may not have created it): a misspelt

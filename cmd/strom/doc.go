@@ -64,7 +64,9 @@
 //	0  success
 //	1  an error: I/O, an unknown topic, a topic locked by another writer, ...
 //	2  a usage error: an unknown command or flag, a missing or bad argument
-//	   (a negative partition, offset or count is one)
+//	   (a negative partition, offset or count is one, and so are a topic
+//	   name that breaks Kafka's rule and a partition number or count out
+//	   of range, whichever command meets them)
 //	3  corruption: verify or dump found a frame that fails its check, or a
 //	   read met one
 //

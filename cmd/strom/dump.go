@@ -98,6 +98,9 @@ func (a *app) dump(path string, asJSON bool, previewBytes int) error {
 		return err
 	case fi.IsDir():
 		return fmt.Errorf("%s is a directory: give a segment file (NNNNNNNNNNNNNNNNNNNN.log) of a partition folder", path)
+	case !fi.Mode().IsRegular():
+		// A FIFO's open would wait for a writer, a device's read may never end.
+		return fmt.Errorf("%s is not a regular file (%s): give a segment file (NNNNNNNNNNNNNNNNNNNN.log) of a partition folder", path, fi.Mode().Type())
 	}
 	named := segmentFileName.MatchString(filepath.Base(path))
 	enc := json.NewEncoder(a.stdout)

@@ -35,7 +35,15 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
+// stromBinEnv passes the binary a test process built to the test processes
+// it starts (testutil.RunInTmpfs), so they do not build it again.
+const stromBinEnv = "STROM_TEST_CLI_BIN"
+
 func runMain(m *testing.M) int {
+	if bin := os.Getenv(stromBinEnv); bin != "" {
+		stromBin = bin
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "strom-cli-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "strom test:", err)
@@ -48,6 +56,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "strom test: go build failed: %v\n%s", err, out)
 		return 1
 	}
+	os.Setenv(stromBinEnv, stromBin)
 	return m.Run()
 }
 

@@ -39,6 +39,11 @@ is then 1.`,
 }
 
 func (a *app) retention(topics []string) error {
+	for _, name := range topics {
+		if err := log.ValidateTopicName(name); err != nil {
+			return err // a usage error, before any topic is touched
+		}
+	}
 	dir, err := a.logDir()
 	if err != nil {
 		return err

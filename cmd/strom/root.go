@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -52,8 +53,24 @@ func exitCode(err error) int {
 		return ce.code
 	case errors.Is(err, errCorruptFound), errors.Is(err, log.ErrCorrupt):
 		return exitCorrupt
+	case badArgument(err):
+		return exitUsage
 	}
 	return exitError
+}
+
+// badArgument reports whether err says an argument of the command line was
+// wrong, whichever command passed it on and whoever found it: a topic name
+// breaking Kafka's rule, a partition count or number out of range. Each is
+// a usage error (exit 2) wherever it is met.
+func badArgument(err error) bool {
+	for _, e := range []error{log.ErrInvalidTopic, log.ErrInvalidPartitions, log.ErrPartitionOutOfRange,
+		checkpoint.ErrInvalidTopic} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // app is what every command shares: the standard streams (stdout buffered,

@@ -145,6 +145,16 @@ func (c *consumer) stats() service.ConsumerStats {
 	return st
 }
 
+// routes are the consumer's endpoints, all read-only: GET /stats, /metrics and /health. Any
+// other method is 405 with an Allow header (http.ServeMux's method patterns).
+func (c *consumer) routes(metrics http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", c.handleStats)
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /health", service.Health)
+	return mux
+}
+
 func (c *consumer) handleStats(w http.ResponseWriter, _ *http.Request) {
 	service.WriteJSON(w, http.StatusOK, c.stats())
 }

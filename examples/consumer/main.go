@@ -59,7 +59,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -188,10 +187,7 @@ func run(cfg config) error {
 		defer c.out.Close()
 	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stats", c.handleStats)
-	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("GET /health", service.Health)
+	mux := c.routes(metrics)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 

@@ -11,6 +11,18 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
+// routes are the projection's endpoints, all read-only: GET /users/{id}, /stats, /metrics
+// and /health. Any other method is 405 with an Allow header (http.ServeMux's method
+// patterns).
+func (p *projection) routes(metrics http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /users/{id}", p.handleUser)
+	mux.HandleFunc("GET /stats", p.handleStats)
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /health", service.Health)
+	return mux
+}
+
 func (p *projection) handleUser(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	n, found, ready := p.user(id)

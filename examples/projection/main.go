@@ -67,7 +67,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -129,11 +128,7 @@ func run(cfg config) error {
 	defer lg.Close()
 
 	p := newProjection(cfg.topic)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /users/{id}", p.handleUser)
-	mux.HandleFunc("GET /stats", p.handleStats)
-	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("GET /health", service.Health)
+	mux := p.routes(metrics)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 

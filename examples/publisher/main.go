@@ -151,6 +151,18 @@ func parseFlags(args []string) (config, error) {
 	return cfg, nil
 }
 
+// routes are the publisher's endpoints: GET /stats, /metrics and /health read, and POST
+// /stop, the only one that changes anything, stops the sending (nothing else). Any other
+// method is 405 with an Allow header (http.ServeMux's method patterns).
+func (p *publisher) routes(metrics http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", p.handleStats)
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /health", service.Health)
+	mux.HandleFunc("POST /stop", p.handleStop)
+	return mux
+}
+
 // run serves HTTP and sends until SIGINT or SIGTERM.
 func run(cfg config) error {
 	ln, err := service.Listen(cfg.addr)
@@ -181,11 +193,7 @@ func run(cfg config) error {
 	defer cancel()
 
 	pub := newPublisher(topic)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stats", pub.handleStats)
-	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("GET /health", service.Health)
-	mux.HandleFunc("POST /stop", pub.handleStop)
+	mux := pub.routes(metrics)
 
 	what := "synthetic events"
 	if cfg.input != "" {

@@ -251,10 +251,7 @@ func run(cfg config) error {
 		return err
 	}
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stats", r.handleStats)
-	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("GET /health", service.Health)
+	mux := r.routes(metrics)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 	fmt.Fprintf(os.Stderr, "relay %s: %s -> %s; stats on http://%s/stats\n", cfg.direction, cfg.from, cfg.to, ln.Addr())
@@ -503,6 +500,16 @@ func (r *relay) crashAfterAppend(context.Context, log.Record) error {
 		select {} // SIGKILL is not delivered synchronously everywhere: never return
 	}
 	return nil
+}
+
+// routes are the relay's endpoints, all read-only: GET /stats, /metrics and /health. Any
+// other method is 405 with an Allow header (http.ServeMux's method patterns).
+func (r *relay) routes(metrics http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", r.handleStats)
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /health", service.Health)
+	return mux
 }
 
 func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {

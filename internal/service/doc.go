@@ -15,4 +15,13 @@
 // [Listen] opens the TCP listener before a service does any other work, and a busy port is
 // reported as "consumer: listen on 127.0.0.1:7071: address already in use", so two services
 // started on the same port fail at once and say why.
+//
+// # Serving
+//
+// Every service listens on 127.0.0.1 by default (its --addr flag, or STROM_ADDR, changes
+// that) and exposes nothing that writes: its endpoints are GET only (/stats, /metrics,
+// /health, the projection's /users/{id}), except the publisher's POST /stop, which only
+// stops its sending. [Serve] answers any other method 405 with an Allow header (the
+// services register method patterns on an http.ServeMux) and a request body over
+// [MaxRequestBodyBytes] (4 KiB) 413, before a handler runs.
 package service

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,11 +43,22 @@ func listenCause(err error) error {
 	return err
 }
 
+// MaxRequestBodyBytes is the largest request body a service accepts, in bytes (4 KiB). No
+// endpoint of the services reads a body (POST /stop of the publisher takes none), so a
+// larger one is a mistake or an attack: [Serve] answers it with 413 Request Entity Too
+// Large before any handler runs, and reads no more of it than this.
+const MaxRequestBodyBytes = 4 << 10
+
 // Serve serves h on ln until ctx is cancelled, then shuts the server down, waiting at most
 // one second for requests in flight. It returns nil after a shutdown caused by ctx, and the
 // server's error otherwise. It closes ln.
+//
+// A request whose body is larger than [MaxRequestBodyBytes] is answered 413 without reaching
+// h. h is expected to be an [http.ServeMux] of method patterns ("GET /stats"), which answers
+// any other method with 405 Method Not Allowed and an Allow header; the services register
+// only GET endpoints, and the publisher's POST /stop, which only stops it.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: limitBodies(h), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -59,6 +71,46 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		<-done
 		return nil
 	}
+}
+
+// limitBodies answers 413 to a request whose body is larger than MaxRequestBodyBytes and
+// otherwise passes it to h. A declared length is judged before anything is read; a body of
+// unknown length (chunked) is read up to the limit first, so h sees only a whole body.
+func limitBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxRequestBodyBytes {
+			tooLarge(w, r.ContentLength)
+			return
+		}
+		body := http.MaxBytesReader(w, r.Body, MaxRequestBodyBytes)
+		if r.ContentLength < 0 {
+			b, err := io.ReadAll(body)
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				tooLarge(w, -1)
+				return
+			case err != nil:
+				http.Error(w, fmt.Sprintf("reading the request body: %v", err), http.StatusBadRequest)
+				return
+			}
+			body = io.NopCloser(bytes.NewReader(b))
+		}
+		r.Body = body
+		h.ServeHTTP(w, r)
+	})
+}
+
+// tooLarge answers 413, naming the limit and the declared length n (-1: unknown), and
+// closes the connection rather than read the rest of the body.
+func tooLarge(w http.ResponseWriter, n int64) {
+	w.Header().Set("Connection", "close")
+	size := "a body of unknown length over the limit"
+	if n >= 0 {
+		size = fmt.Sprintf("a body of %d bytes", n)
+	}
+	http.Error(w, fmt.Sprintf("request body too large: %s; at most %d bytes are accepted", size, MaxRequestBodyBytes),
+		http.StatusRequestEntityTooLarge)
 }
 
 // WriteJSON answers with status and v encoded as indented JSON.

@@ -1,7 +1,8 @@
 // Package testutil holds the test helpers that more than one package's
 // tests use, so that each is written once: the log's write paths to run a
 // test under, a small-segment log that closes itself, and a process
-// environment without STROM_* settings. Only tests import it.
+// environment without STROM_* settings, and a real HTTP server on 127.0.0.1
+// with checks of the services' endpoints (http.go). Only tests import it.
 package testutil
 
 import (

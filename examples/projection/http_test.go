@@ -1,0 +1,28 @@
+package main
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/internal/testutil"
+)
+
+// TestHTTPListensOnLoopbackAndIsReadOnly ensures the projection binds 127.0.0.1 unless
+// --addr says otherwise, every endpoint answers only GET (405 with Allow for the rest), and
+// a body over the limit is 413, on a real server.
+func TestHTTPListensOnLoopbackAndIsReadOnly(t *testing.T) {
+	t.Setenv("STROM_ADDR", "")
+	cfg, err := parseFlags([]string{"--dir", "d", "--addr", "127.0.0.1:0"})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:0", cfg.addr)
+
+	p := newProjection("events")
+	p.counts["u1"] = 1
+	p.parts, p.replayed = []partStats{{}}, 1 // replayed: ready to answer
+	base := testutil.ServeHTTP(t, p.routes(http.NotFoundHandler()))
+	testutil.RequireReadOnly(t, base, "/stats", "/health", "/users/u1")
+	testutil.RequireBodyLimit(t, http.MethodGet, base+"/users/u1")
+}
