@@ -276,7 +276,7 @@ func lockTopic(topic, tdir string) (*os.File, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			b, _ := readSmallFile(path, 32) // a pid and a newline; anything larger is no pid
+			b, _ := readRegularFile(path, 32) // a pid and a newline; anything larger is no pid
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 			return nil, &LockedError{Topic: topic, Path: path, PID: pid}
 		}
@@ -322,7 +322,7 @@ func openNoFollow(path string, flag int, perm fs.FileMode) (*os.File, error) {
 // place of a file the log wrote would make a plain open never return, and a
 // link to /dev/zero a plain read never end. It reads no further than the
 // size fstat gave, and with limit >= 0 a file larger than limit bytes is
-// errFileTooLarge, read no further than limit+1 bytes (as readSmallFile).
+// errFileTooLarge, read no further than limit+1 bytes .
 func readRegularFile(path string, limit int64) ([]byte, error) {
 	f, err := openNoFollow(path, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO's open would wait for a writer
 	if err != nil {

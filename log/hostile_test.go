@@ -580,9 +580,6 @@ func requireOpenFailsWithin(t *testing.T, dir, want string) {
 // FIFO does not block the open of its partition: the marker is not trusted
 // and the segment walked.
 func TestSealMarkerThatIsAFIFOIsNotWaitedOn(t *testing.T) {
-	t.Skip("needs fix in log/sealed.go: readSmallFile opens with os.Open, which blocks on a FIFO; " +
-		"open with os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW and refuse a non-regular file after fstat " +
-		"(or call readRegularFile of log/dir.go from readMarker)")
 	dir := t.TempDir()
 	lg := openLog(t, dir, log.WithSegmentBytes(256))
 	appendN(t, openPartition(t, lg, "events", 1), 0, 10)

@@ -81,7 +81,7 @@ func decodeSealMarker(b []byte) (sealMarker, bool) {
 // Only a segment below the last may be trusted: the last one is the active
 // segment, possibly mid-append, and is always walked.
 func (s *segment) trustSealed(dir string, interval int) bool {
-	b, err := readSmallFile(filepath.Join(dir, sealedName(s.base)), sealBytes)
+	b, err := readRegularFile(filepath.Join(dir, sealedName(s.base)), sealBytes)
 	if err != nil {
 		return false
 	}
@@ -291,25 +291,7 @@ func newIndex(size int64, interval int) []indexEntry {
 	return make([]indexEntry, 0, size/max(int64(interval), minFrameBytes)+1)
 }
 
-// errFileTooLarge is readSmallFile's error for a file larger than its
+// errFileTooLarge is readRegularFile's error for a file larger than its
 // format can be.
 var errFileTooLarge = errors.New("file larger than its format allows")
 
-// readSmallFile reads the file at path when it holds at most limit bytes;
-// a larger one is errFileTooLarge, read no further than limit+1 bytes: its
-// size is not one the caller's format can have.
-func readSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: %s holds more than %d bytes", errFileTooLarge, path, limit)
-	}
-	return b, nil
-}
