@@ -294,4 +294,3 @@ func newIndex(size int64, interval int) []indexEntry {
 // errFileTooLarge is readRegularFile's error for a file larger than its
 // format can be.
 var errFileTooLarge = errors.New("file larger than its format allows")
-
