@@ -62,6 +62,7 @@ func Child(args []string) error {
 	scenario := fl.String("scenario", ScenarioPlain, "the consumer's pipeline: plain or pipeline (consume)")
 	work := fl.Duration("work", 300*time.Microsecond, "the most work a stage does per record (consume)")
 	interval := fl.Duration("checkpoint-interval", 5*time.Millisecond, "how often positions are saved (consume)")
+	forget := fl.Int64("forget-every", 0, "journal no finish of offsets divisible by this (consume; a planted fault, for the harness's own test)")
 	ready := fl.String("ready", "", "a file to write --inc to once SIGTERM stops the child cleanly")
 	if err := fl.Parse(args[1:]); err != nil {
 		return fmt.Errorf("torture: child %s: %w", args[0], err)
@@ -83,7 +84,7 @@ func Child(args []string) error {
 		p := publisher{dir: *dir, seed: *seed, inc: *inc, mode: m, segmentBytes: *segBytes, appenders: *appenders, rate: *rate}
 		return p.run(ctx)
 	case "consume":
-		c := consumer{dir: *dir, partition: int32(*partition), scenario: *scenario, work: *work, interval: *interval}
+		c := consumer{dir: *dir, partition: int32(*partition), scenario: *scenario, work: *work, interval: *interval, forgetEvery: *forget}
 		return c.run(ctx)
 	default:
 		return fmt.Errorf("torture: child: unknown role %q (publish or consume)", args[0])
@@ -204,6 +205,10 @@ type consumer struct {
 	scenario  string
 	work      time.Duration
 	interval  time.Duration
+	// forgetEvery > 0 plants a fault: the finishes of offsets divisible by
+	// it are not journalled, as if the handler had never run, so the
+	// supervisor must report them lost and every position past them a skip.
+	forgetEvery int64
 }
 
 func (c consumer) run(ctx context.Context) error {
@@ -227,6 +232,9 @@ func (c consumer) run(ctx context.Context) error {
 		return source.Partition(lg, Topic, c.partition, source.FromStore(store), source.MaxBytes(8<<10))
 	}
 	handled := func(kind byte, r log.Record) error {
+		if c.forgetEvery > 0 && r.Offset%c.forgetEvery == 0 {
+			return nil
+		}
 		return j.add(entry{kind: kind, partition: r.Partition, offset: r.Offset, id: recordID(r)})
 	}
 	policy := stream.WithCheckpointPolicy(stream.CheckpointInterval(c.interval))

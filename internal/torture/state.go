@@ -67,7 +67,7 @@ func (s *supervisor) advance(st *partitionState) error {
 		case kindSave:
 			s.sum.SavesChecked++
 			if e.offset > st.first {
-				s.skip(st, e.offset, "consumer-%d began saving position %d while offset %d was not finished (its journal, in order)", st.p, e.offset, st.first)
+				s.skip(st, e.offset, "skip: partition %d: consumer-%d began saving position %d while offset %d was not finished (its journal, in order)", st.p, st.p, e.offset, st.first)
 			}
 		case kindSaved:
 			s.sum.Saves++
@@ -85,7 +85,7 @@ func (s *supervisor) samplePosition(st *partitionState, when string) error {
 	pos, found, err := st.store.Load(context.Background(), Topic, st.p)
 	if err != nil {
 		s.sum.Unreadable++
-		s.violate("partition %d: position file unreadable (%s): %v", st.p, when, err)
+		s.violate("unreadable: partition %d: position file (%s): %v", st.p, when, err)
 		found = false
 	}
 	if err := s.advance(st); err != nil {
@@ -97,7 +97,7 @@ func (s *supervisor) samplePosition(st *partitionState, when string) error {
 	s.sum.Samples++
 	st.pos, st.found = pos.Offset, true
 	if pos.Offset > st.first {
-		s.skip(st, pos.Offset, "partition %d: saved position %d passes offset %d, which consumer-%d had not finished (sampled %s)", st.p, pos.Offset, st.first, st.p, when)
+		s.skip(st, pos.Offset, "skip: partition %d: saved position %d passes offset %d, which consumer-%d had not finished (sampled %s)", st.p, pos.Offset, st.first, st.p, when)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ type Summary struct {
 	ConsumerKills           int // SIGKILLs of a consumer
 	KillsMidSave            int // of which with a Save begun and not returned
 	KillsMidBatch           int // of which right after finishing a record (mid-batch or waiting)
-	KillsOther              int // of which after a Save returned, or before anything
+	KillsOther              int // of which after a Save returned, or before its journal had anything
 	Restarts                int // children started again after a kill
 
 	Appends int64 // appends begun (the publisher's journal)
@@ -64,7 +64,7 @@ func (s *Summary) String() string {
 		verdict = fmt.Sprintf("FAIL (%d violations)", len(s.Violations))
 	}
 	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
-	fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d after a record, %d other)\n",
+	fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d right after a record, %d after a save or at startup)\n",
 		s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.ConsumerKills, s.KillsMidSave, s.KillsMidBatch, s.KillsOther)
 	fmt.Fprintf(&b, "  restarts    %d\n", s.Restarts)
 	fmt.Fprintf(&b, "  published   %d appends begun, %d acked (AckSynced), %d records in the log (every frame verified)\n", s.Appends, s.Acked, s.InLog)

@@ -55,6 +55,10 @@ type Config struct {
 	Command func(args ...string) *exec.Cmd
 	// Progress, when not nil, receives a line every 50 kills.
 	Progress io.Writer
+	// ForgetEvery, when above zero, plants a fault in the consumers: they
+	// journal no finish of an offset divisible by it, so the run must fail
+	// with losses and skips. Only the harness's own test sets it.
+	ForgetEvery int64
 }
 
 func (c *Config) defaults() error {
@@ -232,6 +236,7 @@ func (s *supervisor) args(c *child) []string {
 	return append(append([]string{"consume"}, common...),
 		"--partition", strconv.Itoa(int(c.partition)),
 		"--scenario", s.cfg.Scenario,
+		"--forget-every", strconv.FormatInt(s.cfg.ForgetEvery, 10),
 		"--checkpoint-interval", interval.String())
 }
 

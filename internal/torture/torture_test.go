@@ -1,0 +1,102 @@
+package torture_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/internal/testutil"
+	"github.com/strom-dev/strom/internal/torture"
+	"github.com/strom-dev/strom/log"
+)
+
+// childEnv, set in a child's environment, makes the test binary run
+// torture.Child with its arguments instead of the tests.
+const childEnv = "STROM_TORTURE_CHILD"
+
+func init() {
+	if os.Getenv(childEnv) != "" {
+		if err := torture.Child(os.Args[1:]); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}
+
+// command runs the test binary as a torture child.
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(testutil.CleanEnv(), childEnv+"=1")
+	return cmd
+}
+
+// shortConfig is a run of 20 kills, a few seconds long.
+func shortConfig(t *testing.T, scenario string, mode log.Mode) torture.Config {
+	return torture.Config{
+		Dir:         t.TempDir(),
+		Scenario:    scenario,
+		Mode:        mode,
+		Kills:       20,
+		MinInterval: 20 * time.Millisecond,
+		MaxInterval: 120 * time.Millisecond,
+		Rate:        1000,
+		Command:     command,
+	}
+}
+
+// TestShortTortureLosesAndSkipsNothing ensures a short torture run (20
+// SIGKILLs of the publisher and the consumers) of each scenario passes
+// every check: no acked record lost, every record handled, no position
+// past an unfinished record, no unreadable position file.
+func TestShortTortureLosesAndSkipsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		scenario string
+		mode     log.Mode
+	}{
+		{torture.ScenarioPlain, log.ModeMmap},
+		{torture.ScenarioPipeline, log.ModeFile},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			sum, err := torture.Run(context.Background(), shortConfig(t, tc.scenario, tc.mode))
+			if sum != nil {
+				t.Log("\n" + sum.String())
+			}
+			require.NoError(t, err)
+			require.Equal(t, 20, sum.Kills())
+			require.Equal(t, 20, sum.Restarts)
+			require.Positive(t, sum.Acked)
+			require.GreaterOrEqual(t, sum.InLog, sum.Acked)
+			require.Equal(t, sum.InLog, sum.Distinct)
+			require.Zero(t, sum.Loss())
+			require.Zero(t, sum.Skips)
+			require.Zero(t, sum.Unreadable)
+			require.Positive(t, sum.Samples)
+			require.Positive(t, sum.SavesChecked)
+		})
+	}
+}
+
+// TestTortureReportsAForgettingConsumer ensures the checks catch what they
+// are for: consumers that never finish every 50th offset (a planted fault)
+// make the run fail with those records lost and positions past them
+// reported as skips.
+func TestTortureReportsAForgettingConsumer(t *testing.T) {
+	cfg := shortConfig(t, torture.ScenarioPlain, log.ModeMmap)
+	cfg.Kills = 5
+	cfg.ForgetEvery = 50
+	sum, err := torture.Run(context.Background(), cfg)
+	var verr *torture.ViolationError
+	require.True(t, errors.As(err, &verr), "want a ViolationError, got %v", err)
+	require.NotNil(t, sum)
+	t.Log("\n" + sum.String())
+	require.Positive(t, sum.LostUnhandled)
+	require.Positive(t, sum.Skips)
+	require.Zero(t, sum.LostAcked)
+	require.Contains(t, err.Error(), "offset 0 (record ")
+}
