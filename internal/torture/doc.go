@@ -42,7 +42,8 @@
 //
 // # Kills
 //
-// The supervisor waits a random 30 to 200 ms (Config.MinInterval,
+// Once the publisher has been acked a record in every partition, the
+// supervisor waits a random 30 to 200 ms (Config.MinInterval,
 // MaxInterval), picks one of the four children at random, sends SIGKILL,
 // waits for it to be gone, and starts it again at once. The publisher is
 // always appending and consumers save every few milliseconds in small

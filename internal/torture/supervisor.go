@@ -176,7 +176,10 @@ func (s *supervisor) run(ctx context.Context) error {
 	samplerDone := make(chan struct{})
 	stopSampler := make(chan struct{})
 	go s.sampler(stopSampler, samplerDone)
-	err := s.killLoop(ctx)
+	err := s.warmUp(ctx)
+	if err == nil {
+		err = s.killLoop(ctx)
+	}
 	if err == nil {
 		err = s.finish(ctx)
 	}
@@ -330,6 +333,46 @@ func (s *supervisor) unexpected(e exit) {
 // violate records a violation.
 func (s *supervisor) violate(format string, args ...any) {
 	s.sum.Violations = append(s.sum.Violations, fmt.Sprintf(format, args...))
+}
+
+// warmUp waits until the publisher has been acked a record in every
+// partition, so that the first kill lands in a running system rather than
+// in the children's first start (later kills may land in a start: a
+// restarted child is as eligible as any).
+func (s *supervisor) warmUp(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s.mu.Lock()
+		err := s.advancePublisher()
+		var seen [Partitions]bool
+		n := 0
+		for _, a := range s.pub.acks {
+			if a.partition >= 0 && a.partition < Partitions && !seen[a.partition] {
+				seen[a.partition] = true
+				n++
+			}
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if n == Partitions {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("torture: the publisher was not acked a record in every partition within 30s of its start (see %s)", filepath.Join(s.cfg.Dir, "publisher.stderr"))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("torture: %w", ctx.Err())
+		case e := <-s.exits:
+			s.mu.Lock()
+			s.exited(e)
+			s.mu.Unlock()
+			return fmt.Errorf("torture: %s exited by itself: %v (see %s)", e.c.name, e.err, filepath.Join(s.cfg.Dir, e.c.name+".stderr"))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // killLoop kills and restarts children until cfg.Kills kills.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +57,7 @@ func shortConfig(t *testing.T, scenario string, mode log.Mode) torture.Config {
 // every check: no acked record lost, every record handled, no position
 // past an unfinished record, no unreadable position file.
 func TestShortTortureLosesAndSkipsNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		scenario string
 		mode     log.Mode
@@ -63,6 +66,7 @@ func TestShortTortureLosesAndSkipsNothing(t *testing.T) {
 		{torture.ScenarioPipeline, log.ModeFile},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
 			sum, err := torture.Run(context.Background(), shortConfig(t, tc.scenario, tc.mode))
 			if sum != nil {
 				t.Log("\n" + sum.String())
@@ -87,16 +91,22 @@ func TestShortTortureLosesAndSkipsNothing(t *testing.T) {
 // make the run fail with those records lost and positions past them
 // reported as skips.
 func TestTortureReportsAForgettingConsumer(t *testing.T) {
+	t.Parallel()
 	cfg := shortConfig(t, torture.ScenarioPlain, log.ModeMmap)
 	cfg.Kills = 5
 	cfg.ForgetEvery = 50
 	sum, err := torture.Run(context.Background(), cfg)
+	require.NotNil(t, sum, "Run: %v", err)
+	t.Log("\n" + sum.String())
 	var verr *torture.ViolationError
 	require.True(t, errors.As(err, &verr), "want a ViolationError, got %v", err)
-	require.NotNil(t, sum)
-	t.Log("\n" + sum.String())
 	require.Positive(t, sum.LostUnhandled)
 	require.Positive(t, sum.Skips)
 	require.Zero(t, sum.LostAcked)
-	require.Contains(t, err.Error(), "offset 0 (record ")
+	require.True(t, slices.ContainsFunc(sum.Violations, func(v string) bool {
+		return strings.HasPrefix(v, "loss: partition ") && strings.Contains(v, " offset 0 (record ")
+	}), "no violation names offset 0 as never handled")
+	require.True(t, slices.ContainsFunc(sum.Violations, func(v string) bool {
+		return strings.HasPrefix(v, "skip: partition ")
+	}), "no violation names a skip")
 }
