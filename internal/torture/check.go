@@ -31,9 +31,15 @@ func (s *supervisor) check() error {
 		if err := s.samplePosition(st, "after the consumers stopped"); err != nil {
 			return err
 		}
-		s.sum.TornLines += st.t.torn
+		s.sum.TornLines += st.src.tornLines()
 	}
 	s.sum.TornLines += s.pub.t.torn
+	if s.kafka != nil {
+		s.sum.Foreign = s.kafka.foreign
+		if s.sum.Foreign > 0 {
+			s.violate("relay: %d records of %s lack the relay's source headers", s.sum.Foreign, RelayTopic)
+		}
+	}
 
 	rep, err := log.Verify(logDir(s.cfg.Dir))
 	if err != nil {
@@ -77,7 +83,7 @@ func (s *supervisor) check() error {
 			n := st.counts[recKey{int64(off), id}]
 			if n == 0 {
 				s.sum.LostUnhandled++
-				s.violate("loss: partition %d offset %d (record %s) is in the log and was never handled by consumer-%d", p, off, id, p)
+				s.violate("loss: partition %d offset %d (record %s) is in the log and was never handled by %s", p, off, id, st.who)
 				continue
 			}
 			s.sum.Distinct++
@@ -92,7 +98,7 @@ func (s *supervisor) check() error {
 		slices.SortFunc(keys, func(a, b recKey) int { return int(a.offset - b.offset) })
 		for _, k := range keys {
 			s.sum.Phantoms++
-			s.violate("phantom: consumer-%d handled %v, which the log does not hold at that offset", p, k)
+			s.violate("phantom: partition %d: %s handled %v, which the log does not hold at that offset", p, st.who, k)
 		}
 		if hw := int64(len(ids[p])); hw > 0 && (!st.found || st.pos != hw) {
 			s.violate("partition %d: final position %d (found %v), high watermark %d", p, st.pos, st.found, hw)

@@ -129,6 +129,13 @@ func (j *journal) add(e entry) error {
 // close closes the file.
 func (j *journal) close() error { return j.f.Close() }
 
+// entrySource gives the entries that appeared since its last call: a
+// consumer's journal, or what Kafka holds from the relay.
+type entrySource interface {
+	next() ([]entry, error)
+	tornLines() int
+}
+
 // tailer reads a journal that another process is appending to, from where
 // its last call stopped: whole lines only, keeping a partial last line for
 // the next call.
@@ -138,6 +145,8 @@ type tailer struct {
 	partial []byte
 	torn    int // lines that did not parse
 }
+
+func (t *tailer) tornLines() int { return t.torn }
 
 // next returns the entries appended since the last call. A journal that
 // does not exist yet has none.

@@ -18,7 +18,8 @@ type recKey struct {
 // as read so far and its position file.
 type partitionState struct {
 	p     int32
-	t     tailer
+	who   string      // "consumer-P", or "the relay"
+	src   entrySource // the consumer's journal, or Kafka's copy (ScenarioRelay)
 	store *checkpoint.FileStore
 
 	handled []bool         // by offset: the journal holds a finish (kindHandled or kindFiltered) of it
@@ -36,7 +37,7 @@ type partitionState struct {
 // and each save the consumer began (kindSave) is checked against the
 // records finished before it in the journal.
 func (s *supervisor) advance(st *partitionState) error {
-	entries, err := st.t.next()
+	entries, err := st.src.next()
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func (s *supervisor) advance(st *partitionState) error {
 	}
 	for _, e := range entries {
 		if e.partition != st.p {
-			s.violate("consumer-%d's journal holds an entry of partition %d: %q", st.p, e.partition, e.appendLine(nil))
+			s.violate("%s's journal holds an entry of partition %d: %q", st.who, e.partition, e.appendLine(nil))
 			continue
 		}
 		st.last = e.kind
@@ -67,7 +68,7 @@ func (s *supervisor) advance(st *partitionState) error {
 		case kindSave:
 			s.sum.SavesChecked++
 			if e.offset > st.first {
-				s.skip(st, e.offset, "skip: partition %d: consumer-%d began saving position %d while offset %d was not finished (its journal, in order)", st.p, st.p, e.offset, st.first)
+				s.skip(st, e.offset, "skip: partition %d: %s began saving position %d while offset %d was not finished (its journal, in order)", st.p, st.who, e.offset, st.first)
 			}
 		case kindSaved:
 			s.sum.Saves++
@@ -97,7 +98,7 @@ func (s *supervisor) samplePosition(st *partitionState, when string) error {
 	s.sum.Samples++
 	st.pos, st.found = pos.Offset, true
 	if pos.Offset > st.first {
-		s.skip(st, pos.Offset, "skip: partition %d: saved position %d passes offset %d, which consumer-%d had not finished (sampled %s)", st.p, pos.Offset, st.first, st.p, when)
+		s.skip(st, pos.Offset, "skip: partition %d: saved position %d passes offset %d, which %s had not finished (sampled %s)", st.p, pos.Offset, st.first, st.who, when)
 	}
 	return nil
 }

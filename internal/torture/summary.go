@@ -23,6 +23,7 @@ type Summary struct {
 	KillsMidSave            int // of which with a Save begun and not returned
 	KillsMidBatch           int // of which right after finishing a record (mid-batch or waiting)
 	KillsOther              int // of which after a Save returned, or before its journal had anything
+	RelayKills              int // SIGKILLs of the relay (ScenarioRelay)
 	Restarts                int // children started again after a kill
 
 	Appends int64 // appends begun (the publisher's journal)
@@ -45,13 +46,14 @@ type Summary struct {
 	Skips         int // positions past an unfinished record (must be 0)
 
 	TornLines int // journal lines torn by a kill (ignored: their write never returned)
+	Foreign   int // ScenarioRelay: Kafka records without the relay's headers (must be 0)
 	TornTails int // partitions whose last segment ends in a torn tail at the end
 
 	Violations []string // every violation, in the order found
 }
 
 // Kills is the number of SIGKILLs sent.
-func (s *Summary) Kills() int { return s.PublisherKills + s.ConsumerKills }
+func (s *Summary) Kills() int { return s.PublisherKills + s.ConsumerKills + s.RelayKills }
 
 // Loss is the number of records lost: acked and missing, or never handled.
 func (s *Summary) Loss() int { return s.LostAcked + s.LostUnhandled }
@@ -64,12 +66,22 @@ func (s *Summary) String() string {
 		verdict = fmt.Sprintf("FAIL (%d violations)", len(s.Violations))
 	}
 	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
-	fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d right after a record, %d after a save or at startup)\n",
-		s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.ConsumerKills, s.KillsMidSave, s.KillsMidBatch, s.KillsOther)
+	if s.Scenario == ScenarioRelay {
+		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), relay %d\n",
+			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.RelayKills)
+	} else {
+		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d right after a record, %d after a save or at startup)\n",
+			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.ConsumerKills, s.KillsMidSave, s.KillsMidBatch, s.KillsOther)
+	}
 	fmt.Fprintf(&b, "  restarts    %d\n", s.Restarts)
 	fmt.Fprintf(&b, "  published   %d appends begun, %d acked (AckSynced), %d records in the log (every frame verified)\n", s.Appends, s.Acked, s.InLog)
-	fmt.Fprintf(&b, "  handled     %d finishes (%d by the filter), %d distinct records, %d replays\n", s.HandledLines, s.FilteredLines, s.Distinct, s.Replays)
-	fmt.Fprintf(&b, "  positions   %d samples, %d saves checked against the journal (%d returned), %d unreadable\n", s.Samples, s.SavesChecked, s.Saves, s.Unreadable)
+	if s.Scenario == ScenarioRelay {
+		fmt.Fprintf(&b, "  handled     %d records relayed to Kafka (%d without the relay's headers), %d distinct records, %d replays\n", s.HandledLines, s.Foreign, s.Distinct, s.Replays)
+		fmt.Fprintf(&b, "  positions   %d samples, %d unreadable\n", s.Samples, s.Unreadable)
+	} else {
+		fmt.Fprintf(&b, "  handled     %d finishes (%d by the filter), %d distinct records, %d replays\n", s.HandledLines, s.FilteredLines, s.Distinct, s.Replays)
+		fmt.Fprintf(&b, "  positions   %d samples, %d saves checked against the journal (%d returned), %d unreadable\n", s.Samples, s.SavesChecked, s.Saves, s.Unreadable)
+	}
 	fmt.Fprintf(&b, "  loss        %d (acked but missing %d, never handled %d), phantoms %d\n", s.Loss(), s.LostAcked, s.LostUnhandled, s.Phantoms)
 	fmt.Fprintf(&b, "  skips       %d\n", s.Skips)
 	fmt.Fprintf(&b, "  torn        %d journal lines, %d log tails\n", s.TornLines, s.TornTails)

@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/kafkatest"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -24,7 +26,9 @@ type Config struct {
 	// checkpoint folders and each child's stderr. It must be empty or not
 	// exist; Run creates it.
 	Dir string
-	// Scenario is the consumers' pipeline: ScenarioPlain or ScenarioPipeline.
+	// Scenario is the consumers' pipeline, ScenarioPlain or
+	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
+	// consumers.
 	Scenario string
 	// Mode is the log's write path; zero means log.DefaultMode.
 	Mode log.Mode
@@ -53,6 +57,9 @@ type Config struct {
 	// Command returns the command that runs Child(args): the torture
 	// binary itself, or a test binary. Required.
 	Command func(args ...string) *exec.Cmd
+	// RelayCommand returns the command that runs examples/relay with args.
+	// Required for ScenarioRelay.
+	RelayCommand func(args ...string) *exec.Cmd
 	// Progress, when not nil, receives a line every 50 kills.
 	Progress io.Writer
 	// ForgetEvery, when above zero, plants a fault in the consumers: they
@@ -68,8 +75,14 @@ func (c *Config) defaults() error {
 	if c.Dir == "" {
 		return errors.New("torture: Config.Dir is required")
 	}
-	if c.Scenario != ScenarioPlain && c.Scenario != ScenarioPipeline {
-		return fmt.Errorf("torture: unknown scenario %q (plain or pipeline)", c.Scenario)
+	switch c.Scenario {
+	case ScenarioPlain, ScenarioPipeline:
+	case ScenarioRelay:
+		if c.RelayCommand == nil {
+			return errors.New("torture: scenario relay needs Config.RelayCommand")
+		}
+	default:
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline or relay)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -104,13 +117,21 @@ func (c *Config) defaults() error {
 // child is one of the four processes, across its incarnations.
 type child struct {
 	name      string
-	partition int32 // -1 for the publisher
-	inc       int   // incarnations started so far, minus one
+	role      string // rolePublisher, roleConsumer or roleRelay
+	partition int32  // the consumer's partition; -1 for the others
+	inc       int    // incarnations started so far, minus one
 	cmd       *exec.Cmd
 	running   bool  // the current incarnation has not been seen to exit
 	signalled bool  // the supervisor sent the current incarnation SIGKILL or SIGTERM
 	exitErr   error // the current incarnation's exit, once !running
 }
+
+// The roles of the children.
+const (
+	rolePublisher = "publisher"
+	roleConsumer  = "consumer"
+	roleRelay     = "relay"
+)
 
 // supervisor is the state of one Run.
 type supervisor struct {
@@ -124,6 +145,9 @@ type supervisor struct {
 	mu    sync.Mutex // guards parts, pub and sum's counters below while sampling
 	parts [Partitions]*partitionState
 	pub   *publisherState
+
+	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
+	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
 }
 
 // exit is a child's exit, sent by its wait goroutine.
@@ -164,6 +188,14 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 }
 
 func (s *supervisor) run(ctx context.Context) error {
+	defer func() {
+		if s.kafka != nil {
+			s.kafka.close()
+		}
+		if s.cluster != nil {
+			s.cluster.Close()
+		}
+	}()
 	if err := s.setup(); err != nil {
 		return err
 	}
@@ -197,12 +229,37 @@ func (s *supervisor) setup() error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("torture: run folder %s is not empty", dir)
 	}
-	for p := range int32(Partitions) {
-		if err := os.MkdirAll(stateDir(dir, p), 0o755); err != nil {
+	relay := s.cfg.Scenario == ScenarioRelay
+	if relay {
+		if err := os.MkdirAll(filepath.Join(relayDir(dir), "state"), 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
 		}
-		st := &partitionState{p: p, t: tailer{path: handledJournalPath(dir, p)}}
-		st.store, _ = checkpoint.NewFileStore(stateDir(dir, p))
+		kc, err := kafkatest.Start(kafkatest.Partitions(Partitions), kafkatest.Topics(RelayTopic))
+		if err != nil {
+			return fmt.Errorf("torture: start the in-process Kafka: %w", err)
+		}
+		s.cluster = kc
+		if s.kafka, err = newKafkaReader(kc.Brokers()); err != nil {
+			return err
+		}
+	}
+	for p := range int32(Partitions) {
+		st := &partitionState{p: p, who: fmt.Sprintf("consumer-%d", p)}
+		sdir := stateDir(dir, p)
+		if relay {
+			st.who = "the relay"
+			st.src, sdir = kafkaView{s.kafka, p}, filepath.Join(relayDir(dir), "state")
+		} else {
+			st.src = &tailer{path: handledJournalPath(dir, p)}
+		}
+		if err := os.MkdirAll(sdir, 0o755); err != nil {
+			return fmt.Errorf("torture: %w", err)
+		}
+		store, err := checkpoint.NewFileStore(sdir)
+		if err != nil {
+			return fmt.Errorf("torture: %w", err)
+		}
+		st.store = store
 		s.parts[p] = st
 	}
 	lg, err := log.Open(logDir(dir), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
@@ -216,18 +273,27 @@ func (s *supervisor) setup() error {
 	if err := lg.Close(); err != nil {
 		return fmt.Errorf("torture: close the log after creating the topic: %w", err)
 	}
-	s.children = append(s.children, &child{name: "publisher", partition: -1})
+	s.children = append(s.children, &child{name: "publisher", role: rolePublisher, partition: -1})
+	if relay {
+		s.children = append(s.children, &child{name: "relay", role: roleRelay, partition: -1})
+		return nil
+	}
 	for p := range int32(Partitions) {
-		s.children = append(s.children, &child{name: fmt.Sprintf("consumer-%d", p), partition: p})
+		s.children = append(s.children, &child{name: fmt.Sprintf("consumer-%d", p), role: roleConsumer, partition: p})
 	}
 	return nil
 }
 
 // args returns the child's command-line arguments for its next incarnation.
 func (s *supervisor) args(c *child) []string {
+	if c.role == roleRelay {
+		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),
+			"--dir", logDir(s.cfg.Dir), "--from", Topic, "--to", RelayTopic,
+			"--state", filepath.Join(relayDir(s.cfg.Dir), "state"), "--addr", "127.0.0.1:0"}
+	}
 	common := []string{"--dir", s.cfg.Dir, "--inc", strconv.Itoa(c.inc), "--seed", strconv.FormatUint(s.rng.Uint64(), 10),
 		"--ready", s.readyPath(c)}
-	if c.partition < 0 {
+	if c.role == rolePublisher {
 		return append(append([]string{"publish"}, common...),
 			"--mode", s.cfg.Mode.String(),
 			"--segment-bytes", strconv.FormatInt(s.cfg.SegmentBytes, 10),
@@ -252,8 +318,12 @@ func (s *supervisor) readyPath(c *child) string { return filepath.Join(s.cfg.Dir
 func (s *supervisor) terminate(ctx context.Context, c *child) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		data, err := os.ReadFile(s.readyPath(c))
-		if err == nil && string(data) == strconv.Itoa(c.inc) {
+		if c.role == roleRelay {
+			// examples/relay prints its address once it handles SIGTERM.
+			if stderrReady(filepath.Join(s.cfg.Dir, c.name+".stderr"), c.inc, "stats on http://") {
+				break
+			}
+		} else if data, err := os.ReadFile(s.readyPath(c)); err == nil && string(data) == strconv.Itoa(c.inc) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -285,7 +355,12 @@ func (s *supervisor) start(c *child) error {
 	}
 	defer out.Close()
 	fmt.Fprintf(out, "--- torture: incarnation %d\n", c.inc)
-	cmd := s.cfg.Command(s.args(c)...)
+	var cmd *exec.Cmd
+	if c.role == roleRelay {
+		cmd = s.cfg.RelayCommand(s.args(c)...)
+	} else {
+		cmd = s.cfg.Command(s.args(c)...)
+	}
 	cmd.Stdout = out
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
@@ -422,7 +497,8 @@ func (s *supervisor) kill(c *child) error {
 	if _, ok := s.wait(c, 30*time.Second); !ok {
 		return fmt.Errorf("torture: %s did not exit within 30s of SIGKILL", c.name)
 	}
-	if c.partition < 0 {
+	switch c.role {
+	case rolePublisher:
 		s.sum.PublisherKills++
 		n, err := s.publisherKilled()
 		if err != nil {
@@ -431,7 +507,14 @@ func (s *supervisor) kill(c *child) error {
 		if n > 0 {
 			s.sum.PublisherKillsMidAppend++
 		}
-	} else {
+	case roleRelay:
+		s.sum.RelayKills++
+		for _, st := range s.parts {
+			if err := s.samplePosition(st, "right after the relay was killed"); err != nil {
+				return err
+			}
+		}
+	default:
 		s.sum.ConsumerKills++
 		st := s.parts[c.partition]
 		if err := s.samplePosition(st, "right after its consumer was killed"); err != nil {
@@ -509,7 +592,7 @@ func (s *supervisor) finish(ctx context.Context) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("torture: consumer-%d did not catch up within %v: position %d (found %v), high watermark %d", p, s.cfg.CatchUp, pos, found, hw[p])
+				return fmt.Errorf("torture: partition %d: %s did not catch up within %v: position %d (found %v), high watermark %d", p, st.who, s.cfg.CatchUp, pos, found, hw[p])
 			}
 			select {
 			case <-ctx.Done():

@@ -57,12 +57,16 @@ func run() int {
 	minInterval := flag.Duration("min-interval", 30*time.Millisecond, "the shortest wait before a kill")
 	maxInterval := flag.Duration("max-interval", 200*time.Millisecond, "the longest wait before a kill")
 	rate := flag.Int("rate", 2000, "about how many records a second the publisher appends")
+	relayBin := flag.String("relay-bin", "", "examples/relay's binary, for scenario relay (default: relay beside this binary)")
 	flag.Parse()
 
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "torture:", err)
 		return 2
+	}
+	if *relayBin == "" {
+		*relayBin = filepath.Join(filepath.Dir(exe), "relay")
 	}
 	var ms []log.Mode
 	for _, m := range strings.Split(*modes, ",") {
@@ -100,6 +104,9 @@ func run() int {
 			Rate:        *rate,
 			Command: func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"child"}, args...)...)
+			},
+			RelayCommand: func(args ...string) *exec.Cmd {
+				return exec.Command(*relayBin, args...)
 			},
 			Progress: os.Stderr,
 		}
