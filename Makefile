@@ -8,9 +8,10 @@ SHELL := /bin/bash
 #   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
 #                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
-#   make torture [TORTURE_KILLS=300]            a publisher and three consumers as processes, kill -9ed at random TORTURE_KILLS times
-#                                               per scenario (plain handler; parallel filter/map/tap pipeline), then checked for loss,
-#                                               unhandled records and positions past unfinished ones; TORTURE_FLAGS adds flags (--seed N)
+#   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or a relay to Kafka) as processes, kill -9ed at random
+#                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
+#                                               then checked for loss, unhandled records and positions past unfinished ones (about 2 minutes
+#                                               on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
@@ -19,7 +20,7 @@ SHELL := /bin/bash
 GO        ?= go
 BENCHTIME ?= 1s
 
-# make torture: kills per scenario (two scenarios), and extra flags for
+# make torture: kills per scenario (three scenarios), and extra flags for
 # internal/cmd/torture (--seed N, --scenarios, --modes, --keep, --dir).
 TORTURE_KILLS ?= 300
 TORTURE_FLAGS ?=
@@ -51,8 +52,9 @@ soak:
 
 # The supervisor is built without the race detector, so the children run at
 # full speed; internal/torture's own test runs a short version under -race.
+# Scenario relay runs bin/relay, found beside bin/torture.
 torture:
-	$(GO) build -o bin/torture ./internal/cmd/torture
+	$(GO) build -o bin/ ./internal/cmd/torture ./examples/relay
 	./bin/torture --kills $(TORTURE_KILLS) $(TORTURE_FLAGS)
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at

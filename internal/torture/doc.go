@@ -1,6 +1,6 @@
 // Package torture is strom's crash torture: a supervisor that runs a
-// publisher and three consumers as separate OS processes over one log
-// directory, kills one of them with SIGKILL at random moments, hundreds of
+// publisher and three consumers (or a relay to Kafka) as separate OS
+// processes over one log directory, kills one of them with SIGKILL at random moments, hundreds of
 // times, restarts it, and checks from the outside that nothing was lost or
 // skipped. make torture runs it (internal/cmd/torture); TestShortTorture
 // runs 20 kills of each scenario under go test.
@@ -31,6 +31,17 @@
 // Scenario pipeline is stream.Forever over Filter (Parallel(2), one record
 // in four dropped), Map (Parallel(4)) and Tap (Parallel(3)), each sleeping
 // up to 300 µs chosen by the record, so records finish out of order.
+//
+// Scenario relay has no consumers: examples/relay --direction log-to-kafka
+// reads the three partitions from its own FileStore and produces each
+// record to RelayTopic on an in-process Kafka (franz-go's kfake, through
+// package kafkatest) that the supervisor runs, and the relay is killed
+// beside the publisher. Its record of what it handled is Kafka itself: the
+// supervisor reads RelayTopic back up to its end offsets (taken after
+// the position was loaded), each record naming its source partition and
+// offset in the relay's headers, so the checks below apply with "finished"
+// meaning "acknowledged by Kafka". The relay writes no journal, so its
+// saves are checked by sampling only.
 //
 // Journals are files opened with O_APPEND, one write(2) per line, so a line
 // is in the page cache, and survives the writer's SIGKILL, once the write

@@ -1,11 +1,12 @@
 // Command torture is strom's crash torture (make torture): a supervisor that
-// runs a publisher and three consumers as separate processes over one log
-// directory, kills one of them with SIGKILL every 30 to 200 ms and restarts
-// it, hundreds of times, then checks that no acked record was lost, every
-// record was handled, and no saved position ever passed a record its
-// consumer had not finished. See package internal/torture for the checks.
+// runs a publisher and three consumers (or a relay to Kafka) as separate
+// processes over one log directory, kills one of them with SIGKILL every 30
+// to 200 ms and restarts it, hundreds of times, then checks that no acked
+// record was lost, every record was handled, and no saved position ever
+// passed a record its consumer had not finished. See package
+// internal/torture for the checks.
 //
-//	torture [--kills 250] [--scenarios plain,pipeline] [--modes mmap,file] [--seed N] [--dir DIR] [--keep]
+//	torture [--kills 300] [--scenarios plain,pipeline,relay] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
 //
 // Each scenario runs in turn, the i-th with the i-th mode (modes repeat
 // when fewer), each with --kills kills. The seed of each run is printed
@@ -15,7 +16,23 @@
 // when every run passed, 1 on a violation, 2 on a usage or harness error.
 //
 // The binary runs its own children: "torture child publish|consume ..."
-// is how the supervisor starts them.
+// is how the supervisor starts them. Scenario relay also runs
+// examples/relay, by default the binary named relay beside this one (make
+// torture builds both into bin/).
+//
+// A run prints, per scenario:
+//
+//	torture: scenario plain, mode mmap, seed 11305617525928264661: PASS in 39.4s
+//	  kills       300: publisher 87 (63 with appends in flight), consumers 213 (39 mid-save, 120 right after a record, 54 after a save or at startup)
+//	  restarts    300
+//	  published   24239 appends begun, 24096 acked (AckSynced), 24205 records in the log (every frame verified)
+//	  handled     25177 finishes (0 by the filter), 24205 distinct records, 972 replays
+//	  positions   21718 samples, 5217 saves checked against the journal (5156 returned), 0 unreadable
+//	  loss        0 (acked but missing 0, never handled 0), phantoms 0
+//	  skips       0
+//	  torn        0 journal lines, 0 log tails
+//
+// and a VIOLATION line for each broken rule, naming partition and offset.
 package main
 
 import (
@@ -48,8 +65,8 @@ func main() {
 }
 
 func run() int {
-	kills := flag.Int("kills", 250, "SIGKILLs per scenario")
-	scenarios := flag.String("scenarios", "plain,pipeline", "the consumers' pipelines to run, comma-separated: plain, pipeline")
+	kills := flag.Int("kills", 300, "SIGKILLs per scenario")
+	scenarios := flag.String("scenarios", "plain,pipeline,relay", "the scenarios to run, comma-separated: plain, pipeline, relay")
 	modes := flag.String("modes", "mmap,file", "the log's write paths, comma-separated, the i-th scenario using the i-th (repeating)")
 	seed := flag.Uint64("seed", 0, "the seed of the first scenario's random choices (0: random)")
 	dir := flag.String("dir", "", "the folder for the run folders (default: a new temporary folder)")
