@@ -139,7 +139,7 @@ type supervisor struct {
 	rng *rand.Rand
 	sum *Summary
 
-	children []*child // the publisher, then consumer 0, 1, 2
+	children []*child // the publisher, then consumer 0, 1, 2 (or the relay)
 	exits    chan exit
 
 	mu    sync.Mutex // guards parts, pub and sum's counters below while sampling
@@ -158,12 +158,15 @@ type exit struct {
 }
 
 // Run runs a torture run: it creates the topic in cfg.Dir, starts the
-// publisher and one consumer per partition as child processes, kills one
-// of them with SIGKILL every MinInterval to MaxInterval and restarts it,
-// cfg.Kills times, sampling every position file meanwhile; then it stops the
-// publisher, waits for the consumers to catch up, stops them with SIGTERM,
-// and checks the log and the journals. The Summary is returned also on
-// failure, when a run got that far; the error lists every violation.
+// publisher and one consumer per partition (or the relay) as child
+// processes, kills one of them with SIGKILL every MinInterval to
+// MaxInterval and restarts it, cfg.Kills times, sampling every position
+// file meanwhile; then it stops the publisher, waits for the consumers to
+// catch up, stops them with SIGTERM, and checks the log and the journals.
+// The Summary is returned also on failure, as far as the run got; the
+// error is a *ViolationError listing every violation when the run broke a
+// rule, or names what stopped the harness itself (a child that exited by
+// itself, a consumer that did not catch up within CatchUp).
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
