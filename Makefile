@@ -8,10 +8,10 @@ SHELL := /bin/bash
 #   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
 #                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
-#   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or a relay to Kafka) as processes, kill -9ed at random
+#   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or relays to Kafka and back) as processes, kill -9ed at random
 #                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
-#                                               then checked for loss, unhandled records and positions past unfinished ones (about 2 minutes
-#                                               on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
+#                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
+#                                               minutes on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet

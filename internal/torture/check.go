@@ -41,6 +41,15 @@ func (s *supervisor) check() error {
 		}
 	}
 
+	if s.back != nil {
+		if err := s.sampleCommits("after the relays stopped"); err != nil {
+			return err
+		}
+		if err := s.checkBack(); err != nil {
+			return err
+		}
+	}
+
 	rep, err := log.Verify(logDir(s.cfg.Dir))
 	if err != nil {
 		return fmt.Errorf("torture: verify the log: %w", err)

@@ -35,13 +35,21 @@
 // Scenario relay has no consumers: examples/relay --direction log-to-kafka
 // reads the three partitions from its own FileStore and produces each
 // record to RelayTopic on an in-process Kafka (franz-go's kfake, through
-// package kafkatest) that the supervisor runs, and the relay is killed
-// beside the publisher. Its record of what it handled is Kafka itself: the
-// supervisor reads RelayTopic back up to its end offsets (taken after
-// the position was loaded), each record naming its source partition and
-// offset in the relay's headers, so the checks below apply with "finished"
-// meaning "acknowledged by Kafka". The relay writes no journal, so its
-// saves are checked by sampling only.
+// package kafkatest) that the supervisor runs, and a second relay,
+// --direction kafka-to-log, reads RelayTopic with the consumer group
+// BackGroup (a 300 ms session, so a killed member's partitions are freed
+// soon) and appends it to the log topic BackTopic; the publisher and the
+// two relays are killed. The log-to-kafka relay's record of what it
+// handled is Kafka itself: the supervisor reads RelayTopic back up to its
+// end offsets (taken after the position was loaded), each record naming
+// its source partition and offset in the relay's headers, so the checks
+// below apply with "finished" meaning "acknowledged by Kafka"; it writes
+// no journal, so its saves are checked by sampling only. The
+// kafka-to-log relay's positions are the group's commits, and its record
+// is BackTopic, read read-only after each commit was fetched: no commit
+// may pass a Kafka record BackTopic does not hold a copy of, and at the
+// end every record of RelayTopic must be in BackTopic and every commit at
+// the end offset.
 //
 // Journals are files opened with O_APPEND, one write(2) per line, so a line
 // is in the page cache, and survives the writer's SIGKILL, once the write

@@ -13,13 +13,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ScenarioRelay relays the log topic to Kafka: examples/relay
+// ScenarioRelay relays the log topic to Kafka and back: examples/relay
 // --direction log-to-kafka reads every partition of the topic from its
 // checkpoint.FileStore and produces each record (acks=all, idempotent) to
 // the topic RelayTopic of an in-process Kafka (franz-go's kfake) that the
-// supervisor runs; the relay, not a consumer, is the child killed beside
-// the publisher. A record counts as handled once Kafka holds it, read back
-// by the supervisor by the relay's headers (source partition and offset).
+// supervisor runs, and examples/relay --direction kafka-to-log appends
+// RelayTopic to the log topic BackTopic; the two relays, not consumers,
+// are the children killed beside the publisher. A record counts as
+// handled once Kafka holds it, read back by the supervisor by the relay's
+// headers (source partition and offset); a Kafka record counts as relayed
+// back once BackTopic holds it.
 const ScenarioRelay = "relay"
 
 // RelayTopic is the Kafka topic the relay scenario produces to, with
@@ -42,7 +45,8 @@ type kafkaReader struct {
 	adm     *kadm.Client
 	read    map[int32]int64 // next Kafka offset to read, by Kafka partition
 	pending [Partitions][]entry
-	foreign int // records without the relay's headers, or of no source partition
+	ids     [Partitions][]string // every record's id, by Kafka partition and offset
+	foreign int                  // records without the relay's headers, or of no source partition
 }
 
 func newKafkaReader(brokers []string) (*kafkaReader, error) {
@@ -88,14 +92,20 @@ func (r *kafkaReader) sync() error {
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
 			r.read[rec.Partition] = rec.Offset + 1
+			id := string(rec.Value)
+			if i := strings.IndexByte(id, ' '); i >= 0 {
+				id = id[:i]
+			}
+			if kp := rec.Partition; kp >= 0 && kp < Partitions {
+				for int64(len(r.ids[kp])) < rec.Offset {
+					r.ids[kp] = append(r.ids[kp], "") // a gap: no record there
+				}
+				r.ids[kp] = append(r.ids[kp], id)
+			}
 			p, off, ok := relayHeaders(rec)
 			if !ok || p < 0 || p >= Partitions {
 				r.foreign++
 				return
-			}
-			id := string(rec.Value)
-			if i := strings.IndexByte(id, ' '); i >= 0 {
-				id = id[:i]
 			}
 			r.pending[p] = append(r.pending[p], entry{kind: kindHandled, partition: p, offset: off, id: id})
 		})
@@ -110,12 +120,21 @@ func relayHeaders(rec *kgo.Record) (int32, int64, bool) {
 	for _, h := range rec.Headers {
 		switch h.Key {
 		case relayHeaderPartition:
-			p, _ = strconv.ParseInt(string(h.Value), 10, 32)
+			p = parseInt(h.Value)
 		case relayHeaderOffset:
-			off, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			off = parseInt(h.Value)
 		}
 	}
 	return int32(p), off, p >= 0 && off >= 0
+}
+
+// parseInt parses a decimal header value, -1 when it is not one.
+func parseInt(b []byte) int64 {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // kafkaView is one source partition's view of a kafkaReader: an

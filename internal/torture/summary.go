@@ -24,6 +24,7 @@ type Summary struct {
 	KillsMidBatch           int // of which right after finishing a record (mid-batch or waiting)
 	KillsOther              int // of which after a Save returned, or before its journal had anything
 	RelayKills              int // SIGKILLs of the relay (ScenarioRelay)
+	BackKills               int // SIGKILLs of the relay back, kafka-to-log (ScenarioRelay)
 	Restarts                int // children started again after a kill
 
 	Appends int64 // appends begun (the publisher's journal)
@@ -45,6 +46,12 @@ type Summary struct {
 	Phantoms      int // records handled that the log does not hold (must be 0)
 	Skips         int // positions past an unfinished record (must be 0)
 
+	BackRecords   int64 // ScenarioRelay: records in BackTopic, copies included
+	BackReplays   int64 // ScenarioRelay: copies in BackTopic beyond each Kafka record's first
+	BackLost      int   // ScenarioRelay: Kafka records never appended to BackTopic (must be 0)
+	BackSkips     int   // ScenarioRelay: commits past a record not appended (must be 0)
+	CommitSamples int   // ScenarioRelay: the group's commits read and checked
+
 	TornLines int // journal lines torn by a kill (ignored: their write never returned)
 	Foreign   int // ScenarioRelay: Kafka records without the relay's headers (must be 0)
 	TornTails int // partitions whose last segment ends in a torn tail at the end
@@ -53,10 +60,10 @@ type Summary struct {
 }
 
 // Kills is the number of SIGKILLs sent.
-func (s *Summary) Kills() int { return s.PublisherKills + s.ConsumerKills + s.RelayKills }
+func (s *Summary) Kills() int { return s.PublisherKills + s.ConsumerKills + s.RelayKills + s.BackKills }
 
 // Loss is the number of records lost: acked and missing, or never handled.
-func (s *Summary) Loss() int { return s.LostAcked + s.LostUnhandled }
+func (s *Summary) Loss() int { return s.LostAcked + s.LostUnhandled + s.BackLost }
 
 // String is the summary as printed: one fact a line.
 func (s *Summary) String() string {
@@ -67,8 +74,8 @@ func (s *Summary) String() string {
 	}
 	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
 	if s.Scenario == ScenarioRelay {
-		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), relay %d\n",
-			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.RelayKills)
+		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), relay log-to-kafka %d, relay kafka-to-log %d\n",
+			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.RelayKills, s.BackKills)
 	} else {
 		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d right after a record, %d after a save or at startup)\n",
 			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.ConsumerKills, s.KillsMidSave, s.KillsMidBatch, s.KillsOther)
@@ -77,13 +84,14 @@ func (s *Summary) String() string {
 	fmt.Fprintf(&b, "  published   %d appends begun, %d acked (AckSynced), %d records in the log (every frame verified)\n", s.Appends, s.Acked, s.InLog)
 	if s.Scenario == ScenarioRelay {
 		fmt.Fprintf(&b, "  handled     %d records relayed to Kafka (%d without the relay's headers), %d distinct records, %d replays\n", s.HandledLines, s.Foreign, s.Distinct, s.Replays)
-		fmt.Fprintf(&b, "  positions   %d samples, %d unreadable\n", s.Samples, s.Unreadable)
+		fmt.Fprintf(&b, "  back        %d records relayed back to the log (%s), %d replays\n", s.BackRecords, BackTopic, s.BackReplays)
+		fmt.Fprintf(&b, "  positions   %d samples, %d unreadable; %d commits of the group %s checked\n", s.Samples, s.Unreadable, s.CommitSamples, BackGroup)
 	} else {
 		fmt.Fprintf(&b, "  handled     %d finishes (%d by the filter), %d distinct records, %d replays\n", s.HandledLines, s.FilteredLines, s.Distinct, s.Replays)
 		fmt.Fprintf(&b, "  positions   %d samples, %d saves checked against the journal (%d returned), %d unreadable\n", s.Samples, s.SavesChecked, s.Saves, s.Unreadable)
 	}
-	fmt.Fprintf(&b, "  loss        %d (acked but missing %d, never handled %d), phantoms %d\n", s.Loss(), s.LostAcked, s.LostUnhandled, s.Phantoms)
-	fmt.Fprintf(&b, "  skips       %d\n", s.Skips)
+	fmt.Fprintf(&b, "  loss        %d (acked but missing %d, never handled %d, never relayed back %d), phantoms %d\n", s.Loss(), s.LostAcked, s.LostUnhandled, s.BackLost, s.Phantoms)
+	fmt.Fprintf(&b, "  skips       %d (positions %d, commits %d)\n", s.Skips+s.BackSkips, s.Skips, s.BackSkips)
 	fmt.Fprintf(&b, "  torn        %d journal lines, %d log tails\n", s.TornLines, s.TornTails)
 	for i, v := range s.Violations {
 		if i == maxListed {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/kafkatest"
 	"github.com/strom-dev/strom/log"
@@ -130,7 +132,8 @@ type child struct {
 const (
 	rolePublisher = "publisher"
 	roleConsumer  = "consumer"
-	roleRelay     = "relay"
+	roleRelay     = "relay"      // examples/relay log-to-kafka
+	roleRelayBack = "relay-back" // examples/relay kafka-to-log
 )
 
 // supervisor is the state of one Run.
@@ -148,6 +151,7 @@ type supervisor struct {
 
 	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
 	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
+	back    *backState         // ScenarioRelay: BackTopic and the group's commits
 }
 
 // exit is a child's exit, sent by its wait goroutine.
@@ -195,6 +199,9 @@ func (s *supervisor) run(ctx context.Context) error {
 		if s.kafka != nil {
 			s.kafka.close()
 		}
+		if s.back != nil {
+			s.back.close()
+		}
 		if s.cluster != nil {
 			s.cluster.Close()
 		}
@@ -237,7 +244,8 @@ func (s *supervisor) setup() error {
 		if err := os.MkdirAll(filepath.Join(relayDir(dir), "state"), 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
 		}
-		kc, err := kafkatest.Start(kafkatest.Partitions(Partitions), kafkatest.Topics(RelayTopic))
+		kc, err := kafkatest.Start(kafkatest.Partitions(Partitions), kafkatest.Topics(RelayTopic),
+			kafkatest.KfakeOpts(kfake.GroupMinSessionTimeout(backSession/3)))
 		if err != nil {
 			return fmt.Errorf("torture: start the in-process Kafka: %w", err)
 		}
@@ -278,7 +286,12 @@ func (s *supervisor) setup() error {
 	}
 	s.children = append(s.children, &child{name: "publisher", role: rolePublisher, partition: -1})
 	if relay {
-		s.children = append(s.children, &child{name: "relay", role: roleRelay, partition: -1})
+		if s.back, err = newBackState(dir); err != nil {
+			return err
+		}
+		s.children = append(s.children,
+			&child{name: "relay", role: roleRelay, partition: -1},
+			&child{name: "relay-back", role: roleRelayBack, partition: -1})
 		return nil
 	}
 	for p := range int32(Partitions) {
@@ -289,6 +302,11 @@ func (s *supervisor) setup() error {
 
 // args returns the child's command-line arguments for its next incarnation.
 func (s *supervisor) args(c *child) []string {
+	if c.role == roleRelayBack {
+		return []string{"--direction", "kafka-to-log", "--brokers", strings.Join(s.cluster.Brokers(), ","),
+			"--dir", logDir(s.cfg.Dir), "--from", RelayTopic, "--to", BackTopic, "--partitions", strconv.Itoa(Partitions),
+			"--group", BackGroup, "--session-timeout", backSession.String(), "--addr", "127.0.0.1:0"}
+	}
 	if c.role == roleRelay {
 		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),
 			"--dir", logDir(s.cfg.Dir), "--from", Topic, "--to", RelayTopic,
@@ -321,7 +339,7 @@ func (s *supervisor) readyPath(c *child) string { return filepath.Join(s.cfg.Dir
 func (s *supervisor) terminate(ctx context.Context, c *child) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if c.role == roleRelay {
+		if c.role == roleRelay || c.role == roleRelayBack {
 			// examples/relay prints its address once it handles SIGTERM.
 			if stderrReady(filepath.Join(s.cfg.Dir, c.name+".stderr"), c.inc, "stats on http://") {
 				break
@@ -359,7 +377,7 @@ func (s *supervisor) start(c *child) error {
 	defer out.Close()
 	fmt.Fprintf(out, "--- torture: incarnation %d\n", c.inc)
 	var cmd *exec.Cmd
-	if c.role == roleRelay {
+	if c.role == roleRelay || c.role == roleRelayBack {
 		cmd = s.cfg.RelayCommand(s.args(c)...)
 	} else {
 		cmd = s.cfg.Command(s.args(c)...)
@@ -517,6 +535,11 @@ func (s *supervisor) kill(c *child) error {
 				return err
 			}
 		}
+	case roleRelayBack:
+		s.sum.BackKills++
+		if err := s.sampleCommits("right after the relay back was killed"); err != nil {
+			return err
+		}
 	default:
 		s.sum.ConsumerKills++
 		st := s.parts[c.partition]
@@ -551,6 +574,11 @@ func (s *supervisor) sampler(stop <-chan struct{}, done chan<- struct{}) {
 		s.mu.Lock()
 		for _, st := range s.parts {
 			if err := s.samplePosition(st, "while running"); err != nil {
+				s.violate("%v", err)
+			}
+		}
+		if s.back != nil {
+			if err := s.sampleCommits("while running"); err != nil {
 				s.violate("%v", err)
 			}
 		}
@@ -602,6 +630,29 @@ func (s *supervisor) finish(ctx context.Context) error {
 				return fmt.Errorf("torture: %w", ctx.Err())
 			case <-time.After(10 * time.Millisecond):
 			}
+		}
+	}
+	for s.back != nil {
+		s.mu.Lock()
+		err := s.kafka.sync()
+		if err == nil {
+			err = s.sampleCommits("while catching up")
+		}
+		done := err == nil && s.caughtUpBack()
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("torture: the relay back did not commit all of %s within %v: commits %v", RelayTopic, s.cfg.CatchUp, s.back.committed)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("torture: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	for _, c := range s.children[1:] {

@@ -1,5 +1,5 @@
 // Command torture is strom's crash torture (make torture): a supervisor that
-// runs a publisher and three consumers (or a relay to Kafka) as separate
+// runs a publisher and three consumers (or relays to Kafka and back) as separate
 // processes over one log directory, kills one of them with SIGKILL every 30
 // to 200 ms and restarts it, hundreds of times, then checks that no acked
 // record was lost, every record was handled, and no saved position ever
