@@ -8,6 +8,10 @@ SHELL := /bin/bash
 #   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
 #                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
+#   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or relays to Kafka and back) as processes, kill -9ed at random
+#                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
+#                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
+#                                               minutes on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
@@ -16,6 +20,11 @@ SHELL := /bin/bash
 GO        ?= go
 BENCHTIME ?= 1s
 
+# make torture: kills per scenario (three scenarios), and extra flags for
+# internal/cmd/torture (--seed N, --scenarios, --modes, --keep, --dir).
+TORTURE_KILLS ?= 300
+TORTURE_FLAGS ?=
+
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
 # them with smaller counts, make soak runs only them, at full strength.
 SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAckedRecord)$$
@@ -23,7 +32,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch test soak bench lint build
+.PHONY: demo demo-relay demo-sshwatch test soak torture bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -40,6 +49,13 @@ test:
 # -count=1: a soak is run for its repetitions, never answered from the test cache.
 soak:
 	STROM_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v -run '$(SOAK_TESTS)' ./log/
+
+# The supervisor is built without the race detector, so the children run at
+# full speed; internal/torture's own test runs a short version under -race.
+# Scenario relay runs bin/relay, found beside bin/torture.
+torture:
+	$(GO) build -o bin/ ./internal/cmd/torture ./examples/relay
+	./bin/torture --kills $(TORTURE_KILLS) $(TORTURE_FLAGS)
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.

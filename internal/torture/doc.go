@@ -1,0 +1,110 @@
+// Package torture is strom's crash torture: a supervisor that runs a
+// publisher and three consumers (or a relay to Kafka) as separate OS
+// processes over one log directory, kills one of them with SIGKILL at random moments, hundreds of
+// times, restarts it, and checks from the outside that nothing was lost or
+// skipped. make torture runs it (internal/cmd/torture); TestShortTorture
+// runs 20 kills of each scenario under go test.
+//
+// # The processes
+//
+// Every child is the same binary, started by the supervisor with Child's
+// arguments; each incarnation gets its own seed and number.
+//
+//   - The publisher opens the log read-write (256 KiB segments, so segments
+//     roll every couple of thousand records) and appends with four
+//     goroutines at about 2000 records a second, each append AckSynced, to
+//     the topic "torture" of 3 partitions, keyed by one of 1000 user keys
+//     (Kafka's partitioner spreads them). Each record's value starts with
+//     an id unique across incarnations ("INC.APPENDER.SEQ"). It journals
+//     "W" with the id before each append and "A" with the partition and
+//     offset it was told after the append returned.
+//   - Consumer P opens the log read-only and consumes partition P forever
+//     from its checkpoint.FileStore (consumer-P/state), with the real
+//     source.Partition (batches of about 8 KiB) and stream pipeline,
+//     saving every 1 to 10 ms (chosen per incarnation). Its last stage
+//     journals "H" with offset and id before it returns; a filter journals
+//     "F" before it drops a record. The store is the FileStore wrapped to
+//     journal "S" with the position before each Save and "D" after it
+//     returned.
+//
+// Scenario plain is stream.ConsumeForever with one sequential handler.
+// Scenario pipeline is stream.Forever over Filter (Parallel(2), one record
+// in four dropped), Map (Parallel(4)) and Tap (Parallel(3)), each sleeping
+// up to 300 µs chosen by the record, so records finish out of order.
+//
+// Scenario relay has no consumers: examples/relay --direction log-to-kafka
+// reads the three partitions from its own FileStore and produces each
+// record to RelayTopic on an in-process Kafka (franz-go's kfake, through
+// package kafkatest) that the supervisor runs, and a second relay,
+// --direction kafka-to-log, reads RelayTopic with the consumer group
+// BackGroup (a 300 ms session, so a killed member's partitions are freed
+// soon) and appends it to the log topic BackTopic; the publisher and the
+// two relays are killed. The log-to-kafka relay's record of what it
+// handled is Kafka itself: the supervisor reads RelayTopic back up to its
+// end offsets (taken after the position was loaded), each record naming
+// its source partition and offset in the relay's headers, so the checks
+// below apply with "finished" meaning "acknowledged by Kafka"; it writes
+// no journal, so its saves are checked by sampling only. The
+// kafka-to-log relay's positions are the group's commits, and its record
+// is BackTopic, read read-only after each commit was fetched: no commit
+// may pass a Kafka record BackTopic does not hold a copy of, and at the
+// end every record of RelayTopic must be in BackTopic and every commit at
+// the end offset.
+//
+// Journals are files opened with O_APPEND, one write(2) per line, so a line
+// is in the page cache, and survives the writer's SIGKILL, once the write
+// returns: a line is written before what it records is acknowledged (the
+// handler returns, the save is reported), which makes the journals a true
+// record. Each line carries a CRC32C, and an incarnation that finds its
+// journal ending inside a line (a kill tore it) ends that line first, so a
+// torn line is ignored and never read as another.
+//
+// # Kills
+//
+// Once the publisher has been acked a record in every partition, the
+// supervisor waits a random 30 to 200 ms (Config.MinInterval,
+// MaxInterval), picks one of the four children at random, sends SIGKILL,
+// waits for it to be gone, and starts it again at once. The publisher is
+// always appending and consumers save every few milliseconds in small
+// batches, so kills land during appends, segment rolls, saves and batches;
+// the summary counts, from the journals, the publisher kills with appends
+// in flight and the consumer kills during a save (an "S" without its "D")
+// and right after a record.
+//
+// Config.Seed (printed before each run and in its summary; --seed on the
+// command line) seeds every choice of the supervisor: which child, when,
+// and each incarnation's seed (the publisher's keys and padding, the
+// consumer's checkpoint interval). It reproduces the choices, not the
+// scheduling of the processes.
+//
+// # Checks
+//
+// While the run goes on, every 5 ms and right after each consumer kill
+// (before the restart), the supervisor loads each position file with
+// checkpoint.FileStore.Load, then reads the new lines of that consumer's
+// journal; the journal is read after the position, so it holds every
+// finish that happened before the save. Every save a consumer began ("S")
+// is checked too, against the finishes before it in the journal. The
+// rules:
+//
+//   - (c) no position, sampled or begun, is past a record the consumer had
+//     not finished: position <= the lowest offset without an "H" or "F";
+//   - (d) every load of a position file parses or finds none.
+//
+// At the end the supervisor stops the publisher with SIGTERM (it must exit
+// 0), waits until every consumer saved its partition's high watermark,
+// stops them with SIGTERM (each must exit 0), and checks:
+//
+//   - log.Verify finds no problem: every frame's CRC, body and offset;
+//   - (a) every record the publisher was acked is in the log at the
+//     partition and offset it was told, with its id;
+//   - (b) every record in the log was finished (handled or filtered) at
+//     least once by its partition's consumer, with its id, and no consumer
+//     finished a record the log does not hold there (a phantom);
+//   - every final position is its partition's high watermark.
+//
+// A violation names the partition and offset (and the record's id); Run
+// returns a *ViolationError listing them and a Summary counting kills by
+// role, restarts, appends, acks, records, finishes, replays (finishes
+// beyond a record's first), losses and skips.
+package torture

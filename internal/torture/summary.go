@@ -1,0 +1,104 @@
+package torture
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// Summary is what a run did and found.
+type Summary struct {
+	Scenario string        // ScenarioPlain or ScenarioPipeline
+	Mode     log.Mode      // the log's write path
+	Seed     uint64        // the seed of the run's random choices
+	Dir      string        // the run folder
+	Took     time.Duration // the whole run, checks included
+	started  time.Time
+
+	PublisherKills          int // SIGKILLs of the publisher
+	PublisherKillsMidAppend int // of which with an append begun and not acked
+	ConsumerKills           int // SIGKILLs of a consumer
+	KillsMidSave            int // of which with a Save begun and not returned
+	KillsMidBatch           int // of which right after finishing a record (mid-batch or waiting)
+	KillsOther              int // of which after a Save returned, or before its journal had anything
+	RelayKills              int // SIGKILLs of the relay (ScenarioRelay)
+	BackKills               int // SIGKILLs of the relay back, kafka-to-log (ScenarioRelay)
+	Restarts                int // children started again after a kill
+
+	Appends int64 // appends begun (the publisher's journal)
+	Acked   int64 // appends acked with AckSynced
+	InLog   int64 // records in the log at the end, every frame verified
+
+	HandledLines  int64 // finishes in the consumers' journals, replays included
+	FilteredLines int64 // of which drops by the filter (ScenarioPipeline)
+	Distinct      int64 // records of the log finished at least once
+	Replays       int64 // finishes beyond each record's first
+
+	Samples      int // position-file reads that found a position
+	SavesChecked int // saves the consumers began, each checked against their journal
+	Saves        int // saves that returned nil
+	Unreadable   int // position-file reads that failed (must be 0)
+
+	LostAcked     int // acked records missing from the log (must be 0)
+	LostUnhandled int // records in the log never handled (must be 0)
+	Phantoms      int // records handled that the log does not hold (must be 0)
+	Skips         int // positions past an unfinished record (must be 0)
+
+	BackRecords   int64 // ScenarioRelay: records in BackTopic, copies included
+	BackReplays   int64 // ScenarioRelay: copies in BackTopic beyond each Kafka record's first
+	BackLost      int   // ScenarioRelay: Kafka records never appended to BackTopic (must be 0)
+	BackSkips     int   // ScenarioRelay: commits past a record not appended (must be 0)
+	CommitSamples int   // ScenarioRelay: the group's commits read and checked
+
+	TornLines int // journal lines torn by a kill (ignored: their write never returned)
+	Foreign   int // ScenarioRelay: Kafka records without the relay's headers (must be 0)
+	TornTails int // partitions whose last segment ends in a torn tail at the end
+
+	Violations []string // every violation, in the order found
+}
+
+// Kills is the number of SIGKILLs sent.
+func (s *Summary) Kills() int { return s.PublisherKills + s.ConsumerKills + s.RelayKills + s.BackKills }
+
+// Loss is the number of records lost: acked and missing, or never handled.
+func (s *Summary) Loss() int { return s.LostAcked + s.LostUnhandled + s.BackLost }
+
+// String is the summary as printed: one fact a line.
+func (s *Summary) String() string {
+	var b strings.Builder
+	verdict := "PASS"
+	if len(s.Violations) > 0 {
+		verdict = fmt.Sprintf("FAIL (%d violations)", len(s.Violations))
+	}
+	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
+	if s.Scenario == ScenarioRelay {
+		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), relay log-to-kafka %d, relay kafka-to-log %d\n",
+			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.RelayKills, s.BackKills)
+	} else {
+		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d right after a record, %d after a save or at startup)\n",
+			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.ConsumerKills, s.KillsMidSave, s.KillsMidBatch, s.KillsOther)
+	}
+	fmt.Fprintf(&b, "  restarts    %d\n", s.Restarts)
+	fmt.Fprintf(&b, "  published   %d appends begun, %d acked (AckSynced), %d records in the log (every frame verified)\n", s.Appends, s.Acked, s.InLog)
+	if s.Scenario == ScenarioRelay {
+		fmt.Fprintf(&b, "  handled     %d records relayed to Kafka (%d without the relay's headers), %d distinct records, %d replays\n", s.HandledLines, s.Foreign, s.Distinct, s.Replays)
+		fmt.Fprintf(&b, "  back        %d records relayed back to the log (%s), %d replays\n", s.BackRecords, BackTopic, s.BackReplays)
+		fmt.Fprintf(&b, "  positions   %d samples, %d unreadable; %d commits of the group %s checked\n", s.Samples, s.Unreadable, s.CommitSamples, BackGroup)
+	} else {
+		fmt.Fprintf(&b, "  handled     %d finishes (%d by the filter), %d distinct records, %d replays\n", s.HandledLines, s.FilteredLines, s.Distinct, s.Replays)
+		fmt.Fprintf(&b, "  positions   %d samples, %d saves checked against the journal (%d returned), %d unreadable\n", s.Samples, s.SavesChecked, s.Saves, s.Unreadable)
+	}
+	fmt.Fprintf(&b, "  loss        %d (acked but missing %d, never handled %d, never relayed back %d), phantoms %d\n", s.Loss(), s.LostAcked, s.LostUnhandled, s.BackLost, s.Phantoms)
+	fmt.Fprintf(&b, "  skips       %d (positions %d, commits %d)\n", s.Skips+s.BackSkips, s.Skips, s.BackSkips)
+	fmt.Fprintf(&b, "  torn        %d journal lines, %d log tails\n", s.TornLines, s.TornTails)
+	for i, v := range s.Violations {
+		if i == maxListed {
+			fmt.Fprintf(&b, "  ... and %d more violations\n", len(s.Violations)-maxListed)
+			break
+		}
+		fmt.Fprintf(&b, "  VIOLATION   %s\n", v)
+	}
+	return b.String()
+}

@@ -1,0 +1,138 @@
+package torture_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/internal/testutil"
+	"github.com/strom-dev/strom/internal/torture"
+	"github.com/strom-dev/strom/log"
+)
+
+// childEnv, set in a child's environment, makes the test binary run
+// torture.Child with its arguments instead of the tests.
+const childEnv = "STROM_TORTURE_CHILD"
+
+func init() {
+	if os.Getenv(childEnv) != "" {
+		if err := torture.Child(os.Args[1:]); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}
+
+// command runs the test binary as a torture child.
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(testutil.CleanEnv(), childEnv+"=1")
+	return cmd
+}
+
+// shortConfig is a run of 20 kills, a few seconds long.
+func shortConfig(t *testing.T, scenario string, mode log.Mode) torture.Config {
+	return torture.Config{
+		Dir:         t.TempDir(),
+		Scenario:    scenario,
+		Mode:        mode,
+		Kills:       20,
+		MinInterval: 20 * time.Millisecond,
+		MaxInterval: 120 * time.Millisecond,
+		Rate:        1000,
+		Command:     command,
+	}
+}
+
+// buildRelay builds examples/relay into a temporary folder, without the
+// race detector, and returns its path.
+func buildRelay(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "building examples/relay needs the go command")
+	out := filepath.Join(t.TempDir(), "relay")
+	build := exec.Command(goTool, "build", "-o", out, "../../examples/relay")
+	msg, err := build.CombinedOutput()
+	require.NoError(t, err, "go build examples/relay: %s", msg)
+	return out
+}
+
+// TestShortTortureLosesAndSkipsNothing ensures a short torture run (20
+// SIGKILLs of the publisher and the consumers or the relay) of each scenario passes
+// every check: no acked record lost, every record handled, no position
+// past an unfinished record, no unreadable position file.
+func TestShortTortureLosesAndSkipsNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		scenario string
+		mode     log.Mode
+	}{
+		{torture.ScenarioPlain, log.ModeMmap},
+		{torture.ScenarioPipeline, log.ModeFile},
+		{torture.ScenarioRelay, log.ModeMmap},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
+			cfg := shortConfig(t, tc.scenario, tc.mode)
+			if tc.scenario == torture.ScenarioRelay {
+				relay := buildRelay(t)
+				cfg.RelayCommand = func(args ...string) *exec.Cmd {
+					cmd := exec.Command(relay, args...)
+					cmd.Env = testutil.CleanEnv()
+					return cmd
+				}
+			}
+			sum, err := torture.Run(context.Background(), cfg)
+			if sum != nil {
+				t.Log("\n" + sum.String())
+			}
+			require.NoError(t, err)
+			require.Equal(t, 20, sum.Kills())
+			require.Equal(t, 20, sum.Restarts)
+			require.Positive(t, sum.Acked)
+			require.GreaterOrEqual(t, sum.InLog, sum.Acked)
+			require.Equal(t, sum.InLog, sum.Distinct)
+			require.Zero(t, sum.Loss())
+			require.Zero(t, sum.Skips)
+			require.Zero(t, sum.Unreadable)
+			require.Positive(t, sum.Samples)
+			if tc.scenario != torture.ScenarioRelay {
+				require.Positive(t, sum.SavesChecked)
+			}
+		})
+	}
+}
+
+// TestTortureReportsAForgettingConsumer ensures the checks catch what they
+// are for: consumers that never finish every 50th offset (a planted fault)
+// make the run fail with those records lost and positions past them
+// reported as skips.
+func TestTortureReportsAForgettingConsumer(t *testing.T) {
+	t.Parallel()
+	cfg := shortConfig(t, torture.ScenarioPlain, log.ModeMmap)
+	cfg.Kills = 5
+	cfg.ForgetEvery = 50
+	sum, err := torture.Run(context.Background(), cfg)
+	require.NotNil(t, sum, "Run: %v", err)
+	t.Log("\n" + sum.String())
+	var verr *torture.ViolationError
+	require.True(t, errors.As(err, &verr), "want a ViolationError, got %v", err)
+	require.Positive(t, sum.LostUnhandled)
+	require.Positive(t, sum.Skips)
+	require.Zero(t, sum.LostAcked)
+	require.True(t, slices.ContainsFunc(sum.Violations, func(v string) bool {
+		return strings.HasPrefix(v, "loss: partition ") && strings.Contains(v, " offset 0 (record ")
+	}), "no violation names offset 0 as never handled")
+	require.True(t, slices.ContainsFunc(sum.Violations, func(v string) bool {
+		return strings.HasPrefix(v, "skip: partition ")
+	}), "no violation names a skip")
+}
