@@ -55,7 +55,8 @@ func TestIdlePartitionsOfA16PartitionTopicHoldAtMost1MiBOnDisk(t *testing.T) {
 // TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord ensures
 // appends crossing many reservation steps (and segment rolls) are followed
 // record by record by a follower of a read-only open of the same directory,
-// in both modes, and that a mapped segment's file reserves 1 MiB first and
+// in both modes, one record per call and in groups written through the
+// descriptor (ModeMmap, 32 KiB), and that a mapped segment's file reserves 1 MiB first and
 // never more than its capacity.
 func TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord(t *testing.T) {
 	const total, valueBytes = 3000, 4000 // about 12 MiB: 1 MiB, then the rest, in a 6 MiB segment and its successor
@@ -77,18 +78,32 @@ func TestMappedSegmentsGrowInStepsAndReadOnlyFollowerGetsEveryRecord(t *testing.
 			}
 			return nil
 		})
-		v := make([]byte, valueBytes)
-		for i := range total {
-			binary.LittleEndian.PutUint64(v, uint64(i))
-			_, err := w.Append(ctx, log.Record{Value: v})
+		// One record per call, and in every other hundred offsets groups of
+		// 8 (32 KiB: a ModeMmap write of pwriteMinBytes or more, written
+		// through the descriptor and published by its first length).
+		recs := make([]log.Record, 8)
+		for i := range recs {
+			recs[i].Value = make([]byte, valueBytes)
+		}
+		for i, checked := 0, -1; i < total; {
+			n := 1
+			if i/100%2 == 1 {
+				n = min(len(recs), total-i)
+			}
+			for k := range n {
+				binary.LittleEndian.PutUint64(recs[k].Value, uint64(i+k))
+			}
+			_, err := w.Append(ctx, recs[:n]...)
 			require.NoError(t, err)
-			if mode == log.ModeMmap && i%500 == 0 {
+			i += n
+			if mode == log.ModeMmap && i/500 > checked {
+				checked = i / 500
 				segs := segments(t, dir, "events", 0)
 				active := segs[len(segs)-1]
 				size := fileSize(t, active)
 				assert.LessOrEqual(t, size, int64(6<<20), "offset %d", i)
 				assert.GreaterOrEqual(t, size, int64(1<<20), "offset %d: the first step is reserved", i)
-				if i == 0 {
+				if i == 1 {
 					assert.EqualValues(t, 1<<20, size, "a new segment reserves one 1 MiB step")
 				}
 			}
