@@ -237,12 +237,14 @@ func (w *mmapWriter) cut(pos, size int64) error {
 }
 
 // seal unmaps the segment and shrinks the file to its intact frames, so a
-// sealed segment costs no disk beyond its records.
+// sealed segment costs no disk beyond its records. It does not msync: the
+// dirty pages stay in the page cache after munmap, and whoever claims them
+// durable syncs the file (a roll's sealer, see sealJob; Close syncs before
+// it seals). An msync(MS_SYNC) here wrote the whole segment out on the
+// append path, and held mapped appends of 1,024 records of 1 KiB per call
+// to 0.3 to 0.5 M records/s against 0.8 M/s without it (2026-12-01).
 func (w *mmapWriter) seal(size int64) error {
-	err := unix.Msync(w.mm[:w.reserved], unix.MS_SYNC)
-	if uerr := unix.Munmap(w.mm); err == nil {
-		err = uerr
-	}
+	err := unix.Munmap(w.mm)
 	w.mm = nil
 	if terr := w.f.Truncate(size); err == nil {
 		err = terr
