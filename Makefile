@@ -7,7 +7,8 @@ SHELL := /bin/bash
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
-#                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
+#                                               wake-up race 50,000 times, the synced appender killed 200 times and the
+#                                               group appender (1,000 records of 1 KiB per call) 100 times, per mode
 #   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or relays to Kafka and back) as processes, kill -9ed at random
 #                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
@@ -27,7 +28,7 @@ TORTURE_FLAGS ?=
 
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
 # them with smaller counts, make soak runs only them, at full strength.
-SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAckedRecord)$$
+SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAckedRecord|TestKilledGroupAppenderLeavesATornTailNeverCorruption)$$
 
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.

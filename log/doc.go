@@ -80,10 +80,10 @@
 // capacity: an idle partition holds at most 1 MiB on disk, and a full
 // disk is ENOSPC from the append that needed the space, never SIGBUS);
 // the first zero length prefix is the end. A ModeMmap write of 16 KiB or
-// more (a group of records) goes into the same pages with one pwrite, all
-// but its first length prefix, which is stored through the mapping last
-// and so publishes the whole group: page faults made mapped copies of
-// large groups run at under half the speed of pwrite. Either way one partition has one writer at a time: concurrent
+// more (a group of records) goes into the same pages with one pwrite, as
+// in ModeFile (page faults made mapped copies of large groups run at under
+// half the speed of pwrite); a kill during it leaves a torn tail, as a
+// ModeFile pwrite does. Either way one partition has one writer at a time: concurrent
 // appenders are written together, by whichever of them finds no write in
 // progress, with one pwrite or one copy (see "Durability"). Reads always use pread, whatever the mode, so a reader is never
 // killed by SIGBUS when a mapped file shrinks under it. A segment rolls when
@@ -147,7 +147,8 @@
 // may be appending there: a ModeMmap group write stores its frames' lengths
 // one after the other while the reader's pread copies alongside, so the
 // reader can see one frame's length still zero and later ones already
-// stored, and a ModeFile pwrite can be seen half done. So the open reads
+// stored, and a pwrite (ModeFile, or a ModeMmap group of 16 KiB or more)
+// can be seen half done. So the open reads
 // the stop again 20 ms later and reports damage only when the walk has not
 // moved and the writer began no epoch meanwhile (a Truncate rewrites the
 // tail after it records its epoch). The scan skips blocks of zeros at the

@@ -12,8 +12,8 @@ import (
 
 // mmapWriter is the ModeMmap write path: the segment is written through a
 // shared mapping of its whole capacity (writes of pwriteMinBytes or more
-// through the descriptor into the same pages, the length that publishes
-// them last), but the file itself grows in steps
+// through the descriptor into the same pages), but the file itself grows
+// in steps
 // (reserve): every byte is reserved with fallocate, which extends the file,
 // before a store through the mapping touches it. A full disk therefore
 // fails the append that needed the space with ENOSPC instead of raising
@@ -155,7 +155,7 @@ func (w *mmapWriter) grow(to int64) error {
 // another process) that sees a non-zero length therefore also sees the body
 // and CRC: the store is a release on every architecture Go supports, and the
 // page is shared. A write of pwriteMinBytes or more goes through the
-// descriptor, the first length prefix last. The
+// descriptor in one pwrite. The
 // bytes are reserved first (reserve): a full disk fails the write with an
 // error wrapping ENOSPC before anything is stored.
 func (w *mmapWriter) write(frames []byte, pos int64) error {
@@ -163,18 +163,17 @@ func (w *mmapWriter) write(frames []byte, pos int64) error {
 		return err
 	}
 	if len(frames) >= pwriteMinBytes {
-		// Everything but the first frame's length goes in one pwrite; that
-		// length, written last, publishes every frame of the write at once:
-		// a reader in another process stops at its zero until then. It is
-		// written with a pwrite too, not stored through the mapping: the
-		// store's page fault (the page is new to the mapping) cost more than
-		// the pwrite of 64 KiB. A reader that catches those 4 bytes half
-		// copied sees a shorter length whose CRC fails, which it takes for
-		// an append in flight, as it does in a ModeFile segment.
-		if _, err := w.f.WriteAt(frames[4:], pos+4); err != nil {
-			return err
-		}
-		_, err := w.f.WriteAt(frames[:4], pos)
+		// One pwrite of the frames as they are, lengths included. The
+		// kernel copies them forwards and a kill stops it between pages, so
+		// what a crash leaves is intact frames, at most one torn one and
+		// the zeros after: a torn tail, as in a ModeFile segment. (Holding
+		// the first length back to publish the group last left intact
+		// frames behind a zero length when a kill came before it, which
+		// recovery must take for corruption.) A reader in another process
+		// may meanwhile see a length whose body is not all copied yet: its
+		// CRC fails and it takes the frame for an append in flight, as it
+		// does in a ModeFile segment.
+		_, err := w.f.WriteAt(frames, pos)
 		return err
 	}
 	for len(frames) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -50,7 +51,10 @@ func openEvents(t *testing.T, dir string, opts ...log.Option) (*log.Log, *log.Pa
 //   - "synced": each appender appends with AckSynced and prints
 //     "offset value" for every acked record;
 //   - "written": one appender appends with AckWritten records whose value
-//     is their offset, and prints "ready" after the first.
+//     is their offset, and prints "ready" after the first;
+//   - "batches": like "written", in groups of 1,000 records of 1 KiB per
+//     call (1 MiB: a ModeMmap write through the descriptor), with one
+//     record per call between the groups.
 func TestHelperWriterProcess(t *testing.T) {
 	role := os.Getenv("STROM_WRITER_ROLE")
 	if role == "" {
@@ -95,6 +99,31 @@ func TestHelperWriterProcess(t *testing.T) {
 			}()
 		}
 		select {}
+	case "batches":
+		recs := make([]log.Record, 1000)
+		for i := range recs {
+			recs[i].Value = make([]byte, 1024)
+		}
+		for i, first := p.NextOffset(), true; ; first = false {
+			n := len(recs)
+			if i%2 == 1 {
+				n = 1
+			}
+			for k := range n {
+				binary.LittleEndian.PutUint64(recs[k].Value, uint64(i+int64(k)))
+			}
+			off, err := p.AppendAck(ctx, log.AckWritten, recs[:n]...)
+			if err != nil {
+				fail(err)
+			}
+			if off != i {
+				fail(fmt.Errorf("appended offset %d, want %d", off, i))
+			}
+			if first {
+				fmt.Println("ready")
+			}
+			i += int64(n)
+		}
 	case "written":
 		start := p.NextOffset()
 		for i := start; ; i++ {
@@ -194,6 +223,43 @@ func TestKilledSyncedAppenderKeepsEveryAckedRecord(t *testing.T) {
 			require.NoError(t, lg.Close())
 		}
 		t.Logf("%d kills, %d acked records", kills, len(acked))
+	})
+}
+
+// TestKilledGroupAppenderLeavesATornTailNeverCorruption ensures a writer
+// SIGKILLed while it appends groups of 1,000 records of 1 KiB per call (in
+// ModeMmap a write through the descriptor) leaves what recovery takes for a
+// torn tail, never corruption: the log reopens without error after each of
+// 6 kills (100 under STROM_SOAK=1; 3 with -short), and every offset below
+// the recovered end holds its own value. A group written with its first
+// length held back failed here in 1 of 6 to 15 kills.
+func TestKilledGroupAppenderLeavesATornTailNeverCorruption(t *testing.T) {
+	kills := strength(3, 6, 100)
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		const segBytes = 8 << 20
+		opts := []log.Option{log.WithMode(mode), log.WithSegmentBytes(segBytes)}
+		lg := openLog(t, dir, opts...)
+		openPartition(t, lg, "events", 1)
+		require.NoError(t, lg.Close())
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+		for kill := range kills {
+			runAndKill(t, writerProcess(t, "batches", dir, mode.String(), fmt.Sprint(segBytes), "1"), rng, 20*time.Millisecond)
+			lg, err := log.Open(dir, opts...)
+			require.NoError(t, err, "kill %d", kill)
+			tp, err := lg.WriteTopic("events")
+			require.NoError(t, err, "kill %d", kill)
+			p, err := tp.Partition(0)
+			require.NoError(t, err, "kill %d", kill)
+			next := int64(0)
+			for _, rec := range readAll(t, p) {
+				require.Equal(t, next, rec.Offset)
+				require.Equal(t, uint64(next), binary.LittleEndian.Uint64(rec.Value), "kill %d: offset %d", kill, next)
+				next++
+			}
+			require.Equal(t, p.NextOffset(), next, "kill %d", kill)
+			require.NoError(t, lg.Close())
+		}
 	})
 }
 
