@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,8 +55,10 @@ func (c *consumer) handle(ctx context.Context, r log.Record) error {
 		if err != nil {
 			return fmt.Errorf("encode record %d for --out: %w", r.Offset, err)
 		}
-		// One Write per record, so a record is in the file whole or not at all; the page
-		// cache keeps it when the process is killed.
+		// One Write per record, and the page cache keeps it when the process is killed;
+		// a kill can still cut the Write short at a page boundary, and openOut drops such
+		// a partial last line at the next start (the record is handled again then: its
+		// position was not saved).
 		if _, err := c.out.Write(append(line, '\n')); err != nil {
 			return fmt.Errorf("write --out: %w", err)
 		}
@@ -157,4 +160,45 @@ func (c *consumer) routes(metrics http.Handler) *http.ServeMux {
 
 func (c *consumer) handleStats(w http.ResponseWriter, _ *http.Request) {
 	service.WriteJSON(w, http.StatusOK, c.stats())
+}
+
+// openOut opens the --out file at path for appending, creating it, after
+// cutting a partial last line (no newline at the end): what a kill left of a
+// Write that crossed a page boundary. That record's position was not saved,
+// so it is handled, and written whole, again.
+func openOut(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := cutPartialLine(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// cutPartialLine truncates f after its last newline when it does not end
+// with one, reading backwards 64 KiB at a time.
+func cutPartialLine(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	end := fi.Size()
+	buf := make([]byte, 64<<10)
+	for pos := end; pos > 0; {
+		n := min(int64(len(buf)), pos)
+		pos -= n
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return err
+		}
+		if pos+n == end && buf[n-1] == '\n' {
+			return nil // whole lines only
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return f.Truncate(pos + int64(i) + 1)
+		}
+	}
+	return f.Truncate(0) // one partial line and nothing before it
 }

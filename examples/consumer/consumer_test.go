@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +114,31 @@ func TestStatsBeforeTheTopicExists(t *testing.T) {
 	require.NotNil(t, st.Position)
 	assert.EqualValues(t, 2, *st.Position)
 	assert.EqualValues(t, 1, *st.Lag)
+}
+
+// TestOpenOutCutsAPartialLastLine ensures the --out file loses what a kill
+// left of a cut Write, a last line without its newline, and keeps every
+// whole line; a file of whole lines, an empty file and one partial line
+// alone come out as they should.
+func TestOpenOutCutsAPartialLastLine(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"partial", "{\"offset\":1}\n{\"offset\":2}\n{\"offs", "{\"offset\":1}\n{\"offset\":2}\n"},
+		{"whole", "{\"offset\":1}\n", "{\"offset\":1}\n"},
+		{"empty", "", ""},
+		{"only partial", "{\"off", ""},
+		{"long partial", "a\n" + strings.Repeat("x", 200<<10), "a\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out.jsonl")
+			require.NoError(t, os.WriteFile(path, []byte(c.in), 0o644))
+			f, err := openOut(path)
+			require.NoError(t, err)
+			_, err = f.Write([]byte("next\n"))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			got, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, c.want+"next\n", string(got))
+		})
+	}
 }

@@ -180,7 +180,7 @@ func run(cfg config) error {
 		c.hasPosition = true
 	}
 	if cfg.out != "" {
-		c.out, err = os.OpenFile(cfg.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		c.out, err = openOut(cfg.out)
 		if err != nil {
 			return err
 		}
