@@ -67,8 +67,8 @@
 //	   (a negative partition, offset or count is one, and so are a topic
 //	   name that breaks Kafka's rule and a partition number or count out
 //	   of range, whichever command meets them)
-//	3  corruption: verify or dump found a frame that fails its check, or a
-//	   read met one
+//	3  corruption: verify or dump found a frame that fails its check, a
+//	   read met one, or positions found position files that do not parse
 //
 // Errors are printed on stderr, prefixed "strom: ", and name the file,
 // partition, byte position and offset involved when there is one.

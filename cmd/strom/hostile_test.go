@@ -197,7 +197,7 @@ func TestHostilePositionFilesExitWithTheirPath(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(state, fmt.Sprintf("ev-%d.position", p)), []byte(content), 0o644))
 	}
 	r := strom(t, nil, "--dir", dir, "positions", "--state", state)
-	requireFailedCleanly(t, r, 1, "3 position file(s) in "+state+" do not parse", nil)
+	requireFailedCleanly(t, r, 3, "3 position file(s) in "+state+" do not parse", nil)
 	for p, why := range map[int]string{1: "empty file", 2: "negative position", 3: "invalid JSON"} {
 		assert.Contains(t, string(r.stderr), fmt.Sprintf("%s: %s", filepath.Join(state, fmt.Sprintf("ev-%d.position", p)), why))
 	}

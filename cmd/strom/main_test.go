@@ -834,7 +834,7 @@ func TestMessagesSayWhatHappened(t *testing.T) {
 	ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "0")
 	require.NoError(t, os.WriteFile(filepath.Join(state, "ev-1.position"), []byte("garbage"), 0o644))
 	r = strom(t, nil, "--dir", dir, "positions", "--state", state)
-	assert.Equal(t, 1, r.code)
+	assert.Equal(t, 3, r.code, "a position file that does not parse is corruption")
 	assert.Regexp(t, `(?m)^ev\s+0\s+0\s`, string(r.stdout))
 	assert.Contains(t, string(r.stderr), "ev-1.position")
 	assert.Contains(t, string(r.stderr), "1 position file(s) in "+state+" do not parse")

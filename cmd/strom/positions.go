@@ -117,7 +117,7 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 	if len(corrupt) > 0 {
 		defer func() {
 			if err == nil {
-				err = fmt.Errorf("%d position file(s) in %s do not parse (listed above)", len(corrupt), store.Dir())
+				err = fmt.Errorf("%w: %d position file(s) in %s do not parse (listed above)", errCorruptFound, len(corrupt), store.Dir())
 			}
 		}()
 	}

@@ -39,8 +39,8 @@ func usageErrorf(format string, args ...any) error {
 	return &codedError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-// errCorruptFound is returned by verify and dump when they found corruption
-// and already printed where; it exits with exitCorrupt.
+// errCorruptFound is returned by verify, dump and positions when they found
+// corruption and already printed where; it exits with exitCorrupt.
 var errCorruptFound = errors.New("corruption found")
 
 // exitCode maps an error returned by a command to the process's exit status.
