@@ -203,10 +203,12 @@ func TestTopicFairnessBacklogDoesNotStarveOtherPartitions(t *testing.T) {
 	// Partitions take turns among those with a batch ready; a partition's
 	// reading goroutine may start late on a loaded machine (seen: 5 Reads of
 	// partition 0 before partition 2's first batch was ready under make
-	// test), so the bound is 30 of the ~1,200 Reads the backlog takes, far
-	// below what starving would give.
-	require.Contains(t, order[:30], int32(1), "partition 1 is served among the first Reads: %v", order[:30])
-	require.Contains(t, order[:30], int32(2), "partition 2 is served among the first Reads: %v", order[:30])
+	// test; later a fresh-user run at load average 10 saw more than 30), so
+	// the bound is the first quarter of the ~1,200 Reads the backlog takes:
+	// starving would serve them after all of partition 0's.
+	first := order[:len(order)/4]
+	require.Contains(t, first, int32(1), "partition 1 is served in the first quarter of the Reads: %v", first)
+	require.Contains(t, first, int32(2), "partition 2 is served in the first quarter of the Reads: %v", first)
 	got := offsetsByPartition(all)
 	require.Equal(t, span(0, 100_000), got[0])
 	require.Equal(t, span(0, 10), got[1])
