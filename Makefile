@@ -8,6 +8,8 @@ SHELL := /bin/bash
 #   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
 #                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
+#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another;
+#                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
@@ -15,6 +17,15 @@ SHELL := /bin/bash
 
 GO        ?= go
 BENCHTIME ?= 1s
+FUZZTIME  ?= 10s
+FUZZFLAGS ?=
+
+# The fuzz targets, as package:Target. go test -fuzz takes one target per
+# package per run, so make fuzz runs them one after another. Their seed
+# corpora (f.Add and testdata/fuzz/<Target>/) run in make test as plain tests.
+FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentIndex log:FuzzSealMarker \
+	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
+	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState
 
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
 # them with smaller counts, make soak runs only them, at full strength.
@@ -23,7 +34,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch test soak bench lint build
+.PHONY: demo demo-relay demo-sshwatch test soak fuzz bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -40,6 +51,14 @@ test:
 # -count=1: a soak is run for its repetitions, never answered from the test cache.
 soak:
 	STROM_SOAK=1 $(GO) test -race -count=1 -timeout 30m -v -run '$(SOAK_TESTS)' ./log/
+
+# A finding fails the run and go test writes the input to
+# <package>/testdata/fuzz/<Target>/, where it stays a regression test.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $${t#*:} ./$${t%%:*}/ for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./$${t%%:*}/; \
+	done
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.
