@@ -119,20 +119,21 @@ func sameRecord(a, b *Record) bool {
 func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
 // FuzzKafkaPartition ensures that KafkaPartition never panics, returns a
-// partition in [0, n) for every n > 0, the same one for the same key, and
+// partition in [0, n) for every n > 0 (above 2^32 too), the same one for the same key, and
 // the one franz-go's default partitioner (the Kafka murmur2 hasher) picks.
 func FuzzKafkaPartition(f *testing.F) {
-	f.Add([]byte(nil), int32(1))
-	f.Add([]byte{}, int32(3))
-	f.Add([]byte("key-1"), int32(12))
-	f.Add([]byte("\x80\x81\x82"), int32(math.MaxInt32))
-	f.Add(bytes.Repeat([]byte{0xff}, 64), int32(7))
+	f.Add([]byte(nil), int64(1))
+	f.Add([]byte{}, int64(3))
+	f.Add([]byte("key-1"), int64(12))
+	f.Add([]byte("\x80\x81\x82"), int64(math.MaxInt32))
+	f.Add([]byte("key-1"), int64(1<<32))
+	f.Add([]byte("key-2"), int64(1<<32+3))
+	f.Add(bytes.Repeat([]byte{0xff}, 64), int64(-7))
 	kp := kgo.StickyKeyPartitioner(nil).ForTopic("t")
-	f.Fuzz(func(t *testing.T, key []byte, n32 int32) {
-		n := int(n32)
+	f.Fuzz(func(t *testing.T, key []byte, n64 int64) {
+		n := int(n64)
 		if n <= 0 {
-			n = int(uint32(n32)&0x7fffffff) + 1
-			n = min(n, math.MaxInt32)
+			n = int(uint64(n64)>>1) + 1 // positive
 		}
 		p := KafkaPartition(key, n)
 		if p < 0 || int(p) >= n {
