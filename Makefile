@@ -9,7 +9,8 @@ SHELL := /bin/bash
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
 #                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
 #   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another;
-#                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine
+#                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
+#                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
@@ -19,6 +20,11 @@ GO        ?= go
 BENCHTIME ?= 1s
 FUZZTIME  ?= 10s
 FUZZFLAGS ?=
+# The recovery targets run about 50 inputs a second (each opens a log:
+# files, fsyncs), and go test spends up to a minute (its default) minimizing
+# every new interesting input, without counting those runs as execs: 5s
+# leaves most of FUZZTIME to new inputs.
+FUZZMINIMIZETIME ?= 5s
 
 # The fuzz targets, as package:Target. go test -fuzz takes one target per
 # package per run, so make fuzz runs them one after another. Their seed
@@ -57,7 +63,7 @@ soak:
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== fuzz $${t#*:} ./$${t%%:*}/ for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./$${t%%:*}/; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) ./$${t%%:*}/; \
 	done
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
