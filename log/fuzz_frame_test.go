@@ -133,7 +133,7 @@ func FuzzKafkaPartition(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key []byte, n64 int64) {
 		n := int(n64)
 		if n <= 0 {
-			n = int(uint64(n64)>>1) + 1 // positive
+			n = max(int(uint64(n64)>>1), 1) // positive, up to 2^63-1
 		}
 		p := KafkaPartition(key, n)
 		if p < 0 || int(p) >= n {
