@@ -243,8 +243,9 @@ func fuzzOpen(dir string, opts ...Option) (*Log, *Partition, error) {
 // sealedSegmentBytes makes b, fuzzed bytes, a sealed segment whose marker
 // Open trusts: padded to 8 bytes, and ending with a frame whose header the
 // marker can record (b's own, when stepping its length prefixes from the
-// start lands on its end; otherwise a header of a 36-byte body and zeros
-// appended). It returns the segment and the last frame's position.
+// start lands on its end and b can hold a record; otherwise a header of a
+// 36-byte body and zeros appended). The segment is never shorter than
+// minFrameBytes, so a marker can count at least one record in it. It returns the segment and the last frame's position.
 func sealedSegmentBytes(b []byte) ([]byte, int64) {
 	b = append(b, make([]byte, padded(len(b))-len(b))...)
 	for at := 0; len(b)-at >= frameHeaderBytes; {
@@ -253,7 +254,7 @@ func sealedSegmentBytes(b []byte) ([]byte, int64) {
 		if l == 0 || n > len(b)-at {
 			break
 		}
-		if at+n == len(b) {
+		if at+n == len(b) && len(b) >= minFrameBytes {
 			return b, int64(at)
 		}
 		at += n
