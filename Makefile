@@ -13,6 +13,10 @@ SHELL := /bin/bash
 #                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
 #                                               minutes on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
+#                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
+#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another;
+#                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
+#                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
 #   make lint                                   gofmt + go vet
@@ -20,6 +24,20 @@ SHELL := /bin/bash
 
 GO        ?= go
 BENCHTIME ?= 1s
+FUZZTIME  ?= 10s
+FUZZFLAGS ?=
+# The recovery targets run about 50 inputs a second (each opens a log:
+# files, fsyncs), and go test spends up to a minute (its default) minimizing
+# every new interesting input, without counting those runs as execs: 5s
+# leaves most of FUZZTIME to new inputs.
+FUZZMINIMIZETIME ?= 5s
+
+# The fuzz targets, as package:Target. go test -fuzz takes one target per
+# package per run, so make fuzz runs them one after another. Their seed
+# corpora (f.Add and testdata/fuzz/<Target>/) run in make test as plain tests.
+FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentIndex log:FuzzSealMarker \
+	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
+	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState
 
 # make torture: kills per scenario (three scenarios), and extra flags for
 # internal/cmd/torture (--seed N, --scenarios, --modes, --keep, --dir).
@@ -33,7 +51,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch test soak torture bench lint build
+.PHONY: demo demo-relay demo-sshwatch test soak torture fuzz bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -57,6 +75,13 @@ soak:
 torture:
 	$(GO) build -o bin/ ./internal/cmd/torture ./examples/relay
 	./bin/torture --kills $(TORTURE_KILLS) $(TORTURE_FLAGS)
+# A finding fails the run and go test writes the input to
+# <package>/testdata/fuzz/<Target>/, where it stays a regression test.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== fuzz $${t#*:} ./$${t%%:*}/ for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) ./$${t%%:*}/; \
+	done
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.

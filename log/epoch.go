@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // epochFileName is a partition's epoch history, in the format of Kafka's
@@ -68,10 +69,11 @@ func parseEpochs(b []byte) (epochs, error) {
 		return nil, fmt.Errorf("version line %q, want 0", v)
 	}
 	c, ok := line()
-	n, err := strconv.Atoi(c)
-	if !ok || err != nil || n < 0 {
+	n64, ok := decimal(c, ok, 31)
+	if !ok {
 		return nil, fmt.Errorf("count line %q is not a count", c)
 	}
+	n := int(n64)
 	// The count is untrusted: each entry takes a line of at least 4 bytes
 	// ("0 0\n"), so the file cannot hold more than len(b)/4 of them, and a
 	// damaged count of 2^31 must not size the slice.
@@ -81,10 +83,13 @@ func parseEpochs(b []byte) (epochs, error) {
 	out := make(epochs, 0, n)
 	for i := range n {
 		l, ok := line()
-		var e epochEntry
-		if _, err := fmt.Sscanf(l, "%d %d", &e.epoch, &e.start); !ok || err != nil || e.epoch < 0 || e.start < 0 {
+		es, ss, found := strings.Cut(l, " ")
+		epoch, eok := decimal(es, ok && found, 31)
+		start, sok := decimal(ss, eok, 63)
+		if !sok {
 			return nil, fmt.Errorf("entry %d %q is not \"epoch startOffset\"", i, l)
 		}
+		e := epochEntry{epoch: int32(epoch), start: start}
 		if i > 0 && (e.epoch <= out[i-1].epoch || e.start < out[i-1].start) {
 			return nil, fmt.Errorf("entry %d %q is not after %d %d", i, l, out[i-1].epoch, out[i-1].start)
 		}
@@ -94,6 +99,18 @@ func parseEpochs(b []byte) (epochs, error) {
 		return nil, fmt.Errorf("unexpected line %q after %d entries", extra, n)
 	}
 	return out, nil
+}
+
+// decimal parses s, when ok, as what encode writes for a number: a
+// non-negative integer below 2^bits in decimal, without sign or leading
+// zeros. Anything else (a sign, "007", a second space, a trailing field)
+// was not written by encode, and the file is corrupt.
+func decimal(s string, ok bool, bits int) (int64, bool) {
+	if !ok || s == "" || s[0] == '+' || s[0] == '-' || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, bits+1)
+	return v, err == nil && v >= 0
 }
 
 func (e epochs) encode() []byte {

@@ -119,7 +119,7 @@ func decodeBody(body []byte, r *Record) error {
 // nil keys copies each, one allocation per header (decodeBody's callers,
 // which keep no batch).
 func decodeBodyInto(body []byte, r *Record, hdrs []Header, keys *keyStore) ([]Header, error) {
-	if len(body) < bodyFixedBytes || body[0] != formatVersion {
+	if len(body) < bodyFixedBytes || !bodyVersionOK(body) {
 		return hdrs, errBadFrame
 	}
 	r.Epoch = int32(binary.LittleEndian.Uint32(body[4:]))
@@ -274,7 +274,7 @@ func takeBytes(b []byte) (v, rest []byte, ok bool) {
 // checked in straight-line code. It must accept exactly what decodeBody
 // accepts.
 func checkBody(body []byte, off int64) bool {
-	if len(body) < bodyFixedBytes || body[0] != formatVersion ||
+	if len(body) < bodyFixedBytes || !bodyVersionOK(body) ||
 		bodyOffset(body) != off {
 		return false
 	}
@@ -315,6 +315,15 @@ func checkBody(body []byte, off int64) bool {
 		}
 	}
 	return at == end
+}
+
+// bodyVersionOK reports whether a body of at least bodyFixedBytes starts
+// with this format version and zero attributes and reserved bytes, as
+// appendFrame writes it. A body that sets either was not written by this
+// version (a later one may give them a meaning, compression for one), so
+// it is undecodable rather than read as if they were zero.
+func bodyVersionOK(body []byte) bool {
+	return binary.LittleEndian.Uint32(body) == formatVersion
 }
 
 // bodyOffset returns the offset a body claims (byte 8, see doc.go); the body

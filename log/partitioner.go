@@ -44,9 +44,11 @@ func (p *KafkaPartitioner) PartitionFor(key []byte, n int) int32 {
 
 // KafkaPartition returns murmur2(key) & 0x7fffffff modulo n: the partition
 // Kafka's Java client (Utils.toPositive(Utils.murmur2(key)) % n) picks for a
-// keyed record. n must be positive.
+// keyed record. n must be positive. The modulo is taken in 64 bits: a
+// count that does not fit 32 bits (1<<32 truncated to 0 divided by zero)
+// still gives a partition below n, the one franz-go's KafkaHasher gives.
 func KafkaPartition(key []byte, n int) int32 {
-	return int32((murmur2(key) & 0x7fffffff) % uint32(n))
+	return int32(uint64(murmur2(key)&0x7fffffff) % uint64(n))
 }
 
 // murmur2 is Kafka's variant of MurmurHash2 (seed 0x9747b28c), the one in

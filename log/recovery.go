@@ -18,7 +18,8 @@ type RecoveryReport struct {
 	// Segment is the path of the segment that was cut, "" if none was.
 	Segment string
 	// Reason is why the walk stopped: "length past end of file",
-	// "crc mismatch", ...
+	// "crc mismatch", "zero length prefix followed by non-zero bytes" (a
+	// ModeMmap append whose body was written and its length not), ...
 	Reason string
 	// TruncatedBytes is how many bytes were cut from Segment, the torn
 	// frame included, and only the torn bytes: zeros at the end of the

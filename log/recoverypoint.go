@@ -86,7 +86,13 @@ func loadRecoveryPoint(dir string) (point, error) {
 	}
 	var rp recoveryPointV1
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&rp); err != nil || rp.Version != 1 ||
+	err = dec.Decode(&rp)
+	if err == nil && len(bytes.TrimSpace(b[dec.InputOffset():])) != 0 {
+		// The file is one JSON object, as saveRecoveryPoint writes it:
+		// anything after it was not written by us.
+		err = errors.New("unexpected bytes after the JSON object")
+	}
+	if err != nil || rp.Version != 1 ||
 		rp.Segment < 0 || rp.Position < 0 || rp.Offset < rp.Segment {
 		return point{}, fmt.Errorf("%w: recovery point file %s does not parse (%v): %q", ErrCorrupt, path, err, b)
 	}

@@ -54,11 +54,13 @@ func (m *sealMarker) encode() []byte {
 }
 
 // decodeSealMarker parses b, or returns false when it is not a marker of
-// this version with a matching CRC.
+// this version with a matching CRC and its reserved and padding bytes zero,
+// exactly what encode writes: a marker that is anything else is not
+// trusted (its segment is walked).
 func decodeSealMarker(b []byte) (sealMarker, bool) {
 	if len(b) != sealBytes || binary.LittleEndian.Uint32(b) != sealMagic ||
-		binary.LittleEndian.Uint16(b[4:]) != sealVersion ||
-		binary.LittleEndian.Uint32(b[48:]) != crcOf(b[:48]) {
+		binary.LittleEndian.Uint16(b[4:]) != sealVersion || binary.LittleEndian.Uint16(b[6:]) != 0 ||
+		binary.LittleEndian.Uint32(b[48:]) != crcOf(b[:48]) || binary.LittleEndian.Uint32(b[52:]) != 0 {
 		return sealMarker{}, false
 	}
 	return sealMarker{

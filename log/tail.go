@@ -58,9 +58,26 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 		dropped = max(dropped, rp.Offset-s.next)
 	}
 	if reason == "" {
-		if !why.intact() {
-			p.report = RecoveryReport{Segment: s.path, Reason: why.String()}
+		torn := why.String()
+		if why == stopZero {
+			// A zero length prefix ends the log only when nothing but
+			// zeros follows it (a reserved segment's tail). Non-zero
+			// bytes behind it are the body of an append whose length a
+			// crash never stored (ModeMmap writes the body first), or
+			// damage with nothing intact behind it: a torn tail like any
+			// other, cut and reported, never cut silently.
+			nonZero, err := zeroStopTorn(s)
+			if err != nil {
+				return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+			}
+			if !nonZero {
+				return nil
+			}
+			torn = stopZero.String() + " followed by non-zero bytes"
+		} else if why.intact() {
+			return nil
 		}
+		p.report = RecoveryReport{Segment: s.path, Reason: torn}
 		return nil
 	}
 	return p.tailCorruptLocked(s.path, s.size, s.next, reason, dropped)
@@ -82,6 +99,22 @@ func (p *Partition) tailCorruptLocked(path string, pos, off int64, reason string
 	}
 	p.report = RecoveryReport{Segment: path, Reason: reason, DroppedRecords: dropped}
 	return nil
+}
+
+// zeroStopTorn reports whether the file of s, whose walk stopped at a zero
+// length prefix at s.size, holds a non-zero byte past it. Holes are skipped
+// unread and the rest is read from its end (lastNonZero), so it costs the
+// zeros a ModeMmap writer wrote ahead of its frames, not the reservation.
+func zeroStopTorn(s *segment) (bool, error) {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return false, err
+	}
+	nz, err := lastNonZero(s.f, s.size, fi.Size())
+	if err != nil {
+		return false, fmt.Errorf("read segment %s past byte %d: %w", s.path, s.size, err)
+	}
+	return nz > s.size, nil
 }
 
 // repairPointLocked lowers the recovery point to end, where a repair cuts,
