@@ -69,7 +69,11 @@
 // stored before the length: the mmap path publishes the length with one
 // aligned 4-byte atomic store, so a reader in another process that sees a
 // length also sees the body and CRC. The offset inside the body lets
-// recovery check that frames are contiguous.
+// recovery check that frames are contiguous. A body whose version byte is
+// not 1, or whose attribute or reserved bytes (1 to 3) are not zero, fails
+// the frame check like a CRC mismatch: a later format (compression in the
+// attributes) must never be read as this one. Seal markers likewise
+// require their reserved and padding bytes to be zero.
 //
 // # Write paths
 //
@@ -122,15 +126,17 @@
 //
 //   - In the last segment, with nothing intact behind it and at or above
 //     the recovery point, it is the end of the log (a clean end of file or
-//     the zero tail of a reserved segment) or a torn tail, the remains of
-//     an append a crash cut short: the tail is truncated (and the
-//     truncation forced to disk), the next append reuses the offset, and
-//     Partition.Recovery reports the cut.
+//     the zero tail of a reserved segment, zeros only) or a torn tail, the
+//     remains of an append a crash cut short (a bad frame, or a zero length
+//     followed by non-zero bytes: a body stored without its length): the
+//     tail is truncated (and the truncation forced to disk), the next
+//     append reuses the offset, and Partition.Recovery reports the cut.
 //   - In the last segment with an intact frame behind it (the file is
 //     scanned on from the stop at every 8-byte boundary for a frame that
 //     verifies and holds the expected offset or a later one), or below the
 //     recovery point, or in an earlier segment (sealed segments were forced
-//     to disk before the next one was created), it is corruption: opening
+//     to disk by their sealers before any sync of the next one), it is
+//     corruption: opening
 //     fails with a *CorruptError (ErrCorrupt) naming topic, partition,
 //     segment, byte position and offset, unless the log was opened
 //     WithRepair, which cuts there, deletes any later segments, lowers the
