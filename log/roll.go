@@ -102,10 +102,8 @@ func (p *Partition) rollLocked() error {
 	old.acquire() // the sealer's reference
 	old.sealing.Store(true)
 	j := &sealJob{seg: old, next: old.next, lowered: p.rp.lowered.Load(), done: make(chan struct{})}
-	p.w.mu.Lock()
-	j.prev, p.w.sealing = p.w.sealing, j
+	j.prev = p.w.sealing.Swap(j) // rolls are serialised by the partition lock
 	p.w.sealers.Add(1)
-	p.w.mu.Unlock()
 	go p.seal(j)
 	return nil
 }
@@ -142,10 +140,8 @@ func (p *Partition) seal(j *sealJob) {
 	close(j.done)
 
 	w := &p.w
+	w.sealing.CompareAndSwap(j, nil)
 	w.mu.Lock()
-	if w.sealing == j {
-		w.sealing = nil
-	}
 	switch {
 	case err != nil:
 		p.failLocked(err)
@@ -172,9 +168,7 @@ var sealerHook atomic.Pointer[func()]
 // and returns the first error among them. The caller keeps new rolls out
 // while it matters: with segMu (syncActive) or the writer role (Truncate).
 func (p *Partition) awaitSealers() error {
-	p.w.mu.Lock()
-	j := p.w.sealing
-	p.w.mu.Unlock()
+	j := p.w.sealing.Load() // not under mu: every sync round's leader looks, and appenders contend for mu
 	if j == nil {
 		return nil
 	}

@@ -62,7 +62,7 @@ type groupWriter struct {
 	// sealing is the newest roll's sealer job, nil once it finished (see
 	// sealJob); sealers counts the sealer goroutines running, which Close
 	// waits for.
-	sealing *sealJob
+	sealing atomic.Pointer[sealJob]
 	sealers sync.WaitGroup
 
 	// segMu orders syncs against the segment changes that release a write
