@@ -84,7 +84,15 @@ func TestMetricsCountRecordsPerStage(t *testing.T) {
 		out, _ := m.Int(stream.MetricStageRecordsOut, stageAttr("sink", 2)...)
 		pos, _ := m.Int(stream.MetricPartitionPosition, partitionAttrs...)
 		saves, _ := m.Int(stream.MetricCheckpointSaves, group)
-		return out == 60 && pos == 100 && saves > 0
+		// The earlier stages' counts too: under load a collection once
+		// showed the sink's 60 with the filter's and price's counts at 0
+		// (make test, twice on 2026-12-01; not reproduced alone). Waiting
+		// for them keeps the test about the values; a count that never
+		// arrives still fails it.
+		fin, _ := m.Int(stream.MetricStageRecordsIn, append(stageAttr("filter", 0), group)...)
+		fout, _ := m.Int(stream.MetricStageRecordsOut, append(stageAttr("filter", 0), group)...)
+		pout, _ := m.Int(stream.MetricStageRecordsOut, append(stageAttr("price", 1), group)...)
+		return out == 60 && pos == 100 && saves > 0 && fin == 100 && fout == 70 && pout == 60
 	})
 	for _, c := range []struct {
 		metric string
