@@ -78,10 +78,7 @@ torture:
 # A finding fails the run and go test writes the input to
 # <package>/testdata/fuzz/<Target>/, where it stays a regression test.
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "== fuzz $${t#*:} ./$${t%%:*}/ for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) ./$${t%%:*}/; \
-	done
+	@GO="$(GO)" FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZTIME="$(FUZZTIME)" FUZZMINIMIZETIME="$(FUZZMINIMIZETIME)" FUZZFLAGS="$(FUZZFLAGS)" ./scripts/fuzz.sh
 
 # internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.
