@@ -59,39 +59,46 @@ func bodySize(r *Record) int {
 // frameSize is the bytes r occupies on disk: header, body and padding.
 func frameSize(r *Record) int { return padded(frameHeaderBytes + bodySize(r)) }
 
-func putLen(b []byte, v []byte, isNil bool) []byte {
+// putLenAt writes v's length (-1 as int32 when isNil) and bytes at f[i:],
+// which must have room, and returns the index after them.
+func putLenAt(f []byte, i int, v []byte, isNil bool) int {
 	if isNil {
-		return binary.LittleEndian.AppendUint32(b, math.MaxUint32) // -1 as int32
+		binary.LittleEndian.PutUint32(f[i:], math.MaxUint32) // -1 as int32
+		return i + 4
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
-	return append(b, v...)
+	binary.LittleEndian.PutUint32(f[i:], uint32(len(v)))
+	return i + 4 + copy(f[i+4:], v)
 }
 
 // appendFrame encodes r, which gets offset off in epoch epoch, to the end of
 // dst and returns the extended slice. The length prefix is written like every
 // other byte; the mmap path republishes it atomically (see segment_mmap.go).
+// It grows dst once by the whole frame and fills it by index: appends encode
+// every record through here, and field-by-field appends cost about a fifth
+// of a 1,024-record append of 64 B records (BenchmarkSegmentAppend, perf).
 func appendFrame(dst []byte, r *Record, off int64, epoch int32) []byte {
-	start := len(dst)
 	body := bodySize(r)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(body))
-	dst = binary.LittleEndian.AppendUint32(dst, 0) // CRC, filled below
-	b0 := len(dst)
-	dst = append(dst, formatVersion, 0, 0, 0)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(epoch))
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(off))
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.Timestamp))
-	dst = putLen(dst, r.Key, r.Key == nil)
-	dst = putLen(dst, r.Value, r.Value == nil)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Headers)))
+	start := len(dst)
+	dst = slices.Grow(dst, padded(frameHeaderBytes+body))
+	dst = dst[:start+padded(frameHeaderBytes+body)]
+	f := dst[start:]
+	le := binary.LittleEndian
+	le.PutUint32(f, uint32(body))
+	f[8], f[9], f[10], f[11] = formatVersion, 0, 0, 0
+	le.PutUint32(f[12:], uint32(epoch))
+	le.PutUint64(f[16:], uint64(off))
+	le.PutUint64(f[24:], uint64(r.Timestamp))
+	i := putLenAt(f, 32, r.Key, r.Key == nil)
+	i = putLenAt(f, i, r.Value, r.Value == nil)
+	le.PutUint32(f[i:], uint32(len(r.Headers)))
+	i += 4
 	for _, h := range r.Headers {
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(h.Key)))
-		dst = append(dst, h.Key...)
-		dst = putLen(dst, h.Value, h.Value == nil)
+		le.PutUint32(f[i:], uint32(len(h.Key)))
+		i += 4 + copy(f[i+4:], h.Key)
+		i = putLenAt(f, i, h.Value, h.Value == nil)
 	}
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[b0:], castagnoli))
-	for pad := padded(len(dst)-start) - (len(dst) - start); pad > 0; pad-- {
-		dst = append(dst, 0)
-	}
+	clear(f[i:]) // the padding; a reused buffer holds old bytes there
+	le.PutUint32(f[4:], crc32.Checksum(f[frameHeaderBytes:i], castagnoli))
 	return dst
 }
 

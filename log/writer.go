@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,12 +168,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	if ack = p.cfg.ackOrDefault(ack); !ack.valid() {
 		return 0, fmt.Errorf("log: append to topic %s partition %d: invalid ack policy %d", p.topic, p.id, int(ack))
 	}
-	for i := range recs {
-		if n := int64(frameSize(&recs[i])); n > p.cfg.segmentBytes {
-			return 0, &RecordTooLargeError{Topic: p.topic, Partition: p.id, FrameBytes: n, SegmentBytes: p.cfg.segmentBytes}
-		}
-	}
-	now, logAppend, err := p.stampRecords(recs)
+	now, logAppend, frameBytes, err := p.checkRecords(recs)
 	if err != nil {
 		return 0, err
 	}
@@ -188,6 +184,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 		return first, nil
 	}
 	epoch := p.epoch.Load()
+	w.pend = slices.Grow(w.pend, frameBytes)
 	for i := range recs {
 		r := &recs[i]
 		if r.Timestamp == 0 || logAppend {
@@ -352,7 +349,10 @@ func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, 
 	defer p.publishLocked()
 	for len(frames) > 0 {
 		s := p.active()
-		k, size := framesThatFit(frames, s.w.capacity()-s.size)
+		k, size := n-wrote, len(frames) // most groups fit whole: no walk
+		if int64(size) > s.w.capacity()-s.size {
+			k, size = framesThatFit(frames, s.w.capacity()-s.size)
+		}
 		if k > 0 {
 			if err := p.writeLocked(s, frames[:size], k); err != nil {
 				return wrote, point{s.base, s.size, s.next}, err
@@ -451,14 +451,26 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 	}
 	p.w.appended.Add(int64(n)) // for the metrics (telemetry.go): one add per write, not per record
 	p.w.appendedBytes.Add(int64(len(frames)))
+	// The walk keeps size, next and the newest timestamp in locals: stores
+	// through s every frame cost a twentieth of a 64 B append (perf).
+	size, next, interval := s.size, s.next, int64(p.cfg.indexInterval)
+	newest, has := s.maxTimestamp, s.hasTimestamp
 	for range n {
 		bodyLen, _ := frameHeader(frames)
 		fs := int64(padded(frameHeaderBytes + int(bodyLen)))
-		s.maybeIndex(s.next, s.size, p.cfg.indexInterval)
-		s.noteTimestamp(frameTimestamp(frames))
-		s.size += fs
-		s.next++
+		if s.indexedAt < 0 || size-s.indexedAt >= interval {
+			s.maybeIndex(next, size, p.cfg.indexInterval)
+		}
+		if ts := frameTimestamp(frames); !has || ts > newest {
+			newest, has = ts, true
+		}
+		size += fs
+		next++
 		frames = frames[fs:]
+	}
+	s.size, s.next = size, next
+	if has {
+		s.noteTimestamp(newest)
 	}
 	return nil
 }
