@@ -16,11 +16,12 @@ import (
 
 // Cross-process follow. A follower in a process that opened the log
 // ReadOnly sleeps until the partition changes, as inotify reports it
-// (notify_linux.go): a ModeFile append is a pwrite, which raises IN_MODIFY
-// on its segment in the partition directory, and a roll creates a file
-// (IN_CREATE). A ModeMmap append stores into a shared mapping, which raises
-// nothing, so its writer signals instead, through the partition's waiters
-// file (follow.waiters, 64 bytes):
+// (notify_linux.go, through internal/notify): a ModeFile append is a
+// pwrite, which raises IN_MODIFY on its segment in the partition
+// directory, and a roll creates a file (IN_CREATE). A ModeMmap append
+// stores into a shared mapping, which raises nothing, so its writer
+// signals instead, through the partition's waiters file (follow.waiters,
+// 64 bytes):
 //
 //	byte 0  uint32  waiting flag: 1 while some follower may be asleep
 //	        (the rest is reserved, zero)
@@ -151,10 +152,10 @@ func (w *waitersFile) close() error {
 type crossProcess struct {
 	mu        sync.Mutex
 	waiters   *waitersFile
-	wd        int32     // inotify watch on the partition directory; 0 when none
-	fwd       int32     // inotify watch on the waiters file; 0 when none
-	followers int       // goroutines inside wait
-	idleSince time.Time // when followers last dropped to 0
+	dirWatch  *partWatch // inotify watch on the partition directory; nil when none
+	fileWatch *partWatch // inotify watch on the waiters file; nil when none
+	followers int        // goroutines inside wait
+	idleSince time.Time  // when followers last dropped to 0
 	closed    bool
 	// After a failure to watch or to map, when to try again: the poll
 	// interval later, at most retryMax (an event that may fix it, the
@@ -221,12 +222,12 @@ func (p *Partition) armFollow() {
 	if x.closed || !p.readOnly() {
 		return
 	}
-	if x.wd == 0 || x.fwd == 0 {
+	if x.dirWatch == nil || x.fileWatch == nil {
 		now := time.Now()
 		retry := now.Add(min(p.cfg.pollInterval, retryMax))
-		if x.wd == 0 && !now.Before(x.watchAt) {
-			if wd, err := watchPath(p.dir, dirWatchMask, p); err == nil {
-				x.wd = wd
+		if x.dirWatch == nil && !now.Before(x.watchAt) {
+			if w, err := watchPath(p.dir, dirWatchMask, p); err == nil {
+				x.dirWatch = w
 			} else {
 				x.watchAt = retry
 			}
@@ -240,15 +241,15 @@ func (p *Partition) armFollow() {
 				x.mapAt = retry
 			}
 		}
-		if x.waiters != nil && x.fwd == 0 && !now.Before(x.mapAt) {
-			if wd, err := watchPath(x.waiters.f.Name(), fileWatchMask, p); err == nil {
-				x.fwd = wd
+		if x.waiters != nil && x.fileWatch == nil && !now.Before(x.mapAt) {
+			if w, err := watchPath(x.waiters.f.Name(), fileWatchMask, p); err == nil {
+				x.fileWatch = w
 			} else {
 				x.mapAt = retry
 			}
 		}
 	}
-	if x.fwd != 0 {
+	if x.fileWatch != nil {
 		x.waiters.raise()
 	}
 }
@@ -262,29 +263,30 @@ const (
 	dirWatchGone                      // the watch ended: the directory was deleted or unmounted
 )
 
-// dirChanged is called by the watcher for watch wd of p (the directory's
-// or the waiters file's). With followers waiting it looks for new records
-// and wakes them whether or not there were some: a signal cleared the
-// waiters flag, so each of them must raise it again before its next look
-// (and watch again, when a watch is gone). When no follower has waited for
-// unwatchAfter it drops the watches, so a partition nobody follows costs
-// no wake-ups.
-func (p *Partition) dirChanged(wd int32, ev dirEvent) {
+// dirChanged is called from internal/notify's goroutine for watch w of p
+// (the directory's or the waiters file's; one it dropped, for events read
+// before it did), once per batch of events. With followers waiting it
+// looks for new records and wakes them whether or not there were some: a
+// signal cleared the waiters flag, so each of them must raise it again
+// before its next look (and watch again, when a watch is gone). When no
+// follower has waited for unwatchAfter it drops the watches, so a
+// partition nobody follows costs no wake-ups.
+func (p *Partition) dirChanged(w *partWatch, ev dirEvent) {
 	x := &p.xproc
 	x.mu.Lock()
 	if ev == dirWatchGone {
-		if x.wd == wd {
-			x.wd, x.watchAt = 0, time.Time{}
+		if x.dirWatch == w {
+			x.dirWatch, x.watchAt = nil, time.Time{}
 		}
-		if x.fwd == wd {
-			x.fwd, x.mapAt = 0, time.Time{}
+		if x.fileWatch == w {
+			x.fileWatch, x.mapAt = nil, time.Time{}
 		}
 	}
 	if ev == dirWaitersCreated {
 		// A new file: the one mapped, if any, no longer reaches the writer.
-		if x.fwd != 0 {
-			unwatchPath(x.fwd, p)
-			x.fwd = 0
+		if x.fileWatch != nil {
+			x.fileWatch.cancel()
+			x.fileWatch = nil
 		}
 		if x.waiters != nil {
 			x.waiters.close()
@@ -294,7 +296,7 @@ func (p *Partition) dirChanged(wd int32, ev dirEvent) {
 	}
 	following := x.followers > 0
 	if !following && time.Since(x.idleSince) > unwatchAfter {
-		x.unwatchLocked(p)
+		x.unwatchLocked()
 	}
 	x.mu.Unlock()
 	if following {
@@ -304,14 +306,14 @@ func (p *Partition) dirChanged(wd int32, ev dirEvent) {
 }
 
 // unwatchLocked drops p's watches.
-func (x *crossProcess) unwatchLocked(p *Partition) {
-	if x.wd != 0 {
-		unwatchPath(x.wd, p)
-		x.wd = 0
+func (x *crossProcess) unwatchLocked() {
+	if x.dirWatch != nil {
+		x.dirWatch.cancel()
+		x.dirWatch = nil
 	}
-	if x.fwd != 0 {
-		unwatchPath(x.fwd, p)
-		x.fwd = 0
+	if x.fileWatch != nil {
+		x.fileWatch.cancel()
+		x.fileWatch = nil
 	}
 }
 
@@ -322,7 +324,7 @@ func (p *Partition) stopFollowLocked() {
 	x := &p.xproc
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.unwatchLocked(p)
+	x.unwatchLocked()
 	if x.waiters != nil {
 		x.waiters.close()
 		x.waiters = nil
@@ -335,7 +337,7 @@ func (p *Partition) closeFollowLocked() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.closed = true
-	x.unwatchLocked(p)
+	x.unwatchLocked()
 	var err error
 	if x.waiters != nil {
 		err = x.waiters.close()

@@ -48,10 +48,10 @@ func TestWaitersFlagProtocol(t *testing.T) {
 	require.Eventually(t, func() bool { return flag() != 0 }, 10*time.Second, time.Millisecond,
 		"the follower never raised the flag")
 	r.xproc.mu.Lock()
-	wd, fwd, followers := r.xproc.wd, r.xproc.fwd, r.xproc.followers
+	dirWatched, fileWatched, followers := r.xproc.dirWatch != nil, r.xproc.fileWatch != nil, r.xproc.followers
 	r.xproc.mu.Unlock()
-	if wd == 0 || fwd == 0 || followers != 1 {
-		t.Fatalf("sleeping follower: dir watch %d, file watch %d, followers %d", wd, fwd, followers)
+	if !dirWatched || !fileWatched || followers != 1 {
+		t.Fatalf("sleeping follower: dir watched %t, file watched %t, followers %d", dirWatched, fileWatched, followers)
 	}
 	if _, err := w.Append(ctx, Record{Value: []byte("x")}); err != nil {
 		t.Fatal(err)

@@ -9,15 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/strom-dev/strom/internal/notify"
 )
 
 // The follow mode of LinesSource (Follow): waiting at the end of the file,
 // and the two rotations, rename-and-create and copy-truncate.
 //
 // The wait is woken by inotify: while it waits, the source watches the
-// directory of its file (lines_notify_linux.go), where every append,
-// truncation, rename and creation that concerns the file shows up, the
-// writes to a renamed old file included. Any event only wakes the wait,
+// directory of its file (notifyMask, through internal/notify's one inotify
+// instance per process), where every append, truncation, rename and
+// creation that concerns the file shows up, the writes to a renamed old
+// file included. Any event only wakes the wait,
 // which then looks at the file itself: a stat of the open file and one of
 // the path. The look also runs every FollowInterval, so a change inotify
 // does not report (a file on NFS or FUSE, written from another machine; no
@@ -27,6 +30,22 @@ import (
 // in place and nothing has changed yet: what it does to the file can only be
 // seen through inotify or the interval.
 var waitingHook func()
+
+// watchDir makes wake receive (without blocking the notifier: wake must
+// have room for one value) after any change in dir that notifyMask asks
+// for, a queue overflow (events lost) or the watch's end (dir removed),
+// until the returned stop is called. On error (no inotify: not Linux, no
+// instance left; dir gone) nothing is watched and stop does nothing. A
+// wake from events read just before stop may still land after it: it only
+// costs the next wait one more look.
+func watchDir(dir string, wake chan struct{}) (stop func(), err error) {
+	return notify.Watch(dir, notifyMask, func([]notify.Event) {
+		select {
+		case wake <- struct{}{}:
+		default: // one pending wake is enough
+		}
+	})
+}
 
 // wait blocks at the end of the open file until something changed: the file
 // grew (return, and the caller reads on), shrank or was rewritten (the source

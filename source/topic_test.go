@@ -22,9 +22,10 @@ import (
 
 // noLeaks checks, after every other cleanup of the test (the log's Close
 // among them), that no goroutine the test started is still running. Call it
-// first in the test. Goroutines running before it are not the test's: the
-// log package keeps one process-wide inotify watcher once any read-only log
-// follows, and earlier tests may have started it.
+// first in the test. Goroutines running before it are not the test's:
+// internal/notify keeps one process-wide inotify reader once a read-only
+// log or a following LinesSource waits, and earlier tests may have started
+// it.
 func noLeaks(t *testing.T) {
 	t.Helper()
 	before := goleak.IgnoreCurrent()
@@ -586,8 +587,9 @@ func TestTopicResetPolicyAppliesPerPartition(t *testing.T) {
 
 // TestTopicOnReadOnlyLogFollowsAnotherWriter ensures a topic source on a
 // log opened with log.ReadOnly(), as a consumer opens it, reads what the
-// writer's log appended and wakes for later appends. (No goleak check: the
-// log package keeps a process-wide watcher for read-only followers.)
+// writer's log appended and wakes for later appends. (No goleak check:
+// internal/notify keeps a process-wide inotify reader for read-only
+// followers.)
 func TestTopicOnReadOnlyLogFollowsAnotherWriter(t *testing.T) {
 	dir := t.TempDir()
 	w, err := log.Open(dir, log.WithSegmentBytes(testutil.SegmentBytes))
