@@ -83,7 +83,7 @@
 // writing into them (1 MiB first, then the rest of the segment's
 // capacity: an idle partition holds at most 1 MiB on disk, and a full
 // disk is ENOSPC from the append that needed the space, never SIGBUS);
-// the first zero length prefix is the end. A ModeMmap write of 16 KiB or
+// the first zero length prefix is the end. A ModeMmap write of 4 KiB or
 // more (a group of records) goes into the same pages with one pwrite, as
 // in ModeFile (page faults made mapped copies of large groups run at under
 // half the speed of pwrite); a kill during it leaves a torn tail, as a
@@ -153,7 +153,7 @@
 // may be appending there: a ModeMmap group write stores its frames' lengths
 // one after the other while the reader's pread copies alongside, so the
 // reader can see one frame's length still zero and later ones already
-// stored, and a pwrite (ModeFile, or a ModeMmap group of 16 KiB or more)
+// stored, and a pwrite (ModeFile, or a ModeMmap group of 4 KiB or more)
 // can be seen half done. So the open reads
 // the stop again 20 ms later and reports damage only when the walk has not
 // moved and the writer began no epoch meanwhile (a Truncate rewrites the

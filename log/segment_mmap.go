@@ -69,17 +69,20 @@ const zeroAheadBytes = 256 << 10
 var zeroChunk = make([]byte, zeroAheadBytes)
 
 // pwriteMinBytes is the size from which one write of frames goes through
-// the descriptor (pwrite into the reserved file, whose pages the mapping
-// shares) instead of stores through the mapping. A store into a page the
-// mapping has not touched yet takes a page fault, and on this project's
-// machine (a VM, ext4) faults made mapped copies of 1 KiB records run at
-// 0.4 to 0.5x the pwrite loop of BenchmarkBaselineFramedPwrite even with
-// the faults taken ahead (MADV_POPULATE_WRITE, 1 MiB ahead, in the writer
-// or a second goroutine: 0.45 to 0.5x); the kernel's copy into the page
-// cache has no such cost. A small write, a few records, stays a copy and
-// a store: it touches at most a page or two, and a syscall would cost more
-// than the copy (2026-12-01).
-const pwriteMinBytes = 16 << 10
+// the descriptor (pwrite into the file, whose pages the mapping shares)
+// instead of stores through the mapping. A store into a page the mapping
+// has not touched yet takes a page fault, and on this project's machine (a
+// VM, ext4) faults made mapped copies of 1 KiB records run at 0.4 to 0.5x
+// the pwrite loop of BenchmarkBaselineFramedPwrite even with the faults
+// taken ahead (MADV_POPULATE_WRITE, 1 MiB ahead, in the writer or a second
+// goroutine: 0.45 to 0.5x); the kernel's copy into the page cache has no
+// such cost. A write of a page or more always reaches a page not yet
+// touched, so from a page on the syscall pays: 64 records of 64 B per call
+// (6.6 KiB) took 177 to 189 ns each with this at 4 KiB against 248 to
+// 346 at 16 KiB (interleaved, 2026-12-01). A smaller write, a few records,
+// stays a copy and a store: it mostly lands in the page the last one
+// touched, and a syscall costs more than the copy.
+const pwriteMinBytes = 4 << 10
 
 // newMmapWriter maps f, whose intact frames end at end, for writes of up
 // to capacity bytes, and reserves the first step past end.
