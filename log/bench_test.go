@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/strom-dev/strom/log"
 )
 
@@ -167,6 +169,81 @@ func BenchmarkBaselineDurablePwrite(b *testing.B) {
 				buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(body, table))
 				buf = append(buf, body...)
 				buf = buf[:len(buf)+frame-8-len(body)]
+			}
+			sealed <- f
+			close(sealed)
+			if err := <-synced; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkBaselineMappedStore is the machine's limit for the ModeMmap
+// append of one record per call: a bare loop framing one record at a time
+// (length, CRC32C, body) straight into a shared mapping of a file of
+// 64 MiB reserved with fallocate, each full file fdatasynced by a second
+// goroutine while the loop goes on with the next, the run ending when all
+// are synced, as in BenchmarkBaselineDurablePwrite. It pays the page
+// faults a mapped append pays and nothing else: what BenchmarkSegmentAppend
+// (mode=mmap, batch=1) takes beyond it is the log's own cost per call.
+func BenchmarkBaselineMappedStore(b *testing.B) {
+	const fileBytes = 64 << 20
+	table := crc32.MakeTable(crc32.Castagnoli)
+	for _, size := range benchSizes {
+		b.Run("value="+sizeName(size), func(b *testing.B) {
+			dir := b.TempDir()
+			sealed := make(chan *os.File, 1024) // as in BenchmarkBaselineDurablePwrite
+			synced := make(chan error, 1)
+			go func() {
+				var first error
+				for f := range sealed {
+					if err := f.Sync(); err != nil && first == nil {
+						first = err
+					}
+					f.Close()
+				}
+				synced <- first
+			}()
+			files := 0
+			var f *os.File
+			var mm []byte
+			create := func() {
+				var err error
+				if f, err = os.Create(filepath.Join(dir, fmt.Sprintf("%020d", files))); err != nil {
+					b.Fatal(err)
+				}
+				files++
+				if err := unix.Fallocate(int(f.Fd()), 0, 0, fileBytes); err != nil {
+					b.Fatal(err)
+				}
+				if mm, err = unix.Mmap(int(f.Fd()), 0, fileBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+					b.Fatal(err)
+				}
+			}
+			create()
+			body := make([]byte, size+32)
+			frame := (8 + len(body) + 7) &^ 7
+			pos := 0
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for range b.N {
+				if pos+frame > fileBytes {
+					if err := unix.Munmap(mm); err != nil {
+						b.Fatal(err)
+					}
+					sealed <- f
+					create()
+					pos = 0
+				}
+				binary.LittleEndian.PutUint32(mm[pos+4:], crc32.Checksum(body, table))
+				copy(mm[pos+8:], body)
+				binary.LittleEndian.PutUint32(mm[pos:], uint32(len(body)))
+				pos += frame
+			}
+			if err := unix.Munmap(mm); err != nil {
+				b.Fatal(err)
 			}
 			sealed <- f
 			close(sealed)

@@ -136,6 +136,13 @@ func rows() []row {
 					r.target, r.minRatio = ">= 0.5x", 0.5
 				}
 				rs = append(rs, r)
+				if batch == "1" && mode == "mmap" {
+					mapped := r
+					mapped.figure = "  same, against a bare mapped store loop (its page faults)"
+					mapped.baseline = "BenchmarkBaselineMappedStore/value=" + size
+					mapped.target, mapped.minRatio = "", 0
+					rs = append(rs, mapped)
+				}
 				if batch == "1024" {
 					bare := r
 					bare.figure = "  same, against the bare loop (page cache only)"
