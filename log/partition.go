@@ -61,8 +61,9 @@ type Partition struct {
 
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed and replaced by the append after waitChan handed it out
-	// notifyUsed says waitChan handed notify out since it was made.
-	notifyUsed bool
+	// notifyUsed says waitChan handed notify out since it was made. It is
+	// atomic so an append with no one waiting skips notifyMu (wakeWaiters).
+	notifyUsed atomic.Bool
 
 	ret retentionState // retention.go: one enforcement at a time
 	// cuts counts truncations. A read compares it before and after its
