@@ -54,3 +54,11 @@ func SetIndexBuild(f func()) (restore func()) {
 	indexBuildHook.Store(&f)
 	return func() { indexBuildHook.Store(nil) }
 }
+
+// SetListSegments installs f to rewrite every listing of a partition's
+// segment files (listHook). It returns a function that removes f. Tests use
+// it to make a listing miss a segment a writer created during it.
+func SetListSegments(f func(bases []int64) []int64) (restore func()) {
+	listHook.Store(&f)
+	return func() { listHook.Store(nil) }
+}

@@ -112,8 +112,8 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 		return nil, err
 	}
 	err = p.recoverLocked(bases)
-	if err != nil && errors.Is(err, fs.ErrNotExist) {
-		err = p.recoverAfterDeletionLocked() // the writer's retention deleted a listed segment
+	if err != nil && relistable(err) {
+		err = p.relistLocked() // the writer's retention or roll moved the directory under the listing
 	}
 	if err != nil {
 		p.close()

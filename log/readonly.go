@@ -85,7 +85,11 @@ func (p *Partition) resetLocked() {
 	}
 	p.segments = nil
 	if bases, err := listSegments(p.dir); err == nil {
-		if err := p.recoverLocked(bases); err != nil {
+		err := p.recoverLocked(bases)
+		if err != nil && relistable(err) {
+			err = p.relistLocked()
+		}
+		if err != nil {
 			for _, s := range p.segments {
 				s.close()
 			}
@@ -188,10 +192,12 @@ func (s *segment) unlinked() bool {
 	return ok && st.Nlink == 0
 }
 
-// recoverAfterDeletionLocked opens a read-only partition again after a
-// segment it listed vanished before it could open it: the writer's
-// retention deleted it in between. It lists and opens again, a few times.
-func (p *Partition) recoverAfterDeletionLocked() error {
+// relistLocked opens a read-only partition again after its listing of the
+// segments proved stale: a segment it listed vanished before it could open
+// it (the writer's retention deleted it in between), or one the writer
+// created during the listing was missed (errStaleListing). It lists and
+// opens again, a few times.
+func (p *Partition) relistLocked() error {
 	var err error
 	for range 4 {
 		for _, s := range p.segments {
@@ -203,7 +209,7 @@ func (p *Partition) recoverAfterDeletionLocked() error {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 		}
-		if err = p.recoverLocked(bases); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if err = p.recoverLocked(bases); err == nil || !relistable(err) {
 			return err
 		}
 	}
