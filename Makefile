@@ -13,8 +13,7 @@ SHELL := /bin/bash
 #                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
 #                                               minutes on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
-#                                               wake-up race 50,000 times and the synced appender killed 200 times, per mode
-#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another;
+#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
