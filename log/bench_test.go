@@ -117,35 +117,11 @@ func BenchmarkBaselineFramedPwrite(b *testing.B) {
 // the disk's write rate (about 1 GB/s); the log's appends, sealer on, took
 // 94 to 110 (with the seal's sync switched off, 60).
 func BenchmarkBaselineDurablePwrite(b *testing.B) {
-	const fileBytes = 64 << 20
 	table := crc32.MakeTable(crc32.Castagnoli)
 	for _, size := range benchSizes {
 		b.Run("value="+sizeName(size), func(b *testing.B) {
-			dir := b.TempDir()
-			// Room for every file of a run (1 s writes at most about 2 GB,
-			// 32 files): the loop never waits for a sync, as the log's
-			// appends never wait for its sealers; the end waits for all.
-			sealed := make(chan *os.File, 1024)
-			synced := make(chan error, 1)
-			go func() {
-				var first error
-				for f := range sealed {
-					if err := f.Sync(); err != nil && first == nil {
-						first = err
-					}
-					f.Close()
-				}
-				synced <- first
-			}()
-			files := 0
-			create := func() *os.File {
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%020d", files)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				files++
-				return f
-			}
+			fs := newFileSyncer(b)
+			create := func() *os.File { return fs.create(0) }
 			f := create()
 			body := make([]byte, size+32)
 			frame := (8 + len(body) + 7) &^ 7
@@ -155,8 +131,8 @@ func BenchmarkBaselineDurablePwrite(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				if len(buf)+frame > cap(buf) {
-					if pos+int64(len(buf)) > fileBytes {
-						sealed <- f
+					if pos+int64(len(buf)) > baselineFileBytes {
+						fs.seal(f)
 						f, pos = create(), 0
 					}
 					if _, err := f.WriteAt(buf, pos); err != nil {
@@ -170,11 +146,7 @@ func BenchmarkBaselineDurablePwrite(b *testing.B) {
 				buf = append(buf, body...)
 				buf = buf[:len(buf)+frame-8-len(body)]
 			}
-			sealed <- f
-			close(sealed)
-			if err := <-synced; err != nil {
-				b.Fatal(err)
-			}
+			fs.finish(f)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
@@ -189,36 +161,16 @@ func BenchmarkBaselineDurablePwrite(b *testing.B) {
 // faults a mapped append pays and nothing else: what BenchmarkSegmentAppend
 // (mode=mmap, batch=1) takes beyond it is the log's own cost per call.
 func BenchmarkBaselineMappedStore(b *testing.B) {
-	const fileBytes = 64 << 20
 	table := crc32.MakeTable(crc32.Castagnoli)
 	for _, size := range benchSizes {
 		b.Run("value="+sizeName(size), func(b *testing.B) {
-			dir := b.TempDir()
-			sealed := make(chan *os.File, 1024) // as in BenchmarkBaselineDurablePwrite
-			synced := make(chan error, 1)
-			go func() {
-				var first error
-				for f := range sealed {
-					if err := f.Sync(); err != nil && first == nil {
-						first = err
-					}
-					f.Close()
-				}
-				synced <- first
-			}()
-			files := 0
+			fs := newFileSyncer(b)
 			var f *os.File
 			var mm []byte
 			create := func() {
+				f = fs.create(baselineFileBytes)
 				var err error
-				if f, err = os.Create(filepath.Join(dir, fmt.Sprintf("%020d", files))); err != nil {
-					b.Fatal(err)
-				}
-				files++
-				if err := unix.Fallocate(int(f.Fd()), 0, 0, fileBytes); err != nil {
-					b.Fatal(err)
-				}
-				if mm, err = unix.Mmap(int(f.Fd()), 0, fileBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+				if mm, err = unix.Mmap(int(f.Fd()), 0, baselineFileBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -229,11 +181,11 @@ func BenchmarkBaselineMappedStore(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ResetTimer()
 			for range b.N {
-				if pos+frame > fileBytes {
+				if pos+frame > baselineFileBytes {
 					if err := unix.Munmap(mm); err != nil {
 						b.Fatal(err)
 					}
-					sealed <- f
+					fs.seal(f)
 					create()
 					pos = 0
 				}
@@ -245,12 +197,68 @@ func BenchmarkBaselineMappedStore(b *testing.B) {
 			if err := unix.Munmap(mm); err != nil {
 				b.Fatal(err)
 			}
-			sealed <- f
-			close(sealed)
-			if err := <-synced; err != nil {
-				b.Fatal(err)
-			}
+			fs.finish(f)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// baselineFileBytes is the size of the baselines' files: the default
+// segment size.
+const baselineFileBytes = 64 << 20
+
+// fileSyncer is the baselines' sealer: it creates their files and
+// fdatasyncs each full one in a second goroutine while the loop goes on.
+// Its queue has room for every file of a run (1 s writes at most about
+// 2 GB, 32 files), so the loop never waits for a sync, as the log's appends
+// never wait for its sealers; finish waits for all.
+type fileSyncer struct {
+	b      *testing.B
+	dir    string
+	files  int
+	sealed chan *os.File
+	synced chan error
+}
+
+func newFileSyncer(b *testing.B) *fileSyncer {
+	fs := &fileSyncer{b: b, dir: b.TempDir(), sealed: make(chan *os.File, 1024), synced: make(chan error, 1)}
+	go func() {
+		var first error
+		for f := range fs.sealed {
+			if err := f.Sync(); err != nil && first == nil {
+				first = err
+			}
+			f.Close()
+		}
+		fs.synced <- first
+	}()
+	return fs
+}
+
+// create makes the next file, reserving reserve bytes of it with
+// fallocate when reserve > 0.
+func (fs *fileSyncer) create(reserve int64) *os.File {
+	f, err := os.Create(filepath.Join(fs.dir, fmt.Sprintf("%020d", fs.files)))
+	if err != nil {
+		fs.b.Fatal(err)
+	}
+	fs.files++
+	if reserve > 0 {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, reserve); err != nil {
+			fs.b.Fatal(err)
+		}
+	}
+	return f
+}
+
+// seal hands a full file to the syncing goroutine.
+func (fs *fileSyncer) seal(f *os.File) { fs.sealed <- f }
+
+// finish seals last and waits until every file is synced.
+func (fs *fileSyncer) finish(last *os.File) {
+	fs.sealed <- last
+	close(fs.sealed)
+	if err := <-fs.synced; err != nil {
+		fs.b.Fatal(err)
 	}
 }
