@@ -32,6 +32,7 @@ type consumeConfig struct {
 	onCheckpoint           func(topic string, partition int32, position checkpoint.Position)
 	pipeline               []Option
 	checkpoint             []CheckpointOption
+	stage                  []StageOption
 	// wait sleeps for d or until ctx is done, returning ctx's error then. Tests
 	// replace it to record the backoff without sleeping.
 	wait func(ctx context.Context, d time.Duration) error
@@ -90,6 +91,21 @@ func WithPipeline(opts ...Option) ConsumeOption {
 	return consumeOptionFunc(func(c *consumeConfig) { c.pipeline = append(c.pipeline, opts...) })
 }
 
+// WithStage passes stage options to the handler's stage of
+// [ConsumeForever]: a failure policy ([Retry], [Skip], [DeadLetter],
+// [OnError], [Recover]), its [Name] (default "tap", as in [*RecordError]
+// and the metrics) or its parallelism ([Parallel], [KeyOrdered]; records
+// then finish out of order and the position moves past a record only
+// once every record below it is handled). [Forever] builds its own
+// pipeline and ignores it. By default the handler's first error stops
+// ConsumeForever.
+//
+//	err := stream.ConsumeForever(ctx, src, store, handle,
+//		stream.WithStage(stream.Retry(3, 100*time.Millisecond, 2*time.Second), stream.DeadLetter(dlq)))
+func WithStage(opts ...StageOption) ConsumeOption {
+	return consumeOptionFunc(func(c *consumeConfig) { c.stage = append(c.stage, opts...) })
+}
+
 // WithCheckpointPolicy sets when [ConsumeForever] saves positions (see
 // [Stream.Checkpointing]); by default every [DefaultCheckpointInterval]
 // and when it returns.
@@ -98,16 +114,23 @@ func WithCheckpointPolicy(opts ...CheckpointOption) ConsumeOption {
 }
 
 // ConsumeForever is the one-call consumer: it resumes src from store, calls
-// handle with every value in order, saves positions to store after each
-// batch is handled, and on a source failure backs off and resumes from the
+// handle with every value in order, saves positions to store as records are
+// handled (every [DefaultCheckpointInterval] by default, see
+// [WithCheckpointPolicy]), and on a source failure backs off and resumes from the
 // last saved position. Records handled after that position are delivered
 // again (at-least-once); none is skipped.
 //
-// It runs From(src).Tap(handle).Checkpointing(store).Run(ctx), building a new
-// pipeline for each attempt, and when src implements [Resumer] it calls
-// src.Resume(ctx, store) before each attempt. What it returns:
+// It runs From(src).Tap(handle, stageOpts...).Checkpointing(store).Run(ctx),
+// building a new pipeline for each attempt ([WithStage] gives the stage
+// options: a retry or dead-letter policy), and when src implements
+// [Resumer] it calls src.Resume(ctx, store) before each attempt. What it
+// returns:
 //
-//   - nil when ctx is cancelled, after saving every completed batch;
+//   - nil when ctx is cancelled, after saving the positions of every
+//     record handled; handle is not called again after the cancel (the
+//     call in progress finishes), see [Stream.Run];
+//   - an error wrapping [ErrDeadline] and context.DeadlineExceeded when
+//     ctx's deadline expired, with the same saving;
 //   - nil when the source ends (io.EOF), as a replay does; a follow source
 //     never ends;
 //   - at once, the error of handle (a [*RecordError] wrapping it, Stage
@@ -128,7 +151,8 @@ func WithCheckpointPolicy(opts ...CheckpointOption) ConsumeOption {
 // topic name retries forever, reported to [OnSourceError] each time. For
 // each, ConsumeForever calls the [OnSourceError] hook, closes the source if
 // Run has not, waits (see [WithBackoff]) and resumes. A panic in handle is
-// not recovered.
+// not recovered unless [WithStage] gives [Recover]: it is raised again as
+// a [*PanicError] holding the stack where it happened.
 func ConsumeForever[T any](ctx context.Context, src Source[T], store checkpoint.Store,
 	handle func(context.Context, T) error, opts ...ConsumeOption) error {
 	switch {
@@ -160,12 +184,12 @@ func retryLoop(ctx context.Context, cfg *consumeConfig, attempt func(progressed 
 	failures := 0
 	for {
 		if ctx.Err() != nil {
-			return nil
+			return ended(ctx)
 		}
 		progressed := false
 		err, final := attempt(&progressed)
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, ErrDeadline) {
+			return err
 		}
 		if final {
 			return err
@@ -175,7 +199,7 @@ func retryLoop(ctx context.Context, cfg *consumeConfig, attempt func(progressed 
 			return err
 		}
 		if ctx.Err() != nil {
-			return nil
+			return ended(ctx)
 		}
 		if progressed {
 			failures = 0
@@ -185,9 +209,19 @@ func retryLoop(ctx context.Context, cfg *consumeConfig, attempt func(progressed 
 			cfg.onSourceError(err, failures)
 		}
 		if cfg.wait(ctx, backoff(cfg.minBackoff, cfg.maxBackoff, failures)) != nil {
-			return nil
+			return ended(ctx)
 		}
 	}
+}
+
+// ended is what ConsumeForever and Forever return once ctx is done: nil
+// for a cancel (the shutdown), an error wrapping [ErrDeadline] for a
+// deadline (work cut short).
+func ended(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return deadlineError(ctx)
+	}
+	return nil
 }
 
 // consumeOnce is one attempt of ConsumeForever: resume, then run a new
@@ -200,7 +234,7 @@ func consumeOnce[T any](ctx context.Context, src Source[T], resumer Resumer, sto
 		if err := resumer.Resume(ctx, store); err != nil {
 			closeErr := src.Close()
 			if cancelled(ctx, err) {
-				return nil
+				return ended(ctx)
 			}
 			err = fmt.Errorf("resume from checkpoint: %w", err)
 			if closeErr != nil {
@@ -213,7 +247,7 @@ func consumeOnce[T any](ctx context.Context, src Source[T], resumer Resumer, sto
 			return &SourceError{Err: err}
 		}
 	}
-	s := From(src, cfg.pipeline...).Tap(handle).Checkpointing(store, cfg.checkpoint...)
+	s := From(src, cfg.pipeline...).Tap(handle, cfg.stage...).Checkpointing(store, cfg.checkpoint...)
 	s.p.onCheckpoint = cfg.onCheckpoint
 	s.p.onSave = func() { *progressed = true }
 	return s.Run(ctx)

@@ -757,18 +757,18 @@ func TestRecoverTurnsPanicIntoFailure(t *testing.T) {
 	var pe *stream.PanicError
 	require.ErrorAs(t, failures[0].Err, &pe)
 	assert.Equal(t, "boom at 3", pe.Value)
-	assert.NotEmpty(t, pe.Stack)
+	assert.Contains(t, string(pe.Stack), "TestRecoverTurnsPanicIntoFailure.func1", "the stack holds the handler's frame")
 	assert.Equal(t, int64(3), failures[0].Offset)
 
 	var store streamtest.RecordingStore
 	plain := stream.From[int](streamtest.Slice(ints(10), streamtest.BatchSize(2))).Tap(handler).
 		Checkpointing(&store, stream.CheckpointEachBatch())
-	assert.PanicsWithValue(t, "boom at 3", func() { _ = plain.Run(context.Background()) })
+	requireRunPanic(t, "boom at 3", "TestRecoverTurnsPanicIntoFailure.func1", func() { _ = plain.Run(context.Background()) })
 	pos, _ := store.Position(streamtest.Topic, 0)
 	assert.Equal(t, int64(2), pos, "saved up to the batch of the panic, not past it")
 
 	par := stream.From[int](streamtest.Slice(ints(10))).Tap(handler, stream.Parallel(4))
-	assert.PanicsWithValue(t, "boom at 3", func() { _ = par.Run(context.Background()) })
+	requireRunPanic(t, "boom at 3", "TestRecoverTurnsPanicIntoFailure.func1", func() { _ = par.Run(context.Background()) })
 }
 
 // ---- 8. checkpoint policy ----

@@ -82,16 +82,34 @@
 // returned naming topic, partition and position.
 //
 // A panic in a stage function stays a panic: Run stops the pipeline and
-// panics again on its caller's goroutine with the same value. [Recover]
-// turns it into the record's error instead (a [*PanicError] with the
-// stack), which then follows the failure policy.
+// panics again on its caller's goroutine with a [*PanicError] holding the
+// value and the stack of the goroutine that panicked (its Error prints
+// both, so the crash names the function). [Recover] turns it into the
+// record's error instead (the same [*PanicError]), which then follows the
+// failure policy.
+//
+// # Progress within a batch
+//
+// Sources hand out batches (256 KiB of a log partition, 500 lines of a
+// file), and sequential stages take a batch at a time. A stage that has
+// worked on one batch for 10 to 20 ms hands on the records it finished and
+// goes on with the rest, so with a handler of a few milliseconds per record
+// positions still move every 20 ms and every checkpoint saves them; a
+// pipeline that handles a batch in under 10 ms keeps whole batches. A sink
+// after a slow stage then gets smaller Writes: put [Batch] before a sink
+// that needs big ones.
 //
 // # Cancellation and drain
 //
-// Cancelling Run's context stops reading at once. Records in flight then
-// either finish, with a live stage context for [WithDrainTimeout] (none by
-// default), or are abandoned unsaved; the positions of what finished are
-// saved, and Run returns nil once no goroutine it started is left.
+// Cancelling Run's context stops reading at once, and the stages stop
+// calling their functions at the next record (a call in progress
+// finishes). Records in flight then either finish, with a live stage
+// context for [WithDrainTimeout] (none by default), or are abandoned
+// unsaved; the positions of what finished are saved, and Run returns nil
+// once no goroutine it started is left. A deadline (context.WithTimeout)
+// drains the same way but Run returns an error wrapping [ErrDeadline]: a
+// deadline is not a shutdown, and a test whose timeout expires must not
+// pass.
 //
 // # Forever
 //

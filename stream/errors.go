@@ -10,6 +10,15 @@ import (
 // (a pipeline reads its source once).
 var ErrAlreadyRun = errors.New("stream: Run already called on this pipeline")
 
+// ErrDeadline is wrapped, together with context.DeadlineExceeded, by the
+// error [Stream.Run], [ConsumeForever] and [Forever] return when their
+// context's deadline (context.WithTimeout, context.WithDeadline) stopped
+// them before their sources ended. A deadline is not a shutdown: work was
+// cut short, so a test whose timeout expires fails instead of passing.
+// Cancelling the context (its CancelFunc, a signal) is the shutdown and
+// returns nil. The positions of what finished are saved all the same.
+var ErrDeadline = errors.New("stream: stopped by the context's deadline")
+
 // ErrPermanent marks a source failure that retrying cannot cure: the log
 // was closed under the source, the partition does not exist, the data is
 // corrupt. [ConsumeForever] returns such a failure at once instead of

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/stream"
 )
@@ -79,3 +83,25 @@ type step[T any] struct {
 type sinkFunc[T any] func(ctx context.Context, values []T) error
 
 func (f sinkFunc[T]) Write(ctx context.Context, values []T) error { return f(ctx, values) }
+
+// recoverPanic calls fn and returns what it panicked with, nil if it did not.
+func recoverPanic(fn func()) (v any) {
+	defer func() { v = recover() }()
+	fn()
+	return nil
+}
+
+// requireRunPanic requires fn (a Run) to panic with a *stream.PanicError
+// whose Value is want and whose Stack holds a frame of the function named
+// frame: the goroutine that panicked, not Run's.
+func requireRunPanic(t *testing.T, want any, frame string, fn func()) *stream.PanicError {
+	t.Helper()
+	v := recoverPanic(fn)
+	require.NotNil(t, v, "Run did not panic")
+	pe, ok := v.(*stream.PanicError)
+	require.Truef(t, ok, "Run panicked with %T %v, want a *stream.PanicError", v, v)
+	assert.Equal(t, want, pe.Value)
+	assert.Contains(t, string(pe.Stack), frame, "the stack of the goroutine that panicked")
+	assert.Contains(t, pe.Error(), frame, "an unrecovered panic prints Error: it shows the stack")
+	return pe
+}

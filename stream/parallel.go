@@ -165,6 +165,11 @@ func (st *parallelStage[T, U]) work(w int, in <-chan Element[T]) error {
 		case <-rt.stop:
 			return nil
 		}
+		if rt.halted() {
+			// The stages' context ended: the queued records are
+			// abandoned unsaved, not handed to the function.
+			return nil
+		}
 		v, oc, err := apply(rt.stageCtx, st.sr, &e, st.fn)
 		if st.router != nil {
 			st.mu.Lock()

@@ -46,10 +46,20 @@ type runtime struct {
 	starts []func() error
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	err      error // the first failure
-	panicked bool
-	panicVal any
+	mu         sync.Mutex
+	err        error // the first failure
+	panicked   bool
+	panicVal   any
+	panicStack []byte // the panicking goroutine's stack, taken where it panicked
+
+	// gen is the progress generation the sequential stages watch between
+	// records (progress.go): it moves every splitTick while Run runs, and
+	// takes haltBit when the stages' context ends.
+	gen atomic.Uint64
+	// interrupted is set when Run's context ended while the pipeline was
+	// still running (a source still reading, records in flight): Run then
+	// reports a deadline.
+	interrupted atomic.Bool
 
 	finished     atomic.Int64  // records finished since the last save
 	wantProgress bool          // the checkpoint policy counts records or saves each batch
@@ -118,9 +128,13 @@ func (rt *runtime) start() {
 // and a panic again on Run's goroutine.
 func (rt *runtime) catch() {
 	if v := recover(); v != nil {
+		// The stack is taken here, in the deferred call, while the
+		// panicking frames are still on it: Run panics again on another
+		// goroutine, whose own trace would show only Run.
+		st := stack()
 		rt.mu.Lock()
 		if !rt.panicked {
-			rt.panicked, rt.panicVal = true, v
+			rt.panicked, rt.panicVal, rt.panicStack = true, v, st
 		}
 		rt.mu.Unlock()
 		rt.abort()
@@ -216,15 +230,24 @@ func (rt *runtime) noteFinished(n int) {
 // on their own goroutines), and every record with lineage is tracked until
 // it has finished every stage. Positions are saved to the stores of
 // [Stream.Checkpointing] by the checkpoint policy and once more when Run
-// returns; a position is never past a record that has not finished.
+// returns; a position is never past a record that has not finished. A
+// sequential stage that has worked on one batch for 10 to 20 ms hands on
+// what it finished and goes on with the rest, so positions advance within
+// a batch as records finish, whatever the batch size.
 //
 // Run returns when everything is finished or abandoned and no goroutine it
 // started is left:
 //
 //   - nil when every source ended (io.EOF) and every record read finished;
-//   - nil when ctx is cancelled: reading stops, records in flight finish
-//     within the drain timeout ([WithDrainTimeout], default none) or are
-//     abandoned unsaved, and the finished positions are saved;
+//   - nil when ctx is cancelled: reading stops, stages stop calling their
+//     functions (the calls in progress finish; a function that ignores its
+//     context holds Run until it returns), the records not yet handled are
+//     abandoned unsaved, and the finished positions are saved. With
+//     [WithDrainTimeout] the stages go on with a live context for that
+//     long first;
+//   - an error wrapping [ErrDeadline] and context.DeadlineExceeded when
+//     ctx's deadline expired before the sources ended, after the same
+//     drain: a deadline cuts work short, it is not a shutdown;
 //   - a [*RecordError] when a stage function or sink fails under the stop
 //     policy (the default), a [*SourceError] when a Read fails, an error
 //     naming topic, partition and position when a Save fails. Positions of
@@ -232,11 +255,13 @@ func (rt *runtime) noteFinished(n int) {
 //     record's never is.
 //
 // A panic in a stage is carried to Run's goroutine: Run stops the
-// pipeline, saves what finished, and panics again with the same value
-// (unless the stage has [Recover]). Saves use context.WithoutCancel(ctx).
-// Run closes every source before it returns, and returns the Close error if
-// nothing else failed. Run may be called once per pipeline; later calls
-// return [ErrAlreadyRun].
+// pipeline, saves what finished, and panics again with a [*PanicError]
+// holding the value and the stack of the goroutine that panicked, so the
+// crash shows the function that panicked (unless the stage has [Recover],
+// which makes the record's error of it). Saves use
+// context.WithoutCancel(ctx). Run closes every source before it returns,
+// and returns the Close error if nothing else failed. Run may be called
+// once per pipeline; later calls return [ErrAlreadyRun].
 func (s *Stream[T]) Run(ctx context.Context) (err error) {
 	p := s.p
 	if !p.ran.CompareAndSwap(false, true) {
@@ -276,17 +301,37 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 	p.running.Store(rt)
 	defer p.running.Store(nil)
 	rt.wantProgress = len(p.stores) > 0 && (p.cp.records > 0 || (p.cp.eachBatch && rt.async))
+	stopProgress := rt.startProgress()
 	rt.start()
 	err = rt.coordinate(ctx)
+	stopProgress()
 	for _, src := range p.sources {
 		if cerr := src.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("stream: close source: %w", cerr)
 		}
 	}
 	if rt.panicked {
-		panic(rt.panicVal)
+		if pe, ok := rt.panicVal.(*PanicError); ok {
+			panic(pe) // already carries the stack where it began
+		}
+		panic(&PanicError{Value: rt.panicVal, Stack: rt.panicStack})
+	}
+	if err == nil && rt.interrupted.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// A deadline is not a shutdown: the work was cut short, and a
+		// test's timeout must not read as a pass.
+		err = deadlineError(ctx)
 	}
 	return err
+}
+
+// deadlineError is what Run, ConsumeForever and Forever return when ctx's
+// deadline stopped them: it wraps context.DeadlineExceeded, and the
+// context's cause when one was given (context.WithDeadlineCause).
+func deadlineError(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w (%w)", ErrDeadline, ctx.Err(), cause)
+	}
+	return fmt.Errorf("%w: %w", ErrDeadline, ctx.Err())
 }
 
 // coordinate runs on Run's goroutine until every pipeline goroutine has
@@ -342,6 +387,7 @@ func (rt *runtime) coordinate(ctx context.Context) error {
 			req <- rt.failSave()
 		case <-cancelC:
 			cancelC = nil
+			rt.interrupted.Store(true) // still running when ctx ended
 			if rt.p.cfg.drainTimeout <= 0 {
 				rt.abort()
 				continue
@@ -493,12 +539,32 @@ func finishOne[T any](e *Element[T]) {
 	}
 }
 
-// PanicError is the error a stage with [Recover] makes of a panic in its
-// function: the panic's value and the goroutine's stack at the panic.
+// PanicError is a panic in a pipeline goroutine (a stage function, a
+// sink's Write): the panic's value and the stack of the goroutine that
+// panicked, taken where it panicked, so the function that panicked is in
+// it. A stage with [Recover] makes the record's error of it; without
+// Recover, Run panics again on its caller's goroutine with a *PanicError,
+// as golang.org/x/sync/errgroup does, because a panic raised again with
+// the bare value would show only Run's stack.
 type PanicError struct {
-	Value any
-	Stack []byte
+	Value any    // what was passed to panic
+	Stack []byte // runtime/debug.Stack() of the panicking goroutine, at the panic
 }
 
-// Error reports the panic value, as in "panic: boom".
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+// Error reports the panic value and, after a blank line, the stack of the
+// goroutine that panicked, as in "panic: boom\n\ngoroutine 7 [running]:...":
+// an unrecovered panic prints it, so the crash names the function that
+// panicked.
+func (e *PanicError) Error() string {
+	if len(e.Stack) == 0 {
+		return fmt.Sprintf("panic: %v", e.Value)
+	}
+	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value when it is an error (a runtime.Error for a
+// nil dereference, say), so errors.As finds it; nil otherwise.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,10 +1,12 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -154,6 +156,11 @@ type seqStage[T, U any] struct {
 }
 
 func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
+	rt := st.sr.rt
+	g0 := rt.gen.Load()
+	if g0&haltBit != 0 {
+		return errAbandoned
+	}
 	var out []Element[U]
 	if st.reuse != nil {
 		out = st.reuse(elems)
@@ -162,10 +169,42 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	st.drop = st.drop[:0]
 	st.sr.ctr.in.Add(int64(len(elems)))
-	start := st.sr.timeBatch()
+	base, i, w := 0, 0, 0 // out[base:w] holds the outputs not yet handed on
+	var err error
+	for {
+		start := st.sr.timeBatch()
+		i, w, err = st.run(ctx, elems, out, i, w, &rt.gen, g0+splitAfter)
+		st.sr.doneBatch(start)
+		if err != nil || i == len(elems) {
+			break
+		}
+		// 10 to 20 ms on this batch, or a halt (progress.go).
+		if err = st.handOn(ctx, out[base:w:w]); err != nil || rt.halted() {
+			err = cmp.Or(err, errAbandoned)
+			break
+		}
+		base, g0 = w, rt.gen.Load()
+	}
+	if err == nil {
+		err = st.handOn(ctx, out[base:w:w])
+	}
+	if st.reuse == nil {
+		clear(out[:w]) // let the values be collected; the buffer stays
+		st.buf = out[:0]
+	}
+	return err
+}
+
+// run calls the stage's function on elems[i:], writing the outputs from
+// out[w] on, until the end of elems or until gen reaches limit (a split or
+// a halt, checked before each record), and returns where it stopped: the
+// hot loop, kept apart from push as [inPlaceStage.run] is.
+func (st *seqStage[T, U]) run(ctx context.Context, elems []Element[T], out []Element[U], i, w int, gen *atomic.Uint64, limit uint64) (int, int, error) {
 	direct := !st.sr.cfg.recoverPanics
-	w := 0 // out[:w] holds the outputs so far
-	for i := range elems {
+	for ; i < len(elems); i++ {
+		if gen.Load() >= limit {
+			return i, w, nil
+		}
 		e := &elems[i]
 		var v U
 		var oc outcome
@@ -188,7 +227,7 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 			v, oc, err = apply(ctx, st.sr, e, st.fn)
 		}
 		if err != nil {
-			return err
+			return i, w, err
 		}
 		if oc == dropped {
 			st.drop = append(st.drop, *e)
@@ -201,25 +240,22 @@ func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 		}
 		w++
 	}
-	st.sr.doneBatch(start)
-	out = out[:w]
-	if st.reuse == nil {
-		st.buf = out
-	}
+	return i, w, nil
+}
+
+// handOn finishes the records dropped so far and pushes out downstream.
+func (st *seqStage[T, U]) handOn(ctx context.Context, out []Element[U]) error {
 	if len(st.drop) > 0 {
 		st.offs = finish(st.drop, st.offs)
 		st.sr.rt.noteFinished(len(st.drop))
 		clear(st.drop)
+		st.drop = st.drop[:0]
 	}
-	st.sr.ctr.out.Add(int64(w))
-	if w == 0 {
+	st.sr.ctr.out.Add(int64(len(out)))
+	if len(out) == 0 {
 		return nil
 	}
-	err := st.down.push(ctx, out)
-	if st.reuse == nil {
-		clear(out) // let the values be collected; the buffer stays
-	}
-	return err
+	return st.down.push(ctx, out)
 }
 
 func (st *seqStage[T, U]) close(ctx context.Context) error { return st.down.close(ctx) }
@@ -343,11 +379,45 @@ type inPlaceStage[T any] struct {
 }
 
 func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
+	rt := st.sr.rt
+	g0 := rt.gen.Load()
+	if g0&haltBit != 0 {
+		return errAbandoned
+	}
 	st.sr.ctr.in.Add(int64(len(elems)))
-	start := st.sr.timeBatch()
 	st.drop = st.drop[:0]
-	w := 0 // elems[:w] are the outputs so far
-	for i := range elems {
+	base, i, w := 0, 0, 0 // elems[base:w] are the outputs not yet handed on
+	for {
+		start := st.sr.timeBatch()
+		var err error
+		i, w, err = st.run(ctx, elems, i, w, &rt.gen, g0+splitAfter)
+		st.sr.doneBatch(start)
+		if err != nil {
+			return err
+		}
+		if i == len(elems) {
+			return st.handOn(ctx, elems[base:w:w])
+		}
+		// 10 to 20 ms on this batch, or a halt: hand on what is finished
+		// so its positions can move (progress.go).
+		if err := st.handOn(ctx, elems[base:w:w]); err != nil || rt.halted() {
+			return cmp.Or(err, errAbandoned)
+		}
+		base, g0 = w, rt.gen.Load()
+	}
+}
+
+// run calls the stage's function on elems[i:], writing the kept outputs
+// from elems[w] on, until the end of elems or until gen reaches limit (a
+// split or a halt, checked before each record). It returns where it
+// stopped. The loop of the hot path: kept apart from push so that it
+// holds as few values as possible across the calls of the function (Go's
+// ABI saves no register across a call).
+func (st *inPlaceStage[T]) run(ctx context.Context, elems []Element[T], i, w int, gen *atomic.Uint64, limit uint64) (int, int, error) {
+	for ; i < len(elems); i++ {
+		if gen.Load() >= limit {
+			return i, w, nil
+		}
 		e := &elems[i]
 		kept := true
 		var err error
@@ -365,7 +435,7 @@ func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
 		if err != nil {
 			v, oc, ferr := failed(ctx, st.sr, e, st.fn, err)
 			if ferr != nil {
-				return ferr
+				return i, w, ferr
 			}
 			kept = oc == keep
 			if kept {
@@ -381,17 +451,22 @@ func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
 		}
 		w++
 	}
-	st.sr.doneBatch(start)
+	return i, w, nil
+}
+
+// handOn finishes the records dropped so far and pushes out downstream.
+func (st *inPlaceStage[T]) handOn(ctx context.Context, out []Element[T]) error {
 	if len(st.drop) > 0 {
 		st.offs = finish(st.drop, st.offs)
 		st.sr.rt.noteFinished(len(st.drop))
 		clear(st.drop)
+		st.drop = st.drop[:0]
 	}
-	st.sr.ctr.out.Add(int64(w))
-	if w == 0 {
+	st.sr.ctr.out.Add(int64(len(out)))
+	if len(out) == 0 {
 		return nil
 	}
-	return st.down.push(ctx, elems[:w:w])
+	return st.down.push(ctx, out)
 }
 
 func (st *inPlaceStage[T]) close(ctx context.Context) error { return st.down.close(ctx) }
@@ -456,6 +531,11 @@ func (st *sinkStage[T]) split(f Failure) []Failure {
 }
 
 func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
+	if st.sr.rt.halted() {
+		// The stages' context ended: the batch is abandoned unsaved,
+		// not written with a dead context.
+		return errAbandoned
+	}
 	st.sr.ctr.in.Add(int64(len(elems)))
 	st.values = st.values[:0]
 	for i := range elems {
@@ -547,10 +627,27 @@ type flatStage[T, U any] struct {
 }
 
 func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
+	rt := st.sr.rt
+	gen := &rt.gen // one load per record, from a register
+	g0 := gen.Load()
+	if g0&haltBit != 0 {
+		return errAbandoned
+	}
 	st.sr.ctr.in.Add(int64(len(elems)))
 	start := st.sr.timeBatch()
 	out := st.buf[:0]
 	for i := range elems {
+		if gen.Load()-g0 >= splitAfter {
+			// 10 to 20 ms on this batch, or a halt (progress.go).
+			st.sr.doneBatch(start)
+			err := st.handOn(ctx, out)
+			clear(out)
+			out = out[:0]
+			if err != nil || rt.halted() {
+				return cmp.Or(err, errAbandoned)
+			}
+			g0, start = gen.Load(), st.sr.timeBatch()
+		}
 		e := &elems[i]
 		vs, oc, err := apply(ctx, st.sr, e, st.fn)
 		if err != nil {
@@ -570,13 +667,18 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	st.sr.doneBatch(start)
 	st.buf = out
+	err := st.handOn(ctx, out)
+	clear(out)
+	return err
+}
+
+// handOn pushes out downstream.
+func (st *flatStage[T, U]) handOn(ctx context.Context, out []Element[U]) error {
 	st.sr.ctr.out.Add(int64(len(out)))
 	if len(out) == 0 {
 		return nil
 	}
-	err := st.down.push(ctx, out)
-	clear(out)
-	return err
+	return st.down.push(ctx, out)
 }
 
 func (st *flatStage[T, U]) close(ctx context.Context) error { return st.down.close(ctx) }

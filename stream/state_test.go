@@ -1421,7 +1421,7 @@ func TestPanicInAggregatorNeverSavesAHalfChangedState(t *testing.T) {
 			Checkpointing(store, stream.CheckpointEachBatch()).
 			Run(context.Background())
 	}
-	assert.PanicsWithValue(t, "boom in Add", func() { _ = run() })
+	requireRunPanic(t, "boom in Add", "TestPanicInAggregatorNeverSavesAHalfChangedState.func1", func() { _ = run() })
 	pos, _ := store.Position(streamtest.Topic, streamtest.Partition)
 	assert.LessOrEqual(t, pos, int64(140), "no position in the batch of the panic")
 	data, _, err := store.LoadState(context.Background(), stream.StageAggregate)

@@ -92,6 +92,7 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 			return nil
 		}
 		if rt.srcCtx.Err() != nil && rt.parent.Err() != nil {
+			rt.interrupted.Store(true)
 			return out.close(rt.stageCtx) // cancelled: read no more, drain
 		}
 		elems, err := src.Read(rt.srcCtx)
@@ -102,6 +103,7 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 			last = true
 		case cancelled(rt.srcCtx, err) && rt.parent.Err() != nil:
 			// Run's context was cancelled: stop reading, drain the rest.
+			rt.interrupted.Store(true)
 			return out.close(rt.stageCtx)
 		case rt.stopped():
 			return nil

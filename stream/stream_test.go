@@ -455,7 +455,8 @@ func TestCloseErrorIsReturned(t *testing.T) {
 	assert.Equal(t, "stream: map failed: boom", err.Error(), "a record without lineage has no coordinates")
 }
 
-// TestHandlerPanicIsNotRecovered ensures a panic goes through Run unchanged,
+// TestHandlerPanicIsNotRecovered ensures a panic goes through Run, as a
+// *PanicError with the handler's stack,
 // the source is still closed, and the batch is not saved.
 func TestHandlerPanicIsNotRecovered(t *testing.T) {
 	src := streamtest.Slice(ints(10))
@@ -468,7 +469,7 @@ func TestHandlerPanicIsNotRecovered(t *testing.T) {
 			return nil
 		}).
 		Checkpointing(&store, stream.CheckpointEachBatch())
-	require.PanicsWithValue(t, "handler bug", func() { _ = s.Run(context.Background()) })
+	requireRunPanic(t, "handler bug", "TestHandlerPanicIsNotRecovered.func1", func() { _ = s.Run(context.Background()) })
 	assert.Equal(t, 1, src.Closes())
 	assert.Empty(t, store.Saves())
 }

@@ -455,8 +455,8 @@ func TestFaultsFailAtWithSkipDropsOnlyRecordK(t *testing.T) {
 }
 
 // TestFaultsPanicAtWithRecoverSkips ensures an injected panic becomes a
-// *stream.PanicError under Recover, and without Recover Run panics with the
-// value.
+// *stream.PanicError under Recover, and without Recover Run panics with a
+// *stream.PanicError holding the value and the stack where it was raised.
 func TestFaultsPanicAtWithRecoverSkips(t *testing.T) {
 	var got []error
 	faults := streamtest.NewFaults[int]().PanicAt(1, "boom")
@@ -471,11 +471,16 @@ func TestFaultsPanicAtWithRecoverSkips(t *testing.T) {
 	require.ErrorAs(t, got[0], &pe)
 	assert.Equal(t, "boom", pe.Value)
 
-	assert.PanicsWithValue(t, "boom", func() {
+	var v any
+	func() {
+		defer func() { v = recover() }()
 		streamtest.RunPipeline(t.Context(), []int{0, 1, 2}, func(s *stream.Stream[int]) *stream.Stream[int] {
 			return s.Tap(streamtest.NewFaults[int]().PanicAt(1, "boom").Tap(nil))
 		})
-	})
+	}()
+	require.IsType(t, &stream.PanicError{}, v, "Run panics with a *stream.PanicError")
+	assert.Equal(t, "boom", v.(*stream.PanicError).Value)
+	assert.Contains(t, string(v.(*stream.PanicError).Stack), "stream/streamtest/faults.go", "the stack where the panic was raised")
 }
 
 // TestFaultsSinkFailsTheWriteHoldingRecordK ensures a wrapped sink fails the

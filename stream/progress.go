@@ -1,0 +1,85 @@
+package stream
+
+import (
+	"context"
+	"time"
+)
+
+// Progress within a batch, and stopping within one.
+//
+// A source hands out batches as the log gives them (256 KiB, or 500
+// lines), and a sequential stage runs its function over a whole batch
+// before it hands the batch on. A record counts as finished only when it
+// has been through every stage, so with a handler that takes milliseconds
+// a batch of thousands of records would finish, and its positions move,
+// all at once, seconds after its first record: a consumer killed more
+// often than that would replay from the same position forever.
+//
+// So a sequential stage watches the runtime's progress generation (gen)
+// between records (one atomic load and a comparison, in a loop kept apart
+// so it holds few values across the function's calls): a goroutine of Run moves it every splitTick, and a
+// stage that has worked on one batch while it moved twice (10 to 20 ms)
+// hands on what it has finished so far and goes on with the rest. Records
+// then finish, and positions advance, every 20 ms at most whatever the
+// batch size, while a fast pipeline (a batch in well under 10 ms) almost
+// never splits a batch and pays one atomic load per record for the check:
+// no allocation, no clock reading per record. Splitting is by wall time
+// (not [WithClock]'s clock): it is about latency, not about what a
+// pipeline computes, and a fake clock must not leave a pipeline stuck on
+// a batch.
+//
+// The same word carries the halt: when the stages' context ends (Run's
+// context is cancelled and the drain timeout, if any, has passed, or the
+// pipeline failed), haltBit is set, and a stage stops calling its
+// function at the next record: the records it finished are handed on, the
+// rest are abandoned unsaved. Run then returns within one call of the
+// function plus the drain timeout, instead of after the rest of the batch.
+
+const (
+	// splitTick is how often gen moves while Run runs. A stage splits a
+	// batch after two moves: after 10 to 20 ms of work on it.
+	splitTick = 10 * time.Millisecond
+	// splitAfter is how many moves of gen a stage waits before it splits.
+	splitAfter = 2
+	// haltBit is set in gen when the stages' context has ended. gen - g0
+	// is then at least splitAfter for any g0 taken before, so the check
+	// between records stays one comparison.
+	haltBit = uint64(1) << 63
+)
+
+// startProgress starts the goroutine that moves rt.gen every splitTick and
+// sets haltBit when the stages' context ends; the returned function stops
+// both.
+func (rt *runtime) startProgress() (stop func()) {
+	stopHalt := context.AfterFunc(rt.stageCtx, rt.halt)
+	t := time.NewTicker(splitTick)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-t.C:
+				rt.gen.Add(1)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		stopHalt()
+		t.Stop()
+		close(done)
+	}
+}
+
+// halt tells the stages to stop calling their functions.
+func (rt *runtime) halt() {
+	for {
+		g := rt.gen.Load()
+		if g&haltBit != 0 || rt.gen.CompareAndSwap(g, g|haltBit) {
+			return
+		}
+	}
+}
+
+// halted reports whether the stages must stop calling their functions.
+func (rt *runtime) halted() bool { return rt.gen.Load()&haltBit != 0 }
