@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/destel/rill v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/otlptranslator v1.0.0
 	github.com/reugn/go-streams v0.13.0
 	github.com/samber/lo v1.53.0
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -38,7 +39,6 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
-	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect

@@ -39,7 +39,7 @@
 //	GET /stats   {"name","topic","partition","handled","position","lag","resumedFrom",
 //	              "reconnects","lastRecord":{"offset","key","value"}}
 //	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
-//	             README, "Metrics"): the pipeline's, named --name
+//	             metrics package for the series): the pipeline's, named --name
 //	             (messaging_consumer_group_name), and the Go runtime's
 //	GET /health  200 "ok"
 //
@@ -67,6 +67,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/metrics"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
 )
@@ -162,7 +163,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	metrics, err := service.Metrics("consumer")
+	metricsHandler, err := metrics.Handler("consumer")
 	if err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func run(cfg config) error {
 		defer c.out.Close()
 	}
 
-	mux := c.routes(metrics)
+	mux := c.routes(metricsHandler)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 

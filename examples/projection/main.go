@@ -50,8 +50,8 @@
 //	GET /stats     {"topic","ready","applied","users","partitions":[{"partition","replayEnd",
 //	               "position","following"}]}
 //	GET /metrics   the process's OpenTelemetry metrics in Prometheus's text format (see the
-//	               README, "Metrics"): the pipelines', named "projection-replay-<p>" and
-//	               "projection-follow-<p>", and the Go runtime's
+//	               metrics package for the series): the pipelines', named
+//	               "projection-replay-<p>" and "projection-follow-<p>", and the Go runtime's
 //	GET /health    200 "ok"
 //
 // applied counts the records applied since start, replay included; replayEnd is the offset
@@ -74,6 +74,7 @@ import (
 
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/metrics"
 )
 
 // config is the projection's parsed command line.
@@ -117,7 +118,7 @@ func run(cfg config) error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	metrics, err := service.Metrics("projection")
+	metricsHandler, err := metrics.Handler("projection")
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func run(cfg config) error {
 	defer lg.Close()
 
 	p := newProjection(cfg.topic)
-	mux := p.routes(metrics)
+	mux := p.routes(metricsHandler)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 

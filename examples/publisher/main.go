@@ -35,8 +35,8 @@
 //	GET  /stats   {"topic":"events","sent":N,"perPartition":[n0,n1,n2],
 //	               "lastOffset":[o0,o1,o2],"nextOffset":[h0,h1,h2],"stopped":false}
 //	GET  /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
-//	              README, "Metrics"): the log's appends, bytes and syncs per partition, and the
-//	              Go runtime's
+//	              metrics package for the series): the log's appends, bytes and syncs per
+//	              partition, and the Go runtime's
 //	GET  /health  200 "ok"
 //	POST /stop    stops sending; the process keeps serving /stats until it is signalled
 //
@@ -62,6 +62,7 @@ import (
 
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/metrics"
 )
 
 // config is the publisher's parsed command line.
@@ -171,7 +172,7 @@ func run(cfg config) error {
 	}
 	defer ln.Close()
 
-	metrics, err := service.Metrics("publisher")
+	metricsHandler, err := metrics.Handler("publisher")
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func run(cfg config) error {
 	defer cancel()
 
 	pub := newPublisher(topic)
-	mux := pub.routes(metrics)
+	mux := pub.routes(metricsHandler)
 
 	what := "synthetic events"
 	if cfg.input != "" {

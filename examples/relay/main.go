@@ -70,8 +70,9 @@
 //
 //	GET /stats   {"direction","relayed","deliveredAgain","lastIn":{partition:offset},
 //	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects"}
-//	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format: the
-//	             pipeline's (named by --direction) and, kafka-to-log, the log's appends
+//	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
+//	             metrics package for the series): the pipeline's (named by --direction)
+//	             and, kafka-to-log, the log's appends
 //	GET /health  200 "ok"
 //
 // relayed counts records this process wrote (handed to the sink);
@@ -103,6 +104,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/metrics"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -229,7 +231,7 @@ func run(cfg config) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 
-	metrics, err := service.Metrics("relay")
+	metricsHandler, err := metrics.Handler("relay")
 	if err != nil {
 		return err
 	}
@@ -251,7 +253,7 @@ func run(cfg config) error {
 		return err
 	}
 
-	mux := r.routes(metrics)
+	mux := r.routes(metricsHandler)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 	fmt.Fprintf(os.Stderr, "relay %s: %s -> %s; stats on http://%s/stats\n", cfg.direction, cfg.from, cfg.to, ln.Addr())
