@@ -12,7 +12,9 @@ SHELL := /bin/bash
 #   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or relays to Kafka and back) as processes, kill -9ed at random
 #                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
-#                                               minutes on 2 cores); TORTURE_FLAGS adds flags (--seed N --scenarios plain --keep)
+#                                               minutes on 2 cores); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
+#                                               every 0.2 to 1 s, must reach the end within 100 kills (--slow-kills), and its first
+#                                               checkpoint with a 2 ms handler is timed; TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
 #   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
@@ -38,8 +40,9 @@ FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentI
 	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
 	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState
 
-# make torture: kills per scenario (three scenarios), and extra flags for
-# internal/cmd/torture (--seed N, --scenarios, --modes, --keep, --dir).
+# make torture: kills per scenario (plain, pipeline, relay; slow has its own
+# budget, --slow-kills 100), and extra flags for internal/cmd/torture
+# (--seed N, --scenarios, --modes, --keep, --dir, --slow-kills).
 TORTURE_KILLS ?= 300
 TORTURE_FLAGS ?=
 

@@ -4,9 +4,10 @@
 // read-only follower's replay against the writer's, a tail follower's
 // checkpoint rate and latency, KeyOrdered scaling and the completion
 // tracker's memory; and issue 7's Kafka relay in both directions against
-// kfake, beside a plain franz-go loop. Everything is in _test.go files, so go-streams and rill
-// stay test dependencies of this internal package only and never reach the
-// public packages.
+// kfake, beside a plain franz-go loop; and issue 17's time to the first
+// checkpoint with a slow handler. Everything is in _test.go files, so
+// go-streams and rill stay test dependencies of this internal package only
+// and never reach the public packages.
 //
 // `make bench` runs them with the log's benchmarks and prints one table
 // (internal/cmd/benchtable) in which each strom figure is divided by its
@@ -49,4 +50,12 @@
 //     without a store and with a MemoryStore or FileStore (default policy
 //     or CheckpointEachBatch); allocs/record is allocs/op unrounded, and
 //     state-B/key the last snapshot's size over the 1,000 keys in it.
+//   - BenchmarkFirstCheckpoint (issue 17, firstcheckpoint_test.go): one
+//     stream.ConsumeForever with default options from an empty FileStore
+//     over a partition of 2,000 records of 100 B (about one 256 KiB source
+//     batch), a 2 ms handler, until its first Save of a position above 0:
+//     ms-to-first-checkpoint is the mean time from the first handler call
+//     to that Save (target below 500 ms; a pipeline that saves whole
+//     batches only takes about 4 s), first-position the position saved.
+//     make torture's scenario slow times the same across processes.
 package bench

@@ -134,27 +134,37 @@ func readLog(dir string) ([Partitions][]string, error) {
 		if err != nil {
 			return ids, fmt.Errorf("torture: %w", err)
 		}
-		if start := part.StartOffset(); start != 0 {
-			return ids, fmt.Errorf("torture: partition %d starts at offset %d, not 0 (nothing deletes here)", p, start)
-		}
-		r := part.Replay(0)
-		for {
-			recs, err := r.Next(context.Background(), 1<<20)
-			for _, rec := range recs {
-				if rec.Offset != int64(len(ids[p])) {
-					return ids, fmt.Errorf("torture: partition %d: read offset %d where %d was next", p, rec.Offset, len(ids[p]))
-				}
-				ids[p] = append(ids[p], recordID(rec))
-			}
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return ids, fmt.Errorf("torture: read partition %d at offset %d: %w", p, len(ids[p]), err)
-			}
+		if ids[p], err = readIDs(part); err != nil {
+			return ids, err
 		}
 	}
 	return ids, nil
+}
+
+// readIDs reads every record of part and returns each record's id by
+// offset.
+func readIDs(part *log.Partition) ([]string, error) {
+	p := part.ID()
+	if start := part.StartOffset(); start != 0 {
+		return nil, fmt.Errorf("torture: partition %d starts at offset %d, not 0 (nothing deletes here)", p, start)
+	}
+	var ids []string
+	r := part.Replay(0)
+	for {
+		recs, err := r.Next(context.Background(), 1<<20)
+		for _, rec := range recs {
+			if rec.Offset != int64(len(ids)) {
+				return ids, fmt.Errorf("torture: partition %d: read offset %d where %d was next", p, rec.Offset, len(ids))
+			}
+			ids = append(ids, recordID(rec))
+		}
+		if errors.Is(err, io.EOF) {
+			return ids, nil
+		}
+		if err != nil {
+			return ids, fmt.Errorf("torture: read partition %d at offset %d: %w", p, len(ids), err)
+		}
+	}
 }
 
 // ViolationError is Run's error when a run broke a rule: the seed that

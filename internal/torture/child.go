@@ -38,6 +38,11 @@ const (
 	// parallel Filter (one record in four dropped), a parallel Map and a
 	// parallel Tap, so records finish out of order.
 	ScenarioPipeline = "pipeline"
+	// ScenarioSlow is issue 17's slow consumer: stream.ConsumeForever with
+	// default options over a partition written beforehand, a handler that
+	// sleeps a fixed time per record, killed every 0.2 to 1 s until it
+	// reaches the end (slow.go).
+	ScenarioSlow = "slow"
 )
 
 // Child runs one child role, as the supervisor starts it: args are
@@ -59,8 +64,10 @@ func Child(args []string) error {
 	appenders := fl.Int("appenders", 4, "concurrent AckSynced appenders (publish)")
 	rate := fl.Int("rate", 2000, "records per second, about, all appenders together (publish)")
 	partition := fl.Int("partition", 0, "the partition to consume (consume)")
-	scenario := fl.String("scenario", ScenarioPlain, "the consumer's pipeline: plain or pipeline (consume)")
-	work := fl.Duration("work", 300*time.Microsecond, "the most work a stage does per record (consume)")
+	scenario := fl.String("scenario", ScenarioPlain, "the consumer's pipeline: plain, pipeline or slow (consume)")
+	work := fl.Duration("work", 300*time.Microsecond, "the most work a stage does per record; in scenario slow, the handler's sleep per record (consume)")
+	home := fl.String("home", "", "the consumer's folder, for its journal and state (consume; default consumer-PARTITION in --dir)")
+	firstCheckpoint := fl.String("first-checkpoint", "", "a file to write, at the first Save of a position above 0, the time since the first handler call (consume, scenario slow)")
 	interval := fl.Duration("checkpoint-interval", 5*time.Millisecond, "how often positions are saved (consume)")
 	forget := fl.Int64("forget-every", 0, "journal no finish of offsets divisible by this (consume; a planted fault, for the harness's own test)")
 	ready := fl.String("ready", "", "a file to write --inc to once SIGTERM stops the child cleanly")
@@ -84,7 +91,8 @@ func Child(args []string) error {
 		p := publisher{dir: *dir, seed: *seed, inc: *inc, mode: m, segmentBytes: *segBytes, appenders: *appenders, rate: *rate}
 		return p.run(ctx)
 	case "consume":
-		c := consumer{dir: *dir, partition: int32(*partition), scenario: *scenario, work: *work, interval: *interval, forgetEvery: *forget}
+		c := consumer{dir: *dir, home: *home, partition: int32(*partition), scenario: *scenario, work: *work, interval: *interval,
+			forgetEvery: *forget, firstCheckpoint: *firstCheckpoint}
 		return c.run(ctx)
 	default:
 		return fmt.Errorf("torture: child: unknown role %q (publish or consume)", args[0])
@@ -111,10 +119,12 @@ func ackJournalPath(dir string) string { return filepath.Join(dir, "publisher.jo
 func consumerDir(dir string, p int32) string {
 	return filepath.Join(dir, fmt.Sprintf("consumer-%d", p))
 }
-func stateDir(dir string, p int32) string { return filepath.Join(consumerDir(dir, p), "state") }
+func stateDir(dir string, p int32) string { return homeStateDir(consumerDir(dir, p)) }
 func handledJournalPath(dir string, p int32) string {
-	return filepath.Join(consumerDir(dir, p), "handled.journal")
+	return homeJournalPath(consumerDir(dir, p))
 }
+func homeStateDir(home string) string    { return filepath.Join(home, "state") }
+func homeJournalPath(home string) string { return filepath.Join(home, "handled.journal") }
 
 // publisher appends records with AckSynced and journals each append before
 // it starts (kindWrite) and after it returned (kindAck, with the partition
@@ -201,6 +211,7 @@ func (p publisher) run(ctx context.Context) error {
 // filter dropped) before that stage's function returns, and every Save.
 type consumer struct {
 	dir       string
+	home      string // the folder of the journal and the state; "" means consumerDir(dir, partition)
 	partition int32
 	scenario  string
 	work      time.Duration
@@ -209,6 +220,10 @@ type consumer struct {
 	// it are not journalled, as if the handler had never run, so the
 	// supervisor must report them lost and every position past them a skip.
 	forgetEvery int64
+	// firstCheckpoint, when set (scenario slow), names the file the
+	// consumer writes the time from its first handler call to its first
+	// Save of a position above 0 to (firstCheckpointProbe).
+	firstCheckpoint string
 }
 
 func (c consumer) run(ctx context.Context) error {
@@ -217,16 +232,23 @@ func (c consumer) run(ctx context.Context) error {
 		return fmt.Errorf("torture: consume %d: %w", c.partition, err)
 	}
 	defer lg.Close()
-	fstore, err := checkpoint.NewFileStore(stateDir(c.dir, c.partition))
+	home := c.home
+	if home == "" {
+		home = consumerDir(c.dir, c.partition)
+	}
+	fstore, err := checkpoint.NewFileStore(homeStateDir(home))
 	if err != nil {
 		return fmt.Errorf("torture: consume %d: %w", c.partition, err)
 	}
-	j, err := openJournal(handledJournalPath(c.dir, c.partition))
+	j, err := openJournal(homeJournalPath(home))
 	if err != nil {
 		return err
 	}
 	defer j.close()
 	store := &journalStore{fs: fstore, j: j}
+	if c.scenario == ScenarioSlow {
+		return c.runSlow(ctx, lg, store, j)
+	}
 	newSource := func() *source.PartitionSource {
 		// Small batches (about 8 KiB), so a kill lands inside a batch often.
 		return source.Partition(lg, Topic, c.partition, source.FromStore(store), source.MaxBytes(8<<10))
@@ -264,7 +286,7 @@ func (c consumer) run(ctx context.Context) error {
 				Checkpointing(store, stream.CheckpointInterval(c.interval))
 		}, policy)
 	default:
-		return fmt.Errorf("torture: consume %d: unknown scenario %q (plain or pipeline)", c.partition, c.scenario)
+		return fmt.Errorf("torture: consume %d: unknown scenario %q (plain, pipeline or slow)", c.partition, c.scenario)
 	}
 	if err != nil {
 		return fmt.Errorf("torture: consume %d: %w", c.partition, err)

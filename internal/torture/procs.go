@@ -19,7 +19,7 @@ import (
 // incarnations.
 type child struct {
 	name      string
-	role      string // rolePublisher, roleConsumer, roleRelay or roleRelayBack
+	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack or roleProbe
 	partition int32  // the consumer's partition; -1 for the others
 	inc       int    // incarnations started so far, minus one
 	cmd       *exec.Cmd
@@ -34,6 +34,7 @@ const (
 	roleConsumer  = "consumer"
 	roleRelay     = "relay"      // examples/relay log-to-kafka
 	roleRelayBack = "relay-back" // examples/relay kafka-to-log
+	roleProbe     = "probe"      // ScenarioSlow's first-checkpoint probe
 )
 
 // exit is a child's exit, sent by its wait goroutine.
@@ -62,6 +63,9 @@ func (s *supervisor) args(c *child) []string {
 			"--mode", s.cfg.Mode.String(),
 			"--segment-bytes", strconv.FormatInt(s.cfg.SegmentBytes, 10),
 			"--rate", strconv.Itoa(s.cfg.Rate))
+	}
+	if s.cfg.Scenario == ScenarioSlow {
+		return append(append([]string{"consume"}, common...), s.slowArgs(c)...)
 	}
 	// A checkpoint interval of 1 to 10 ms: saves are frequent, so kills
 	// land inside them.

@@ -28,18 +28,21 @@ type Config struct {
 	Dir string
 	// Scenario is the consumers' pipeline, ScenarioPlain or
 	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
-	// consumers.
+	// consumers, or ScenarioSlow: one slow consumer of a partition
+	// written beforehand, without a publisher.
 	Scenario string
 	// Mode is the log's write path; zero means log.DefaultMode.
 	Mode log.Mode
 	// Kills is how many children to kill -9 (each is restarted at once).
+	// In ScenarioSlow it is the most kills the consumer may take before it
+	// must have reached the end of the partition; zero means 100 there.
 	Kills int
 	// Seed seeds every random choice of the supervisor (which child, when)
 	// and the seeds it gives the children; zero picks one at random. The
 	// seed reproduces the choices, not the scheduling of the processes.
 	Seed uint64
 	// MinInterval and MaxInterval bound the random wait before each kill;
-	// zero means 30 ms and 200 ms.
+	// zero means 30 ms and 200 ms (200 ms and 1 s in ScenarioSlow).
 	MinInterval, MaxInterval time.Duration
 	// SegmentBytes is the publisher's segment size in bytes; zero means
 	// 256 KiB, small enough that segments roll every couple of thousand
@@ -62,6 +65,18 @@ type Config struct {
 	RelayCommand func(args ...string) *exec.Cmd
 	// Progress, when not nil, receives a line every 50 kills.
 	Progress io.Writer
+	// Records is ScenarioSlow's partition size in records, written before
+	// the consumer starts; zero means 5000.
+	Records int
+	// RecordBytes is the size in bytes of each of those records' values;
+	// zero means 100.
+	RecordBytes int
+	// Work is ScenarioSlow's handler time per record (a sleep); zero means
+	// 1 ms.
+	Work time.Duration
+	// ProbeWork is the handler time per record of ScenarioSlow's
+	// first-checkpoint probe; zero means 2 ms.
+	ProbeWork time.Duration
 	// ForgetEvery, when above zero, plants a fault in the consumers: they
 	// journal no finish of an offset divisible by it, so the run must fail
 	// with losses and skips. Only the harness's own test sets it.
@@ -75,14 +90,34 @@ func (c *Config) defaults() error {
 	if c.Dir == "" {
 		return errors.New("torture: Config.Dir is required")
 	}
+	minWait, maxWait := 30*time.Millisecond, 200*time.Millisecond
 	switch c.Scenario {
 	case ScenarioPlain, ScenarioPipeline:
 	case ScenarioRelay:
 		if c.RelayCommand == nil {
 			return errors.New("torture: scenario relay needs Config.RelayCommand")
 		}
+	case ScenarioSlow:
+		// Issue 17's figures: 5,000 records of 100 B, 1 ms per record, a
+		// kill every 0.2 to 1 s, at most 100 kills; the probe's 2 ms.
+		minWait, maxWait = 200*time.Millisecond, time.Second
+		if c.Kills <= 0 {
+			c.Kills = 100
+		}
+		if c.Records <= 0 {
+			c.Records = 5000
+		}
+		if c.RecordBytes <= 0 {
+			c.RecordBytes = 100
+		}
+		if c.Work <= 0 {
+			c.Work = time.Millisecond
+		}
+		if c.ProbeWork <= 0 {
+			c.ProbeWork = 2 * time.Millisecond
+		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline or relay)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay or slow)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -91,10 +126,10 @@ func (c *Config) defaults() error {
 		c.Seed = rand.Uint64()
 	}
 	if c.MinInterval <= 0 {
-		c.MinInterval = 30 * time.Millisecond
+		c.MinInterval = minWait
 	}
 	if c.MaxInterval <= 0 {
-		c.MaxInterval = 200 * time.Millisecond
+		c.MaxInterval = maxWait
 	}
 	if c.MaxInterval < c.MinInterval {
 		return fmt.Errorf("torture: MaxInterval %v is below MinInterval %v", c.MaxInterval, c.MinInterval)
@@ -166,6 +201,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 }
 
 func (s *supervisor) run(ctx context.Context) error {
+	if s.cfg.Scenario == ScenarioSlow {
+		return s.runSlow(ctx)
+	}
 	defer func() {
 		if s.kafka != nil {
 			s.kafka.close()

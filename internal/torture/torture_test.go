@@ -136,3 +136,36 @@ func TestTortureReportsAForgettingConsumer(t *testing.T) {
 		return strings.HasPrefix(v, "skip: partition ")
 	}), "no violation names a skip")
 }
+
+// TestShortTortureSlowConsumerReachesTheEnd ensures a consumer whose
+// handler is slow keeps its progress across kills (issue 17, cut down to
+// stay short): 1,000 records of 100 B, 1 ms each, under
+// stream.ConsumeForever with default options, SIGKILLed every 0.2 to 1 s,
+// reach the end of the partition within 20 kills, every record handled,
+// no position past an unhandled one. The whole partition is one 256 KiB
+// source batch, about 1.1 s of handling: a consumer that saves only whole
+// batches restarts from 0 after every kill and never gets there.
+func TestShortTortureSlowConsumerReachesTheEnd(t *testing.T) {
+	t.Parallel()
+	cfg := torture.Config{
+		Dir:      t.TempDir(),
+		Scenario: torture.ScenarioSlow,
+		Mode:     log.ModeMmap,
+		Kills:    20,
+		Records:  1000,
+		Command:  command,
+	}
+	sum, err := torture.Run(context.Background(), cfg)
+	require.NotNil(t, sum, "Run: %v", err)
+	t.Log("\n" + sum.String())
+	require.NoError(t, err)
+	require.True(t, sum.Reached, "the consumer did not reach position 1000 within 20 kills")
+	require.LessOrEqual(t, sum.ConsumerKills, 20)
+	require.Equal(t, int64(1000), sum.InLog)
+	require.Equal(t, int64(1000), sum.Distinct)
+	require.Zero(t, sum.Loss())
+	require.Zero(t, sum.Phantoms)
+	require.Zero(t, sum.Skips)
+	require.Zero(t, sum.Unreadable)
+	require.Positive(t, sum.FirstCheckpoint, "the probe saved no position above 0")
+}

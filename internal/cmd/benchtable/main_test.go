@@ -39,8 +39,8 @@ PASS
 
 // TestRenderPipelineFigures ensures issue 6's rows pair strom with the
 // go-streams, rill, read-write and n=1 baselines of the same run, judge
-// value-only targets (allocations, saves per second), and show latency
-// without a verdict.
+// value-only targets (allocations, saves per second, issue 17's time to
+// the first checkpoint), and show latency without a verdict.
 func TestRenderPipelineFigures(t *testing.T) {
 	in := `pkg: github.com/strom-dev/strom/internal/bench
 BenchmarkThree/strom-2      	 9000000	 125.0 ns/op	   8000000 records/s	       0 B/op	       0 allocs/op
@@ -53,6 +53,7 @@ BenchmarkKeyOrdered/n=1-2   	       1	1161559198 ns/op	       880 records/s
 BenchmarkKeyOrdered/n=4-2   	       4	 306152979 ns/op	      3344 records/s
 BenchmarkKeyOrdered/n=16-2  	      15	  78298403 ns/op	      8800 records/s
 BenchmarkTrackerMemory-2    	34462856	        34.95 ns/op	 8.000 MiB	 8.389 bytes/record	 0 B/op	 0 allocs/op
+BenchmarkFirstCheckpoint-2   	       1	4668914126 ns/op	      1820 first-position	      4661 ms-to-first-checkpoint	 1837032 B/op	    6420 allocs/op
 PASS
 `
 	m, err := parse(strings.NewReader(in), nil)
@@ -71,6 +72,8 @@ PASS
 	assert.Regexp(t, `n=16 vs n=1\s+8800 records/s\s+880 records/s\s+10.00x\s+>= 12x\s+MISSED`, s)
 	assert.Regexp(t, `Begin\+Done, allocations\s+0 allocs/op\s+-\s+-\s+0\s+met`, s)
 	assert.Regexp(t, `memory per record\s+8.39 B/record`, s)
+	assert.Regexp(t, `first checkpoint after\s+4661.00 ms\s+-\s+-\s+< 500 ms\s+MISSED`, s)
+	assert.Regexp(t, `position saved by that checkpoint\s+1820 records\s+-\s+-\s+\n`, s)
 }
 
 // TestRenderRelayFigures ensures issue 7's rows pair each strom relay with
