@@ -40,10 +40,15 @@ type Log struct {
 	ret logRetention // retention.go: the background retention check
 }
 
-// Open opens the log directory dir, creating it (0o755) unless ReadOnly is
-// given. It reads nothing else: topics are opened, recovered and locked by
-// Topic and CreateTopic. Errors name the directory; a bad option combination
-// is reported before anything is touched.
+// Open opens the log directory dir, which must exist unless CreateIfMissing
+// is given: a missing dir fails at once with an error naming it that matches
+// both ErrNoLog and fs.ErrNotExist, and creates nothing, so a mistyped path
+// is reported instead of becoming a new, empty log whose topics are unknown.
+// A path that is not a directory fails with ErrNoLog too. An existing
+// directory opens whether it is empty or holds topics. Open reads nothing
+// else: topics are opened, recovered and locked by Topic and CreateTopic.
+// Errors name the directory; a bad option combination (ReadOnly with
+// CreateIfMissing) is reported before anything is touched.
 func Open(dir string, opts ...Option) (*Log, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -52,10 +57,8 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if !cfg.readOnly {
-		if err := mkdirAllSynced(dir); err != nil {
-			return nil, fmt.Errorf("log: open %s: %w", dir, err)
-		}
+	if err := openDir(dir, cfg.createIfMissing); err != nil {
+		return nil, err
 	}
 	l := &Log{dir: dir, cfg: cfg, topics: make(map[string]*Topic)}
 	l.cfg.tel = newLogTelemetry(l)
@@ -364,8 +367,29 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// mkdirAllSynced creates dir and missing parents, fsyncing each parent that
-// gained an entry.
+// openDir checks that dir is a directory, creating it and missing parents
+// (mkdirAllSynced) when it does not exist and create is set; see Open for
+// the errors.
+func openDir(dir string, create bool) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && create:
+		if err := mkdirAllSynced(dir); err != nil {
+			return fmt.Errorf("log: open %s: create: %w", dir, err)
+		}
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s: %w (Open creates one only when given CreateIfMissing)", ErrNoLog, dir, fs.ErrNotExist)
+	case err != nil:
+		return fmt.Errorf("log: open %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrNoLog, dir)
+	}
+	return nil
+}
+
+// mkdirAllSynced creates dir (0o755) and missing parents, fsyncing each
+// parent that gained an entry.
 func mkdirAllSynced(dir string) error {
 	if fi, err := os.Stat(dir); err == nil {
 		if !fi.IsDir() {

@@ -4,7 +4,11 @@
 //
 // # Layout
 //
-// A log directory holds one folder per topic. A topic folder holds
+// A log directory holds one folder per topic. Open creates the directory
+// only when given CreateIfMissing (the process that makes the log: a
+// publisher, a test); otherwise a missing directory fails Open with
+// ErrNoLog, so a mistyped path is reported at once instead of becoming an
+// empty log whose topics stay unknown. A topic folder holds
 // topic.json (name and partition count, fixed at creation, and the optional
 // retention policy, see "Retention"), writer.lock
 // (held with flock by the one process that writes the topic; it contains

@@ -32,6 +32,10 @@ var (
 	// beside it. It wraps ErrCorrupt, so errors.Is(err, ErrCorrupt) holds
 	// too.
 	ErrCorruptMetadata = fmt.Errorf("%w: metadata", ErrCorrupt)
+	// ErrNoLog is returned by Open for a directory that does not exist
+	// (without CreateIfMissing; the error then matches fs.ErrNotExist too)
+	// or a path that is not a directory. The message names the path.
+	ErrNoLog = errors.New("log: no log directory")
 	// ErrUnknownTopic is returned by Topic when the topic was never created.
 	ErrUnknownTopic = errors.New("log: unknown topic")
 	// ErrTopicExists is returned by CreateTopic when the topic exists with a

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/strom-dev/strom/log"
 )
@@ -52,6 +54,32 @@ func ExampleOpen() {
 	// carol -> partition 2 offset 0
 	// read events/0@0 alice=login
 	// read events/0@1 alice=login
+}
+
+// ExampleCreateIfMissing shows that Open of a missing directory fails, so a
+// mistyped path is not silently made a new log, and that the process that
+// makes the log says so with CreateIfMissing.
+func ExampleCreateIfMissing() {
+	parent, _ := os.MkdirTemp("", "strom-example-")
+	defer os.RemoveAll(parent)
+	dir := filepath.Join(parent, "log")
+
+	_, err := log.Open(dir, log.ReadOnly()) // a consumer started on the wrong path
+	fmt.Println(errors.Is(err, log.ErrNoLog), errors.Is(err, fs.ErrNotExist))
+
+	lg, err := log.Open(dir, log.CreateIfMissing()) // the publisher, which makes the log
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	if _, err := lg.CreateTopic("events", 1); err != nil {
+		panic(err)
+	}
+	names, _ := lg.Topics()
+	fmt.Println(names)
+	// Output:
+	// true true
+	// [events]
 }
 
 // ExamplePartition_Follow tails a partition from another reader while it

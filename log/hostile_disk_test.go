@@ -27,7 +27,7 @@ func TestFullDiskFailsTheAppendOrRollAndLosesNothingAcked(t *testing.T) {
 		testutil.RunInTmpfs(t, 4<<20, func(t *testing.T, dir string) {
 			ldir := filepath.Join(dir, "log")
 			opts := []log.Option{log.WithMode(mode), log.WithSegmentBytes(64 << 10)}
-			lg, err := log.Open(ldir, opts...)
+			lg, err := log.Open(ldir, append([]log.Option{log.CreateIfMissing()}, opts...)...)
 			require.NoError(t, err)
 			p := openPartition(t, lg, "events", 1)
 			appendN(t, p, 0, 10)
@@ -84,7 +84,7 @@ func TestReadOnlyFileSystemFailsWritesAndLosesNothing(t *testing.T) {
 	t.Parallel()
 	testutil.RunInTmpfs(t, 4<<20, func(t *testing.T, dir string) {
 		ldir := filepath.Join(dir, "log")
-		lg, err := log.Open(ldir)
+		lg, err := log.Open(ldir, log.CreateIfMissing())
 		require.NoError(t, err)
 		appendN(t, openPartition(t, lg, "events", 1), 0, 3)
 		require.NoError(t, lg.Close())

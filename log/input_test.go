@@ -134,12 +134,13 @@ func TestAppendThroughReadOnlyFails(t *testing.T) {
 }
 
 // TestUnknownTopicIsAnError ensures opening a topic never created fails
-// with ErrUnknownTopic, read-only too, even on a missing directory.
+// with ErrUnknownTopic, read-only too, even in an empty directory (a
+// missing one fails Open: TestOpenOfMissingDirectoryFailsWithErrNoLogAndCreatesNothing).
 func TestUnknownTopicIsAnError(t *testing.T) {
 	lg := openLog(t, t.TempDir())
 	_, err := lg.Topic("nope")
 	require.ErrorIs(t, err, log.ErrUnknownTopic)
-	ro := openLog(t, t.TempDir()+"/missing", log.ReadOnly())
+	ro := openLog(t, t.TempDir(), log.ReadOnly())
 	_, err = ro.Topic("nope")
 	require.ErrorIs(t, err, log.ErrUnknownTopic)
 }

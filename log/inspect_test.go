@@ -44,13 +44,14 @@ func TestTopicsListsCreatedTopicsSortedAndNothingElse(t *testing.T) {
 	assert.Equal(t, []string{"alpha", "m.i-d_dle", "zeta"}, names, "a read-only log lists the same")
 }
 
-// TestTopicsOfMissingDirectoryIsNotExistAndCreatesNothing ensures a log
-// opened read-only on a missing directory fails Topics with an error that
-// names the directory and matches fs.ErrNotExist, and leaves no directory.
-func TestTopicsOfMissingDirectoryIsNotExistAndCreatesNothing(t *testing.T) {
+// TestListTopicsOfMissingDirectoryIsNotExistAndCreatesNothing ensures
+// ListTopics of a missing directory fails with an error that names the
+// directory and matches fs.ErrNotExist, and leaves no directory. (Open of
+// one fails before Topics could be called:
+// TestOpenOfMissingDirectoryFailsWithErrNoLogAndCreatesNothing.)
+func TestListTopicsOfMissingDirectoryIsNotExistAndCreatesNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nowhere")
-	lg := openLog(t, dir, log.ReadOnly())
-	_, err := lg.Topics()
+	_, err := log.ListTopics(dir)
 	require.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, err.Error(), dir)
 	_, err = os.Stat(dir)

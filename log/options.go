@@ -93,16 +93,17 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	mode          Mode
-	segmentBytes  int64
-	indexInterval int
-	readOnly      bool
-	repair        bool
-	pollInterval  time.Duration
-	partitioner   Partitioner
-	ack           Ack           // WithAck; 0 means DefaultAck
-	flushRecords  int           // WithFlushPolicy; 0: no record bound
-	flushInterval time.Duration // WithFlushPolicy; 0: no time bound, no flusher
+	mode            Mode
+	segmentBytes    int64
+	indexInterval   int
+	readOnly        bool
+	createIfMissing bool // CreateIfMissing
+	repair          bool
+	pollInterval    time.Duration
+	partitioner     Partitioner
+	ack             Ack           // WithAck; 0 means DefaultAck
+	flushRecords    int           // WithFlushPolicy; 0: no record bound
+	flushInterval   time.Duration // WithFlushPolicy; 0: no time bound, no flusher
 
 	retentionCheckInterval time.Duration                // 0: no background check
 	maxTimestampAhead      time.Duration                // WithMaxTimestampAhead; <= 0: no check
@@ -142,6 +143,9 @@ func (c *config) validate() error {
 	if c.pollInterval <= 0 {
 		return fmt.Errorf("log: poll interval %v must be positive", c.pollInterval)
 	}
+	if c.readOnly && c.createIfMissing {
+		return fmt.Errorf("log: ReadOnly and CreateIfMissing together: a read-only open never creates the directory")
+	}
 	if c.retentionCheckInterval < 0 {
 		return fmt.Errorf("log: retention check interval %v must not be negative (0 disables the check)", c.retentionCheckInterval)
 	}
@@ -163,14 +167,26 @@ func WithIndexIntervalBytes(n int) Option {
 	return optionFunc(func(c *config) { c.indexInterval = n })
 }
 
-// ReadOnly opens the log for reading only: no lock is taken, a missing
-// directory is not created (its topics are simply unknown until a writer
-// creates them), followers are woken by the writing process's appends
-// (inotify) and look every poll interval regardless, and every write
-// returns ErrReadOnly. To wake followers of a ModeMmap writer the process
-// needs write permission on each partition's follow.waiters file; without
-// it they wake within the poll interval.
+// ReadOnly opens the log for reading only: no lock is taken, nothing is
+// created (the directory must exist, see Open; its topics are simply
+// unknown until a writer creates them), followers are woken by the writing
+// process's appends (inotify) and look every poll interval regardless, and
+// every write returns ErrReadOnly. To wake followers of a ModeMmap writer
+// the process needs write permission on each partition's follow.waiters
+// file; without it they wake within the poll interval. It cannot be
+// combined with CreateIfMissing.
 func ReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
+
+// CreateIfMissing lets Open create the log directory when it does not
+// exist: the directory and any missing parents, each 0o755, and each
+// parent that gained an entry is fsynced so the new directory survives a
+// crash. Without it, the default, Open of a missing directory fails with
+// ErrNoLog, so that a mistyped path is reported at once rather than becoming
+// a new, empty log a consumer then waits on forever. Give it where the
+// process is the one that makes the log (a publisher that creates its
+// topics, a test's fresh directory), never to a consumer. ReadOnly with
+// CreateIfMissing fails Open.
+func CreateIfMissing() Option { return optionFunc(func(c *config) { c.createIfMissing = true }) }
 
 // WithRepair lets Open truncate at a corrupt frame (see ErrCorrupt) instead
 // of failing with ErrCorrupt: it cuts there, deletes later segments, lowers

@@ -174,7 +174,7 @@ func TestMmapTopicOnA64MiBTmpfs(t *testing.T) {
 }
 
 func fillTmpfs(t *testing.T, dir string) {
-	lg := openLog(t, filepath.Join(dir, "log"), log.WithMode(log.ModeMmap))
+	lg := openLog(t, filepath.Join(dir, "log"), log.WithMode(log.ModeMmap), log.CreateIfMissing())
 	tp, err := lg.CreateTopic("events", 16)
 	require.NoError(t, err)
 	ctx := context.Background()

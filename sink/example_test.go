@@ -168,7 +168,7 @@ func Example_wholeTopicPipeline() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	lg, err := log.Open(dir + "/log")
+	lg, err := log.Open(dir+"/log", log.CreateIfMissing())
 	if err != nil {
 		panic(err)
 	}

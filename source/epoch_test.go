@@ -27,7 +27,7 @@ func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
 	for _, m := range testutil.Modes {
 		t.Run(m.Name, func(t *testing.T) {
 			dir := t.TempDir()
-			lg, err := log.Open(filepath.Join(dir, "log"), log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
+			lg, err := log.Open(filepath.Join(dir, "log"), log.CreateIfMissing(), log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			defer func() { lg.Close() }()
 			createTopic(t, lg, "events", 1)

@@ -96,7 +96,7 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 	}
 	_, statErr := os.Stat(a.dir)
 	created := errors.Is(statErr, os.ErrNotExist)
-	lg, err := log.Open(a.dir, log.WithRetentionCheckInterval(0))
+	lg, err := log.Open(a.dir, log.CreateIfMissing(), log.WithRetentionCheckInterval(0))
 	if err != nil {
 		return err
 	}

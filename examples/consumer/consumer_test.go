@@ -142,3 +142,30 @@ func TestOpenOutCutsAPartialLastLine(t *testing.T) {
 		})
 	}
 }
+
+// TestRunOnAMissingDirExitsAtOnceAndCreatesNothing ensures a consumer given a --dir that does
+// not exist (a typo) returns at startup with an error naming the path and the publisher,
+// matching log.ErrNoLog, instead of retrying an unknown topic forever, and creates neither the
+// log directory nor its --state folder.
+func TestRunOnAMissingDirExitsAtOnceAndCreatesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "mistyped")
+	state := filepath.Join(tmp, "state")
+	cfg := config{dir: dir, topic: "events", state: state, addr: "127.0.0.1:0", name: "c",
+		delay: time.Millisecond, batchBytes: 16 << 10}
+	done := make(chan error, 1)
+	go func() { done <- run(cfg) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run has not returned 10s after starting on a missing --dir: it is waiting on it")
+	}
+	require.ErrorIs(t, err, log.ErrNoLog)
+	assert.ErrorContains(t, err, dir)
+	assert.ErrorContains(t, err, "start the publisher first")
+	for _, p := range []string{dir, state} {
+		_, err := os.Stat(p)
+		assert.ErrorIs(t, err, os.ErrNotExist, "%s created", p)
+	}
+}

@@ -11,9 +11,11 @@
 // position (the log start when nothing is saved), handles each record, saves the position
 // only after every record below it was handled, and follows the partition forever. When the
 // source fails (the topic does not exist yet, a read error) it backs off and resumes from
-// the last saved position, counting a reconnect. Handling a record means waiting --delay
-// (default 2ms, so the demo can watch it work) and, with --out, appending the record to a
-// file. After kill -9 a restart on the same --state resumes from the last saved position: a
+// the last saved position, counting a reconnect. A --dir that does not exist is a startup
+// error, not a source failure: a consumer never creates the log (the publisher does), so a
+// mistyped path exits at once instead of retrying an unknown topic forever. Handling a
+// record means waiting --delay (default 2ms, so the demo can watch it work) and, with --out,
+// appending the record to a file. After kill -9 a restart on the same --state resumes from the last saved position: a
 // few records may be handled again (at-least-once), none is skipped.
 //
 // # Flags and environment
@@ -66,7 +68,6 @@ import (
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
-	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/metrics"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
@@ -152,6 +153,11 @@ func run(cfg config) error {
 		return err
 	}
 	defer ln.Close()
+	lg, err := service.OpenReadOnly(cfg.dir, "publisher")
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
 
 	store, err := checkpoint.NewFileStore(cfg.state)
 	if err != nil {
@@ -167,11 +173,6 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	lg, err := log.Open(cfg.dir, log.ReadOnly())
-	if err != nil {
-		return err
-	}
-	defer lg.Close()
 
 	c := &consumer{cfg: cfg, lg: lg}
 	if found {

@@ -41,7 +41,9 @@
 //	--topic  STROM_TOPIC  topic to project, default "events"
 //	--addr   STROM_ADDR   HTTP address, default 127.0.0.1:7075
 //
-// If the topic does not exist yet the service waits for it, checking every 100 ms.
+// If the topic does not exist yet the service waits for it, checking every 100 ms; a --dir
+// that does not exist is a startup error (the publisher creates the log, the projection
+// never does), so a mistyped path exits at once instead of waiting forever.
 //
 // # HTTP
 //
@@ -73,7 +75,6 @@ import (
 	"time"
 
 	"github.com/strom-dev/strom/internal/service"
-	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/metrics"
 )
 
@@ -122,7 +123,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	lg, err := log.Open(cfg.dir, log.ReadOnly())
+	lg, err := service.OpenReadOnly(cfg.dir, "publisher")
 	if err != nil {
 		return err
 	}

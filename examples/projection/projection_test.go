@@ -247,3 +247,21 @@ func TestCountsEqualTheLogAtEveryQuietPointAcrossTwoKills(t *testing.T) {
 	}
 	assert.EqualValues(t, 10000, written.Load())
 }
+
+// TestMissingDirIsAStartupError ensures the projection binary given a --dir that does not
+// exist (a typo) exits 1 at once with a message naming the path and the publisher, instead of
+// waiting forever for a topic in a log nobody writes, and creates nothing.
+func TestMissingDirIsAStartupError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mistyped")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "--dir", dir, "--addr", "127.0.0.1:0").CombinedOutput()
+	require.NoError(t, ctx.Err(), "the projection was still running 30s after starting on a missing --dir: %s", out)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "output: %s", out)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, string(out), "projection: --dir: log: no log directory: "+dir)
+	assert.Contains(t, string(out), "start the publisher first")
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "nothing created")
+}

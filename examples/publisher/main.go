@@ -5,7 +5,10 @@
 //
 //	go run ./examples/publisher --dir /tmp/strom-log
 //
-// It opens the log directory read-write, creates the topic (--topic, default "events") with
+// It opens the log directory read-write, creating it (and missing parents) when it does not
+// exist: the publisher is the service that makes the log, while the consumers, the
+// projection and the strom command's reading commands fail on a missing directory rather
+// than wait on one that a typo made. It creates the topic (--topic, default "events") with
 // --partitions partitions (default 3) unless it exists with that count, and holds the topic's
 // writer lock while it runs, so it is the one process writing that topic. By default it
 // writes synthetic user events at --rate records per second (default 200), keyed by user id
@@ -176,7 +179,7 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	var opts []log.Option
+	opts := []log.Option{log.CreateIfMissing()} // the publisher makes the log its consumers read
 	if cfg.mode != 0 {
 		opts = append(opts, log.WithMode(cfg.mode))
 	}

@@ -8,12 +8,14 @@
 // and appends each record, with its key, headers and timestamp, to the log
 // topic --to (created with --partitions partitions, 3 by default: with the
 // same count on both sides a key lands in the same partition number,
-// murmur2 on both). Its position is the group's committed offsets, and a
+// murmur2 on both), creating the log directory --dir too when it does not
+// exist. Its position is the group's committed offsets, and a
 // record's offset is committed only after the record was appended to the
 // log: a crash between the two appends it again on restart, never skips it.
 //
-// log-to-kafka reads every partition of the log topic --from, from the
-// positions in a checkpoint.FileStore in --state, and produces each record
+// log-to-kafka reads every partition of the log topic --from (its --dir
+// must exist: a missing one is a startup error, not a log to wait on), from
+// the positions in a checkpoint.FileStore in --state, and produces each record
 // to the Kafka topic --to (acks=all, idempotent, murmur2 on the key); a
 // position is saved only once Kafka acknowledged every record below it.
 //
@@ -235,7 +237,11 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	lg, err := log.Open(cfg.dir)
+	var opts []log.Option
+	if cfg.direction == toLog {
+		opts = append(opts, log.CreateIfMissing()) // it writes, and creates, the log topic --to
+	}
+	lg, err := log.Open(cfg.dir, opts...)
 	if err != nil {
 		return err
 	}

@@ -216,7 +216,7 @@ type killHandled struct {
 // partitions), keyed by the first group of the file's regexp, and returns
 // the values per partition, indexed by offset.
 func publishLoghub(t *testing.T, samples, logDir string) [][][]byte {
-	lg, err := log.Open(logDir)
+	lg, err := log.Open(logDir, log.CreateIfMissing())
 	require.NoError(t, err)
 	defer lg.Close()
 	topic, err := lg.CreateTopic(killTopic, partitions)

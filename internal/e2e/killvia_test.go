@@ -166,7 +166,7 @@ func TestViaFlowMapSurvivesKill9(t *testing.T) {
 // publishVia writes viaRecords records round-robin into viaTopic and returns
 // the values per partition, indexed by offset.
 func publishVia(t *testing.T, logDir string) [][]string {
-	lg, err := log.Open(logDir)
+	lg, err := log.Open(logDir, log.CreateIfMissing())
 	require.NoError(t, err)
 	defer lg.Close()
 	topic, err := lg.CreateTopic(viaTopic, viaPartitions)

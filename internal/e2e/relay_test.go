@@ -431,7 +431,7 @@ func TestRelayAppendBeforeCommitAppendsAgain(t *testing.T) {
 // publishKeyedLog appends n keyed records to a new 3-partition log topic.
 func publishKeyedLog(t *testing.T, dir, topic string, n int) {
 	t.Helper()
-	lg, err := log.Open(dir)
+	lg, err := log.Open(dir, log.CreateIfMissing())
 	require.NoError(t, err)
 	defer lg.Close()
 	tp, err := lg.CreateTopic(topic, 3)
@@ -483,7 +483,7 @@ func TestRelayLogToKafkaBrokerGoneAndBack(t *testing.T) {
 	logDir, state := filepath.Join(dir, "log"), filepath.Join(dir, "state")
 	// The records go into the log over about 3 s, so that the broker dies
 	// mid-stream, after some positions were saved and before the end.
-	lg, err := log.Open(logDir)
+	lg, err := log.Open(logDir, log.CreateIfMissing())
 	require.NoError(t, err)
 	defer lg.Close()
 	tp, err := lg.CreateTopic("mid", 3)

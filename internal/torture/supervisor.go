@@ -282,7 +282,7 @@ func (s *supervisor) setup() error {
 		st.store = store
 		s.parts[p] = st
 	}
-	lg, err := log.Open(logDir(dir), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
+	lg, err := log.Open(logDir(dir), log.CreateIfMissing(), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
 	if err != nil {
 		return fmt.Errorf("torture: create the log: %w", err)
 	}
