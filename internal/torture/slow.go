@@ -128,7 +128,7 @@ func (s *supervisor) setupSlow() error {
 	}
 	s.parts[0] = &partitionState{p: 0, who: "the slow consumer", src: &tailer{path: handledJournalPath(dir, 0)}, store: store}
 
-	lg, err := log.Open(logDir(dir), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
+	lg, err := log.Open(logDir(dir), log.CreateIfMissing(), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
 	if err != nil {
 		return fmt.Errorf("torture: create the log: %w", err)
 	}
