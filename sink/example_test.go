@@ -221,14 +221,14 @@ func Example_wholeTopicPipeline() {
 		n := int64(0)
 		for p := range int32(t.Partitions()) {
 			part, _ := t.Partition(p)
-			n += part.NextOffset()
+			n += part.HighWatermark()
 		}
 		fmt.Println(name, "records:", n)
 	}
 	for p := range int32(3) {
 		pos, _, _ := store.Load(context.Background(), "orders", p)
 		part, _ := orders.Partition(p)
-		fmt.Printf("orders/%d position %d of %d\n", p, pos.Offset, part.NextOffset())
+		fmt.Printf("orders/%d position %d of %d\n", p, pos.Offset, part.HighWatermark())
 	}
 	// Output:
 	// run: <nil>

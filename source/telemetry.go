@@ -14,13 +14,13 @@ var (
 // the source reads, once the first Read opened it; ok is false before, and
 // for any other topic or partition. It is safe to call from any goroutine,
 // also while Read runs; on a log opened read-only it looks for records the
-// writing process appended (log.Partition.NextOffset).
+// writing process appended (log.Partition.HighWatermark).
 func (s *PartitionSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
 	p := s.opened.Load()
 	if p == nil || topic != s.topic || partition != s.partition {
 		return 0, false
 	}
-	return p.NextOffset(), true
+	return p.HighWatermark(), true
 }
 
 // HighWatermark returns the high watermark (next offset) of partition of
@@ -37,7 +37,7 @@ func (s *TopicSource) HighWatermark(topic string, partition int32) (hwm int64, o
 	if err != nil {
 		return 0, false
 	}
-	return p.NextOffset(), true
+	return p.HighWatermark(), true
 }
 
 var _ stream.HighWatermarker = (*KafkaSource)(nil)
