@@ -104,8 +104,9 @@
 //
 // # MemoryStore
 //
-// [MemoryStore] keeps positions and state snapshots in maps. Its zero value
-// is ready to use and it is safe for concurrent use. It forgets everything
+// [MemoryStore] keeps positions and state snapshots in maps. Make one with
+// [NewMemoryStore], beside [NewFileStore]; its zero value is ready to use as
+// well. It is safe for concurrent use. It forgets everything
 // when the process exits, so it serves tests, and consumers that choose to
 // start from a fixed place on every run.
 package checkpoint

@@ -51,10 +51,11 @@ func ExampleFileStore() {
 	// corrupt: true
 }
 
-// The zero MemoryStore is ready to use.
-func ExampleMemoryStore() {
+// NewMemoryStore makes a MemoryStore as NewFileStore makes a FileStore (the
+// zero MemoryStore is ready to use as well).
+func ExampleNewMemoryStore() {
 	ctx := context.Background()
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 
 	_, found, _ := store.Load(ctx, "events", 0)
 	fmt.Println("found before save:", found)

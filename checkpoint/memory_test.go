@@ -41,6 +41,27 @@ func TestMemoryStoreSaveThenLoadRoundTrips(t *testing.T) {
 	assert.False(t, found)
 }
 
+// TestNewMemoryStoreIsEmptyAndIndependent ensures NewMemoryStore returns a
+// ready, empty store, a new one each call: a save in one is not seen by
+// another.
+func TestNewMemoryStoreIsEmptyAndIndependent(t *testing.T) {
+	ctx := context.Background()
+	a, b := checkpoint.NewMemoryStore(), checkpoint.NewMemoryStore()
+	require.NotSame(t, a, b)
+	require.NoError(t, a.Save(ctx, "events", 0, checkpoint.At(7)))
+	require.NoError(t, a.SaveState(ctx, "counts", []byte("x")))
+	pos, found, err := a.Load(ctx, "events", 0)
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, int64(7), pos.Offset)
+	_, found, err = b.Load(ctx, "events", 0)
+	require.NoError(t, err)
+	assert.False(t, found, "a fresh store is empty")
+	_, found, err = b.LoadState(ctx, "counts")
+	require.NoError(t, err)
+	assert.False(t, found, "a fresh store has no state")
+}
+
 // TestMemoryStoreRejectsWhatFileStoreRejects ensures tests written against a
 // MemoryStore do not accept arguments a FileStore would refuse.
 func TestMemoryStoreRejectsWhatFileStoreRejects(t *testing.T) {

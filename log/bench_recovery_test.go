@@ -98,7 +98,7 @@ func BenchmarkRecovery(b *testing.B) {
 						b.Fatal(err)
 					}
 					p, _ := tp.Partition(0)
-					if p.NextOffset() == 0 {
+					if p.HighWatermark() == 0 {
 						b.Fatal("empty partition")
 					}
 					b.StopTimer()

@@ -93,7 +93,7 @@ func ExamplePartition_Follow() {
 	p, _ := t.Partition(0)
 
 	ctx := context.Background()
-	r := p.Follow(p.NextOffset())
+	r := p.Follow(p.HighWatermark())
 	go func() {
 		for i := range 3 {
 			p.Append(ctx, log.Record{Value: fmt.Appendf(nil, "tick %d", i)})

@@ -119,9 +119,13 @@ func sameRecord(a, b *Record) bool {
 
 func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
-// FuzzKafkaPartition ensures that KafkaPartition never panics, returns a
-// partition in [0, n) for every n > 0 (above 2^32 too), the same one for the same key, and
-// the one franz-go's default partitioner (the Kafka murmur2 hasher) picks.
+// FuzzKafkaPartition ensures that KafkaPartition never panics for a
+// positive count, returns a partition in [0, n) for every n in [1, 2^31-1],
+// the same one for the same key, and the one franz-go's default partitioner
+// (the Kafka murmur2 hasher) picks; and that KafkaPartitioner, whose count is
+// an int, does the same for counts above 32 bits too. The int64 argument
+// gives both counts: itself (made positive) for the partitioner, and that
+// folded into [1, 2^31-1] for KafkaPartition.
 func FuzzKafkaPartition(f *testing.F) {
 	f.Add([]byte(nil), int64(1))
 	f.Add([]byte{}, int64(3))
@@ -132,22 +136,28 @@ func FuzzKafkaPartition(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff}, 64), int64(-7))
 	kp := kgo.StickyKeyPartitioner(nil).ForTopic("t")
 	f.Fuzz(func(t *testing.T, key []byte, n64 int64) {
-		n := int(n64)
-		if n <= 0 {
-			n = max(int(uint64(n64)>>1), 1) // positive, up to 2^63-1
+		big := int(n64)
+		if big <= 0 {
+			big = max(int(uint64(n64)>>1), 1) // positive, up to 2^63-1
 		}
+		n := int32(uint64(big-1)%math.MaxInt32) + 1 // big itself up to 2^31-1
 		p := KafkaPartition(key, n)
-		if p < 0 || int(p) >= n {
+		if p < 0 || p >= n {
 			t.Fatalf("KafkaPartition(%x, %d) = %d, outside [0, %d)", key, n, p, n)
 		}
 		if again := KafkaPartition(bytes.Clone(key), n); again != p {
 			t.Fatalf("KafkaPartition(%x, %d) = %d, then %d", key, n, p, again)
 		}
 		if key == nil {
-			key = []byte{} // kgo sends a nil key round-robin; KafkaPartition hashes it as empty
+			key = []byte{} // kgo and KafkaPartitioner send a nil key round-robin; KafkaPartition hashes it as empty
 		}
-		if want := kp.Partition(&kgo.Record{Key: key}, n); int(p) != want {
+		if want := kp.Partition(&kgo.Record{Key: key}, int(n)); int(p) != want {
 			t.Fatalf("KafkaPartition(%x, %d) = %d, franz-go picks %d", key, n, p, want)
+		}
+		var kpr KafkaPartitioner
+		got := kpr.PartitionFor(key, big)
+		if want := kp.Partition(&kgo.Record{Key: key}, big); got < 0 || int(got) != want {
+			t.Fatalf("KafkaPartitioner.PartitionFor(%x, %d) = %d, franz-go picks %d", key, big, got, want)
 		}
 	})
 }

@@ -114,7 +114,7 @@ func verifyRecords(t *testing.T, b []byte, pos int64, recs []Record) int64 {
 // readEverything reads p from its start offset to its next offset.
 func readEverything(p *Partition) ([]Record, error) {
 	var all []Record
-	for off := p.StartOffset(); off < p.NextOffset(); {
+	for off := p.StartOffset(); off < p.HighWatermark(); {
 		recs, err := p.Read(off, 64<<10)
 		all = append(all, recs...)
 		if err != nil {
@@ -198,9 +198,9 @@ func FuzzRecoverSegment(f *testing.F) {
 			} else if rep := p.Recovery(); len(bytes.TrimRight(file[end:], "\x00")) != 0 && rep.Segment != path {
 				t.Errorf("%v: Open cut the non-zero bytes behind byte %d without reporting it (%+v)", mode, end, rep)
 			}
-			if p.NextOffset() != next {
+			if p.HighWatermark() != next {
 				lg.Close()
-				t.Fatalf("%v: Open kept offsets [0, %d), the intact frames are [0, %d)", mode, p.NextOffset(), next)
+				t.Fatalf("%v: Open kept offsets [0, %d), the intact frames are [0, %d)", mode, p.HighWatermark(), next)
 			}
 			recs, rerr := readEverything(p)
 			lg.Close()
@@ -320,7 +320,7 @@ func FuzzSealedSegmentIndex(f *testing.F) {
 		consistent := end == size && intact == next
 		var recs []Record
 		off := int64(0)
-		for off < p.NextOffset() {
+		for off < p.HighWatermark() {
 			got, err := p.Read(off, 1<<10)
 			recs = append(recs, got...)
 			if err != nil {
@@ -330,7 +330,7 @@ func FuzzSealedSegmentIndex(f *testing.F) {
 				break
 			}
 			if len(got) == 0 {
-				t.Fatalf("read at offset %d below the next offset %d returned nothing", off, p.NextOffset())
+				t.Fatalf("read at offset %d below the next offset %d returned nothing", off, p.HighWatermark())
 			}
 			off = got[len(got)-1].Offset + 1
 		}

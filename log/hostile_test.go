@@ -115,7 +115,7 @@ func TestOffsetsOutsideTheLogAreOutOfRange(t *testing.T) {
 		appendN(t, p, 0, 10)
 		_, err = tp.EnforceRetention(time.Now())
 		require.NoError(t, err)
-		start, next := p.StartOffset(), p.NextOffset()
+		start, next := p.StartOffset(), p.HighWatermark()
 		require.Positive(t, start, "retention raised the log start offset")
 		require.EqualValues(t, 10, next)
 
@@ -145,7 +145,7 @@ func TestOffsetsOutsideTheLogAreOutOfRange(t *testing.T) {
 		p, err = tp.Partition(0)
 		require.NoError(t, err)
 		assert.Equal(t, start, p.StartOffset())
-		assert.Equal(t, next, p.NextOffset())
+		assert.Equal(t, next, p.HighWatermark())
 		recs = readAll(t, p)
 		require.Len(t, recs, int(next-start))
 		assert.Equal(t, string(val(int(start))), string(recs[0].Value))
@@ -186,7 +186,7 @@ func TestRecordOfExactlySegmentCapacityFitsAndOneByteMoreIsRefused(t *testing.T)
 		_, err := p.Append(context.Background(), over)
 		require.ErrorIs(t, err, log.ErrRecordTooLarge)
 		assert.Contains(t, err.Error(), "topic events partition 0: record needs 1032 bytes but a segment holds 1024 bytes")
-		assert.EqualValues(t, 1, p.NextOffset())
+		assert.EqualValues(t, 1, p.HighWatermark())
 
 		off, err := p.Append(context.Background(), exact)
 		require.NoError(t, err)
@@ -462,7 +462,7 @@ func TestClockStepsDuringARunKeepOffsetsAndRecords(t *testing.T) {
 
 		now = t0.Add(30 * time.Minute)
 		appendN(t, p, 8, 4)
-		assert.EqualValues(t, 12, p.NextOffset())
+		assert.EqualValues(t, 12, p.HighWatermark())
 		recs := readAll(t, p)
 		require.Len(t, recs, 12)
 		for i, r := range recs {

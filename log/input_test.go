@@ -77,7 +77,7 @@ func TestRecordLargerThanSegmentIsRefused(t *testing.T) {
 		assert.EqualValues(t, 1024, te.SegmentBytes)
 		assert.EqualValues(t, 2048, te.FrameBytes)
 		assert.Contains(t, err.Error(), "record needs 2048 bytes but a segment holds 1024 bytes")
-		assert.EqualValues(t, 3, p.NextOffset())
+		assert.EqualValues(t, 3, p.HighWatermark())
 		assert.Len(t, readAll(t, p), 3)
 	})
 }
@@ -129,8 +129,8 @@ func TestAppendThroughReadOnlyFails(t *testing.T) {
 	require.ErrorIs(t, rp.Truncate(0), log.ErrReadOnly)
 	_, err = ro.CreateTopic("new", 1)
 	require.ErrorIs(t, err, log.ErrReadOnly)
-	assert.EqualValues(t, 2, rp.NextOffset())
-	assert.EqualValues(t, 2, p.NextOffset())
+	assert.EqualValues(t, 2, rp.HighWatermark())
+	assert.EqualValues(t, 2, p.HighWatermark())
 }
 
 // TestUnknownTopicIsAnError ensures opening a topic never created fails
@@ -174,7 +174,7 @@ func TestSecondWritingProcessIsLockedWithPid(t *testing.T) {
 	out, err := helperProcess(t, "lock", dir).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "locked for writing by pid "+fmt.Sprint(os.Getpid()))
-	assert.EqualValues(t, 1, p.NextOffset(), "nothing stored was lost")
+	assert.EqualValues(t, 1, p.HighWatermark(), "nothing stored was lost")
 
 	require.NoError(t, lg.Close())
 	out, err = helperProcess(t, "lock", dir).CombinedOutput()

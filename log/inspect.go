@@ -87,7 +87,7 @@ type SegmentInfo struct {
 
 // Segments describes the partition's segments, oldest first, as the
 // partition knows them (on a partition this process does not write, after
-// looking for the writer's new records and segments, as NextOffset does).
+// looking for the writer's new records and segments, as HighWatermark does).
 // Bytes and offsets come from the partition; DiskBytes, FileBytes and
 // ModTime from a stat of each file. A segment deleted by retention between
 // the two is left out. Errors: ErrClosed; a failed stat, naming the file.

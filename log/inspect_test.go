@@ -458,7 +458,7 @@ func TestVerifyReportsTornTailNotCorruption(t *testing.T) {
 		assert.EqualValues(t, 9, rep.Records)
 
 		_, p = reopen(t, openLog(t, dir, log.WithMode(mode)), log.WithMode(mode))
-		assert.EqualValues(t, 9, p.NextOffset(), "Open cuts what Verify called a torn tail")
+		assert.EqualValues(t, 9, p.HighWatermark(), "Open cuts what Verify called a torn tail")
 		assert.Equal(t, path, p.Recovery().Segment)
 	})
 }

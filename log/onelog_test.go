@@ -85,7 +85,7 @@ func TestOneLogReadsATopicAnotherProcessWritesAndWritesItsOwn(t *testing.T) {
 		fmt.Fprintln(stdin, "append 2")
 		expect("ok")
 		readTo(10)
-		require.EqualValues(t, 10, pa.NextOffset())
+		require.EqualValues(t, 10, pa.HighWatermark())
 
 		// (c) the child dies leaving a torn frame; the first write takes
 		// over, recovers and appends at offset 10.

@@ -235,15 +235,21 @@ func (p *Partition) StartOffset() int64 {
 	return p.segments[0].base
 }
 
-// NextOffset returns the high watermark: one past the last record
-// appended. On a log opened read-only it first looks for records appended
-// by the writing process.
-func (p *Partition) NextOffset() int64 {
+// HighWatermark returns the high watermark (the next offset): one past the
+// last record appended, 0 for an empty partition. It is the end a replay
+// stops at and the figure lag is measured from. On a log opened read-only
+// it first looks for records appended by the writing process.
+func (p *Partition) HighWatermark() int64 {
 	if p.readOnly() {
 		p.refresh()
 	}
 	return p.next.Load()
 }
+
+// NextOffset returns the high watermark, as [Partition.HighWatermark] does.
+//
+// Deprecated: use HighWatermark.
+func (p *Partition) NextOffset() int64 { return p.HighWatermark() }
 
 func (p *Partition) isClosed() bool {
 	p.mu.RLock()

@@ -81,11 +81,11 @@ func (p *Partition) Epoch() int32 {
 }
 
 // EndOffsetForEpoch returns where epoch ended: the first offset of the next
-// epoch, or NextOffset when epoch is the current one, as Kafka's
+// epoch, or HighWatermark when epoch is the current one, as Kafka's
 // OffsetForLeaderEpoch answers. ok is false for an epoch older than the
 // recorded history (nothing is known about it).
 func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
-	next := p.NextOffset() // refreshes a read-only partition
+	next := p.HighWatermark() // refreshes a read-only partition
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.epochs.endOffset(epoch, next)
@@ -99,14 +99,14 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
 // that start instead (KIP-320). An offset above the end of the current epoch
 // is not stepped back but refused. It returns an
 // *OffsetOutOfRangeError (ErrOffsetOutOfRange) for a result outside
-// [StartOffset, NextOffset]: a position beyond the log end is never a
+// [StartOffset, HighWatermark]: a position beyond the log end is never a
 // silent jump.
 func (p *Partition) ResumeOffset(offset int64, epoch int32) (int64, error) {
 	if p.readOnly() {
 		p.refresh() // ResumeOffset runs once per resume: look at the writer's latest epochs
 	}
 	offset = p.stepBack(offset, epoch)
-	start, next := p.StartOffset(), p.NextOffset()
+	start, next := p.StartOffset(), p.HighWatermark()
 	if offset < start || offset > next {
 		return offset, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
 	}

@@ -24,7 +24,7 @@ func TestPartitionTableMatchesKafkaHasher(t *testing.T) {
 			signBit++
 		}
 	}
-	counts := []int{1, 2, 3, 6, 10, 64}
+	counts := []int32{1, 2, 3, 6, 10, 64}
 	hasher := kgo.StickyKeyPartitioner(kgo.KafkaHasher(murmur2ForKgo)).ForTopic("t")
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-12s %10s", "key", "murmur2")
@@ -35,7 +35,7 @@ func TestPartitionTableMatchesKafkaHasher(t *testing.T) {
 	for _, k := range keys {
 		fmt.Fprintf(&table, "%-12q 0x%08x", k, murmur2([]byte(k)))
 		for _, n := range counts {
-			want := hasher.Partition(&kgo.Record{Key: []byte(k)}, n)
+			want := hasher.Partition(&kgo.Record{Key: []byte(k)}, int(n))
 			got := KafkaPartition([]byte(k), n)
 			require.EqualValues(t, want, got, "key %q, %d partitions", k, n)
 			fmt.Fprintf(&table, " %-5d", got)

@@ -3,6 +3,7 @@ package log_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,10 +23,10 @@ func TestKafkaPartitionMatchesFranzGo(t *testing.T) {
 	for i := range 500 {
 		keys = append(keys, fmt.Appendf(nil, "key-%d", i))
 	}
-	for _, n := range []int{1, 2, 3, 7, 12, 100} {
+	for _, n := range []int32{1, 2, 3, 7, 12, 100} {
 		kp := kgo.StickyKeyPartitioner(kgo.KafkaHasher(kgoMurmur2)).ForTopic("t")
 		for _, k := range keys {
-			want := kp.Partition(&kgo.Record{Key: k}, n)
+			want := kp.Partition(&kgo.Record{Key: k}, int(n))
 			assert.EqualValues(t, want, log.KafkaPartition(k, n), "key %q n %d", k, n)
 		}
 	}
@@ -49,8 +50,8 @@ func TestKafkaPartitionSignBitKey(t *testing.T) {
 	found := 0
 	for i := range 2000 {
 		k := fmt.Appendf(nil, "k%d", i)
-		for _, n := range []int{3, 5, 10} {
-			require.EqualValues(t, def.Partition(&kgo.Record{Key: k}, n), log.KafkaPartition(k, n))
+		for _, n := range []int32{3, 5, 10} {
+			require.EqualValues(t, def.Partition(&kgo.Record{Key: k}, int(n)), log.KafkaPartition(k, n))
 		}
 		found++
 	}
@@ -80,4 +81,22 @@ func TestRoundRobinForNilKeysAndPeekHasNoSideEffect(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, log.KafkaPartition(k, 3), p)
 	assert.Equal(t, p, tp.PartitionFor(k))
+}
+
+// TestKafkaPartitionTakesAnInt32CountAndPanicsBelowOne ensures
+// KafkaPartition takes the partition count as an int32, as partition
+// numbers are, and panics naming the count for zero and negative counts
+// (zero divided by zero before; a negative count returned a partition
+// outside any topic), as do KafkaPartitioner's methods.
+func TestKafkaPartitionTakesAnInt32CountAndPanicsBelowOne(t *testing.T) {
+	var n int32 = 3 // as cmd/strom and the sinks hold it
+	p := log.KafkaPartition([]byte("user-17"), n)
+	assert.True(t, p >= 0 && p < n, "partition %d of %d", p, n)
+	for _, bad := range []int32{0, -1, math.MinInt32} {
+		want := fmt.Sprintf("log: partition of a key among %d partitions: the count must be positive", bad)
+		assert.PanicsWithValue(t, want, func() { log.KafkaPartition([]byte("k"), bad) }, "n = %d", bad)
+		var kp log.KafkaPartitioner
+		assert.PanicsWithValue(t, want, func() { kp.Partition([]byte("k"), int(bad)) }, "keyed, n = %d", bad)
+		assert.PanicsWithValue(t, want, func() { kp.PartitionFor(nil, int(bad)) }, "round-robin, n = %d", bad)
+	}
 }

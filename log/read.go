@@ -6,10 +6,10 @@ import (
 )
 
 // Read returns records from offset onwards: at least one when offset is
-// below NextOffset (even if it alone exceeds maxBytes), and no more frames
+// below HighWatermark (even if it alone exceeds maxBytes), and no more frames
 // than maxBytes allows after the first (maxBytes <= 0 means 1 MiB). It
-// returns nil, nil at NextOffset, and an *OffsetOutOfRangeError (matching
-// ErrOffsetOutOfRange) below the log start offset or above NextOffset.
+// returns nil, nil at HighWatermark, and an *OffsetOutOfRangeError (matching
+// ErrOffsetOutOfRange) below the log start offset or above HighWatermark.
 // Records never cross a segment: a read that reaches the end of one segment
 // returns what it has.
 //
@@ -53,7 +53,7 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 // a reference on it and returns it with the index entry to start from, the
 // end of its verified frames and the truncation generation. It returns a nil
 // segment at the high watermark, and an *OffsetOutOfRangeError outside
-// [StartOffset, NextOffset].
+// [StartOffset, HighWatermark].
 func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, uint64, error) {
 	for {
 		s, e, size, gen, unbuilt, err := p.acquireBuiltForRead(offset)

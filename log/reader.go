@@ -21,7 +21,7 @@ type Reader struct {
 // at that end. A from above the high watermark makes Next return
 // ErrOffsetOutOfRange.
 func (p *Partition) Replay(from int64) *Reader {
-	return &Reader{p: p, pos: from, end: p.NextOffset(), epoch: -1}
+	return &Reader{p: p, pos: from, end: p.HighWatermark(), epoch: -1}
 }
 
 // Follow returns a Reader from offset from that never ends: at the high

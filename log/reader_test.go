@@ -142,11 +142,11 @@ func TestReadOnlyEmptyPartitionStaysOneSegment(t *testing.T) {
 		require.NoError(t, err)
 		fds := openFDs(t)
 		for range 1000 {
-			require.EqualValues(t, 0, p.NextOffset())
+			require.EqualValues(t, 0, p.HighWatermark())
 		}
 		assert.InDelta(t, fds, openFDs(t), 2, "no descriptor leaked per look")
 		appendN(t, w, 0, 3)
-		assert.EqualValues(t, 3, p.NextOffset())
+		assert.EqualValues(t, 3, p.HighWatermark())
 		recs, err := p.Read(0, 1<<20)
 		require.NoError(t, err)
 		assert.Len(t, recs, 3)
@@ -159,4 +159,27 @@ func openFDs(t *testing.T) int {
 	entries, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
 	return len(entries)
+}
+
+// TestHighWatermarkIsOnePastTheLastRecordAndNextOffsetIsItsAlias ensures
+// HighWatermark is 0 on an empty partition and one past the last record
+// after appends, in the writing process and in a read-only one, and that
+// the deprecated NextOffset still answers the same.
+func TestHighWatermarkIsOnePastTheLastRecordAndNextOffsetIsItsAlias(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		w := openPartition(t, openLog(t, dir, log.WithMode(mode)), "events", 1)
+		tp, err := openLog(t, dir, log.ReadOnly()).Topic("events")
+		require.NoError(t, err)
+		ro, err := tp.Partition(0)
+		require.NoError(t, err)
+		for _, p := range []*log.Partition{w, ro} {
+			assert.Zero(t, p.HighWatermark(), "empty partition")
+		}
+		appendN(t, w, 0, 5)
+		for _, p := range []*log.Partition{w, ro} {
+			assert.EqualValues(t, 5, p.HighWatermark())
+			assert.Equal(t, p.HighWatermark(), p.NextOffset()) //nolint:staticcheck // the deprecated alias must keep answering
+		}
+	})
 }

@@ -187,7 +187,7 @@ func TestReadOnlyOpenEndsCleanlyWithNothingIntactBehind(t *testing.T) {
 
 				p, err := openReadOnlyPartition(t, dir)
 				require.NoError(t, err)
-				assert.EqualValues(t, want, p.NextOffset())
+				assert.EqualValues(t, want, p.HighWatermark())
 				all := readAll(t, p)
 				require.Len(t, all, want)
 				for i, r := range all {
@@ -234,7 +234,7 @@ func TestReadOnlyOpenWaitsOutAWriteInFlight(t *testing.T) {
 				p, err := openReadOnlyPartition(t, dir)
 				require.NoError(t, err)
 				assert.True(t, rechecked, "the open read the stop again before it judged")
-				assert.EqualValues(t, 20, p.NextOffset())
+				assert.EqualValues(t, 20, p.HighWatermark())
 				assert.Len(t, readAll(t, p), 20)
 			})
 		})
@@ -297,7 +297,7 @@ func TestReadOnlyOpensBesideALiveWriterNeverSeeCorruption(t *testing.T) {
 				return tp.Partition(0)
 			}()
 			if err == nil {
-				next := p.NextOffset()
+				next := p.HighWatermark()
 				for off := p.StartOffset(); off < next && err == nil; {
 					var recs []log.Record
 					if recs, err = p.Read(off, 1<<20); err == nil {
@@ -318,7 +318,7 @@ func TestReadOnlyOpensBesideALiveWriterNeverSeeCorruption(t *testing.T) {
 			require.NoError(t, err)
 		}
 		require.NoError(t, <-followed)
-		require.EqualValues(t, total, w.NextOffset())
+		require.EqualValues(t, total, w.HighWatermark())
 		t.Logf("%d read-only opens beside the writer", opens)
 	})
 }

@@ -53,7 +53,7 @@ func TestReopenRestoresNextOffsetAndIndex(t *testing.T) {
 		p := openPartition(t, lg, "events", 1)
 		appendN(t, p, 0, 500)
 		lg, p = reopen(t, lg, log.WithMode(mode), log.WithIndexIntervalBytes(256))
-		require.EqualValues(t, 500, p.NextOffset())
+		require.EqualValues(t, 500, p.HighWatermark())
 		for _, off := range []int64{0, 250, 499} {
 			recs, err := p.Read(off, 1)
 			require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestRecoverLengthPastEndDropsOnlyThatRecord(t *testing.T) {
 	forgetRecoveryPoint(t, dir, "events", 0) // a torn tail is never synced
 
 	lg, p = reopen(t, lg, log.WithMode(log.ModeFile))
-	require.EqualValues(t, 9, p.NextOffset())
+	require.EqualValues(t, 9, p.HighWatermark())
 	assert.Equal(t, "length past end of file", p.Recovery().Reason)
 	assert.Equal(t, starts[9], fileSize(t, path), "the torn frame is cut from the file")
 	off, err := p.Append(context.Background(), log.Record{Value: []byte("again")})
@@ -138,7 +138,7 @@ func TestRecoverBodyWithoutLengthIsNotARecord(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	_, p = reopen(t, lg, log.WithMode(log.ModeMmap))
-	require.EqualValues(t, 6, p.NextOffset())
+	require.EqualValues(t, 6, p.HighWatermark())
 	off, err := p.Append(context.Background(), log.Record{Value: []byte("seventh")})
 	require.NoError(t, err)
 	require.EqualValues(t, 6, off)
@@ -162,7 +162,7 @@ func TestRecoverFlippedByteInLastRecordDropsOnlyIt(t *testing.T) {
 		flipByte(t, path, starts[19]+8+20)       // inside the body
 		forgetRecoveryPoint(t, dir, "events", 0) // a torn tail is never synced
 		_, p = reopen(t, lg, log.WithMode(mode))
-		assert.EqualValues(t, 19, p.NextOffset())
+		assert.EqualValues(t, 19, p.HighWatermark())
 		assert.Equal(t, "crc mismatch", p.Recovery().Reason)
 		assert.Len(t, readAll(t, p), 19)
 	})
@@ -194,7 +194,7 @@ func TestReopenRestoresAllSegmentsInOrder(t *testing.T) {
 		segs := segments(t, dir, "events", 0)
 		require.Greater(t, len(segs), 3)
 		lg, p = reopen(t, lg, opts...)
-		require.EqualValues(t, 100, p.NextOffset())
+		require.EqualValues(t, 100, p.HighWatermark())
 		all := readAll(t, p)
 		require.Len(t, all, 100)
 		for i, r := range all {
@@ -210,7 +210,7 @@ func TestReopenRestoresAllSegmentsInOrder(t *testing.T) {
 			assert.Equal(t, segs[len(segs)-1], last, "the append went to the last segment")
 		}
 		_, p = reopen(t, lg, opts...)
-		assert.EqualValues(t, 101, p.NextOffset())
+		assert.EqualValues(t, 101, p.HighWatermark())
 	})
 }
 
@@ -225,7 +225,7 @@ func TestTruncateDropsAboveAndReusesOffset(t *testing.T) {
 		p := openPartition(t, lg, "events", 1)
 		appendN(t, p, 0, 100)
 		require.NoError(t, p.Truncate(37))
-		require.EqualValues(t, 37, p.NextOffset())
+		require.EqualValues(t, 37, p.HighWatermark())
 		_, err := p.Read(38, 1)
 		require.ErrorIs(t, err, log.ErrOffsetOutOfRange)
 		off, err := p.Append(context.Background(), log.Record{Value: []byte("new-37")})
@@ -276,7 +276,7 @@ func TestOpenFailsOnCorruptionInSealedSegment(t *testing.T) {
 		require.NoError(t, err)
 		p3, err := tp.Partition(0)
 		require.NoError(t, err)
-		assert.EqualValues(t, 3, p3.NextOffset())
+		assert.EqualValues(t, 3, p3.HighWatermark())
 		rep := p3.Recovery()
 		assert.Equal(t, first, rep.Segment)
 		assert.EqualValues(t, 97, rep.DroppedRecords, "offsets 3 to 99")
@@ -292,7 +292,7 @@ func TestAppendAfterReopenOfEmptyPartition(t *testing.T) {
 		lg := openLog(t, dir, log.WithMode(mode))
 		openPartition(t, lg, "events", 2)
 		_, p := reopen(t, lg, log.WithMode(mode))
-		assert.EqualValues(t, 0, p.NextOffset())
+		assert.EqualValues(t, 0, p.HighWatermark())
 		off, err := p.Append(context.Background(), log.Record{})
 		require.NoError(t, err)
 		assert.EqualValues(t, 0, off)

@@ -90,7 +90,7 @@ func TestRetentionBytesKeepsTheBoundAndNeverTheActiveSegment(t *testing.T) {
 		assert.Equal(t, 9, rep.DeletedSegments())
 		assert.EqualValues(t, pr.Bytes, rep.DeletedBytes())
 		assert.EqualValues(t, 9*perSegment, p.StartOffset())
-		assert.EqualValues(t, 200, p.NextOffset())
+		assert.EqualValues(t, 200, p.HighWatermark())
 		assert.Len(t, segments(t, dir, "events", 0), 3)
 		for _, path := range pr.Segments {
 			assert.NoFileExists(t, path)
@@ -134,12 +134,12 @@ func TestRetentionNeverMovesNextOffsetBackwardsAcrossRestart(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 3, rep.DeletedSegments())
 		require.EqualValues(t, 3*perSegment, p.StartOffset())
-		require.EqualValues(t, 3*perSegment+1, p.NextOffset())
+		require.EqualValues(t, 3*perSegment+1, p.HighWatermark())
 
 		for range 2 {
 			lg2, p2 := reopen(t, lg, log.WithMode(mode), log.WithSegmentBytes(1024), log.WithRetentionCheckInterval(0))
 			assert.EqualValues(t, 3*perSegment, p2.StartOffset())
-			assert.EqualValues(t, 3*perSegment+1, p2.NextOffset())
+			assert.EqualValues(t, 3*perSegment+1, p2.HighWatermark())
 			tp2, err := lg2.Topic("events")
 			require.NoError(t, err)
 			rep, err := tp2.EnforceRetention(time.Now().Add(time.Hour))
@@ -284,12 +284,12 @@ func TestReadOnlyReaderNoticesDeletedSegments(t *testing.T) {
 		// A follower at the tail never reads the first segment; the reader still
 		// lets go of deleted files within deletionCheckInterval (1 s).
 		appendN(t, w, 3*perSegment+1, 2*perSegment)
-		require.EqualValues(t, 5*perSegment+1, r.NextOffset())
+		require.EqualValues(t, 5*perSegment+1, r.HighWatermark())
 		_, err = tp.EnforceRetention(time.Now())
 		require.NoError(t, err)
 		seg3 := segPath(dir, "events", 0, 3*perSegment)
 		require.Eventually(t, func() bool {
-			r.NextOffset()
+			r.HighWatermark()
 			return openDescriptorsTo(t, seg3) == 0
 		}, 5*time.Second, 10*time.Millisecond)
 		assert.EqualValues(t, 5*perSegment, r.StartOffset())
@@ -299,7 +299,7 @@ func TestReadOnlyReaderNoticesDeletedSegments(t *testing.T) {
 		_, err = tp.EnforceRetention(time.Now())
 		require.NoError(t, err)
 		assert.EqualValues(t, 8*perSegment, r.StartOffset())
-		assert.EqualValues(t, 8*perSegment+1, r.NextOffset())
+		assert.EqualValues(t, 8*perSegment+1, r.HighWatermark())
 		recs, err = r.Read(8*perSegment, 1<<20)
 		require.NoError(t, err)
 		require.Len(t, recs, 1)

@@ -66,7 +66,7 @@ func TestSyncAfterARollWaitsForTheSealedSegment(t *testing.T) {
 			_, err = os.Stat(filepath.Join(p.dir, sealedName(first.base)))
 			require.NoError(t, err, "the marker is written before the records count as synced")
 			p.w.mu.Lock()
-			assert.Equal(t, p.NextOffset(), p.w.syncedTo)
+			assert.Equal(t, p.HighWatermark(), p.w.syncedTo)
 			p.w.mu.Unlock()
 		})
 	}

@@ -84,7 +84,7 @@ func TestOpenTrustsSealMarkerAndVerifiesOnFirstRead(t *testing.T) {
 
 		p, err := openEventsPartition(t, dir, opts...)
 		require.NoError(t, err, "a trusted sealed segment is not walked at Open")
-		require.EqualValues(t, 100, p.NextOffset())
+		require.EqualValues(t, 100, p.HighWatermark())
 		for range 2 {
 			_, err = p.Read(0, 1)
 			require.ErrorIs(t, err, log.ErrCorrupt)
@@ -270,6 +270,6 @@ func TestAppendDoesNotWaitForTheFirstReadOfASealedSegment(t *testing.T) {
 		for i, r := range recs {
 			assert.Equal(t, val(i), r.Value)
 		}
-		assert.EqualValues(t, 101, p.NextOffset())
+		assert.EqualValues(t, 101, p.HighWatermark())
 	})
 }

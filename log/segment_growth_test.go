@@ -154,7 +154,7 @@ func tornTailCount(t *testing.T, writtenZeros bool) {
 		forgetRecoveryPoint(t, dir, "events", 0)
 
 		_, p = openEvents(t, dir, log.WithMode(mode))
-		require.EqualValues(t, 10, p.NextOffset())
+		require.EqualValues(t, 10, p.HighWatermark())
 		assert.EqualValues(t, 32, p.Recovery().TruncatedBytes, "30 torn bytes, rounded to the 8-byte alignment")
 		assert.LessOrEqual(t, diskBytes(t, path), end+1<<20+4096, "the frames and one step, in 4 KiB blocks")
 		assert.Len(t, readAll(t, p), 10)
@@ -213,7 +213,7 @@ func fillTmpfs(t *testing.T, dir string) {
 	require.NoError(t, err)
 	p, err = tp.Partition(0)
 	require.NoError(t, err)
-	require.EqualValues(t, 1+appended, p.NextOffset())
+	require.EqualValues(t, 1+appended, p.HighWatermark())
 	last, err := p.Read(int64(appended), 1<<20)
 	require.NoError(t, err)
 	require.Len(t, last, 1)

@@ -119,7 +119,7 @@ func TestStressAppendersFollowersAndRetentionUnderTheRaceDetector(t *testing.T) 
 					last[i] = -1
 				}
 				want := int64(0)
-				for !done.Load() || r.Position() < p.NextOffset() {
+				for !done.Load() || r.Position() < p.HighWatermark() {
 					wctx, wcancel := context.WithTimeout(gctx, 20*time.Millisecond)
 					recs, err := r.Next(wctx, 8<<10)
 					wcancel()
@@ -164,7 +164,7 @@ func TestStressAppendersFollowersAndRetentionUnderTheRaceDetector(t *testing.T) 
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		require.EqualValues(t, appenders*perAppender, p.NextOffset())
+		require.EqualValues(t, appenders*perAppender, p.HighWatermark())
 		require.Positive(t, deleted.Load(), "retention deleted segments under the readers")
 		for _, rec := range readAll(t, p) {
 			_, _, err := checkStressValue(rec.Value)

@@ -80,7 +80,7 @@ func TestTruncatedAtEveryByteOfLastTwoFramesReopensAtIntactPrefix(t *testing.T) 
 				want = 6
 			}
 			lg, p := openEvents(t, dir, log.WithMode(mode))
-			require.EqualValues(t, want, p.NextOffset(), "cut at byte %d", cut)
+			require.EqualValues(t, want, p.HighWatermark(), "cut at byte %d", cut)
 			all := readAll(t, p)
 			require.Len(t, all, want)
 			for i, r := range all {
@@ -138,7 +138,7 @@ func TestFlippedByteFollowedByValidFramesIsCorruptNotTorn(t *testing.T) {
 				assert.EqualValues(t, starts[19]+56, fileSize(t, path), "nothing cut without repair")
 
 				lg, p = openEvents(t, dir, log.WithMode(mode), log.WithRepair())
-				assert.EqualValues(t, 10, p.NextOffset())
+				assert.EqualValues(t, 10, p.HighWatermark())
 				assert.EqualValues(t, 10, p.Recovery().DroppedRecords, "offsets 10 to 19")
 				assert.Equal(t, path, p.Recovery().Segment)
 				require.NoError(t, lg.Close())
@@ -176,13 +176,13 @@ func TestFlippedByteBelowRecoveryPointIsCorrupt(t *testing.T) {
 		assert.Contains(t, ce.Reason, "crc mismatch; the log ends below the recovery point (offset 20")
 
 		lg, p = openEvents(t, dir, log.WithMode(mode), log.WithRepair())
-		assert.EqualValues(t, 19, p.NextOffset())
+		assert.EqualValues(t, 19, p.HighWatermark())
 		assert.EqualValues(t, 1, p.Recovery().DroppedRecords)
 		_, _, off = recoveryPoint(t, dir, "events", 0)
 		assert.EqualValues(t, 19, off, "repair lowers the point before it cuts")
 		require.NoError(t, lg.Close())
 		_, p = openEvents(t, dir, log.WithMode(mode))
-		assert.EqualValues(t, 19, p.NextOffset())
+		assert.EqualValues(t, 19, p.HighWatermark())
 	})
 }
 
@@ -225,7 +225,7 @@ func TestSyncedAppendSavesRecoveryPoint(t *testing.T) {
 		_, _, off = recoveryPoint(t, dir, "events", 0)
 		assert.EqualValues(t, 2, off)
 		_, p = reopen(t, lg, log.WithMode(mode))
-		assert.EqualValues(t, 2, p.NextOffset())
+		assert.EqualValues(t, 2, p.HighWatermark())
 	})
 }
 
@@ -256,7 +256,7 @@ func TestZeroTailIsEndAndEmptyValueBeforeItIsARecord(t *testing.T) {
 		require.NoError(t, os.Truncate(path, 64<<10)) // the pre-sized tail a crash leaves
 
 		lg, p = openEvents(t, dir, log.WithMode(mode))
-		require.EqualValues(t, 5, p.NextOffset())
+		require.EqualValues(t, 5, p.HighWatermark())
 		assert.Empty(t, p.Recovery().Reason, "the zero tail is the end, not damage")
 		all := readAll(t, p)
 		require.Len(t, all, 5)
@@ -269,7 +269,7 @@ func TestZeroTailIsEndAndEmptyValueBeforeItIsARecord(t *testing.T) {
 		require.NoError(t, lg.Close())
 		assert.Greater(t, fileSize(t, path), end)
 		_, p = openEvents(t, dir, log.WithMode(mode))
-		assert.EqualValues(t, 6, p.NextOffset())
+		assert.EqualValues(t, 6, p.HighWatermark())
 	})
 }
 
@@ -368,7 +368,7 @@ func TestWritesAfterTornTailLandBehindTruncationAndSurvive(t *testing.T) {
 		forgetRecoveryPoint(t, dir, "events", 0)
 
 		lg, p = openEvents(t, dir, log.WithMode(mode))
-		require.EqualValues(t, 9, p.NextOffset())
+		require.EqualValues(t, 9, p.HighWatermark())
 		cut := p.Recovery().TruncatedBytes // the torn bytes, less trailing zeros
 		assert.True(t, cut > 20 && cut <= 30, "cut %d bytes", cut)
 		for i := range 3 {
@@ -403,7 +403,7 @@ func TestRecoveryPointThatDoesNotParseIsCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, log.ErrCorrupt)
 	assert.Contains(t, err.Error(), rp)
 	lg, p = openEvents(t, dir, log.WithRepair())
-	assert.EqualValues(t, 3, p.NextOffset())
+	assert.EqualValues(t, 3, p.HighWatermark())
 	require.NoError(t, lg.Close())
 	_, _, off := recoveryPoint(t, dir, "events", 0)
 	assert.EqualValues(t, 3, off)

@@ -144,7 +144,7 @@ func TestAppendTimestampAheadOfTheBoundIsRefused(t *testing.T) {
 	for _, want := range []string{fmt.Sprint(ahead), fmt.Sprint(fixedClock.UnixMilli()), "bound of 1h0m0s", "2h0m0s ahead", "topic events partition 0"} {
 		assert.Contains(t, err.Error(), want)
 	}
-	assert.Zero(t, p.NextOffset(), "nothing of the call is stored")
+	assert.Zero(t, p.HighWatermark(), "nothing of the call is stored")
 
 	recs := []log.Record{
 		{Key: []byte("a"), Value: val(0)},
@@ -156,7 +156,7 @@ func TestAppendTimestampAheadOfTheBoundIsRefused(t *testing.T) {
 	for i := range 3 {
 		q, err := tp.Partition(int32(i))
 		require.NoError(t, err)
-		assert.Zero(t, q.NextOffset(), "partition %d: nothing of the batch is stored", i)
+		assert.Zero(t, q.HighWatermark(), "partition %d: nothing of the batch is stored", i)
 	}
 
 	atBound := fixedClock.Add(time.Hour).UnixMilli()

@@ -14,7 +14,7 @@ import (
 // Like every write it first takes the topic's writer lock
 // (Topic.LockWriter). Errors: ErrReadOnly, ErrLocked, ErrClosed,
 // ErrOffsetOutOfRange for an offset outside
-// [StartOffset, NextOffset], the partition's write or sync failure.
+// [StartOffset, HighWatermark], the partition's write or sync failure.
 func (p *Partition) Truncate(offset int64) error {
 	if err := p.writable("truncate"); err != nil {
 		return err

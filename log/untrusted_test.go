@@ -104,7 +104,7 @@ func TestDamagedLengthOfLastFrameIsCutAsTornTailWithoutSizingAnything(t *testing
 				defer lg.Close()
 				assert.Less(t, alloc, uint64(allocLimit), "Open allocated %d bytes", alloc)
 				assert.Equal(t, path, p.Recovery().Segment, "the torn tail is reported cut")
-				require.EqualValues(t, 1, p.NextOffset())
+				require.EqualValues(t, 1, p.HighWatermark())
 				off, err := p.Append(context.Background(), log.Record{Value: val(9)})
 				require.NoError(t, err)
 				assert.EqualValues(t, 1, off, "the next append reuses the torn frame's offset")
@@ -220,7 +220,7 @@ func TestSealMarkerWithImpossibleNextOffsetIsNotTrusted(t *testing.T) {
 				require.NoError(t, err)
 			})
 			assert.Less(t, alloc, uint64(allocLimit), "Open allocated %d bytes", alloc)
-			require.EqualValues(t, 40, p2.NextOffset())
+			require.EqualValues(t, 40, p2.HighWatermark())
 			require.Len(t, readAll(t, p2), 40)
 		})
 	}

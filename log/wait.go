@@ -46,7 +46,7 @@ func (p *Partition) waitChan() <-chan struct{} {
 	return p.notify
 }
 
-// wait blocks until NextOffset is above offset or ctx ends. In-process
+// wait blocks until HighWatermark is above offset or ctx ends. In-process
 // appends wake it at once; on a read-only log another process's appends
 // wake it through inotify (see follow.go), and it also looks every poll
 // interval.
@@ -59,7 +59,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 	}
 	for {
 		ch := p.waitChan() // taken before the check, so no wake-up is lost
-		if p.NextOffset() > offset {
+		if p.HighWatermark() > offset {
 			return nil
 		}
 		if p.isClosed() {
@@ -67,7 +67,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 		}
 		if tick != nil && p.readOnly() {
 			p.armFollow() // watch, raise the flag, look again: likewise (follow.go)
-			if p.NextOffset() > offset {
+			if p.HighWatermark() > offset {
 				return nil
 			}
 		}

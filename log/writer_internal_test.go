@@ -82,7 +82,7 @@ func TestFailedSyncFailsThePartitionUntilReopened(t *testing.T) {
 	p, _ = tp.Partition(0)
 	// The frames of the first round were written (only their sync failed);
 	// those still pending when it failed were dropped.
-	assert.True(t, p.NextOffset() >= 2 && p.NextOffset() <= 9, "next offset %d", p.NextOffset())
+	assert.True(t, p.HighWatermark() >= 2 && p.HighWatermark() <= 9, "next offset %d", p.HighWatermark())
 	_, err = p.AppendAck(context.Background(), AckSynced, Record{Value: []byte("again")})
 	require.NoError(t, err)
 }
@@ -98,7 +98,7 @@ func TestFailedWriteDropsWhatFollowsIt(t *testing.T) {
 	require.ErrorIs(t, err, errInjected)
 	_, err = p.AppendAck(context.Background(), AckNone, Record{Value: []byte("refused")})
 	require.ErrorIs(t, err, errInjected)
-	assert.EqualValues(t, 1, p.NextOffset())
+	assert.EqualValues(t, 1, p.HighWatermark())
 	require.ErrorIs(t, lg.Close(), errInjected)
 
 	lg, err = Open(dir)
@@ -107,7 +107,7 @@ func TestFailedWriteDropsWhatFollowsIt(t *testing.T) {
 	tp, err := lg.Topic("events")
 	require.NoError(t, err)
 	p, _ = tp.Partition(0)
-	assert.EqualValues(t, 1, p.NextOffset())
+	assert.EqualValues(t, 1, p.HighWatermark())
 }
 
 // TestPointTakenBeforeTruncateIsNotSaved ensures a recovery point a sync
@@ -190,7 +190,7 @@ func TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang(t *testing.T) {
 			t.Fatalf("%s hangs", name)
 		}
 	}
-	assert.EqualValues(t, 1, p.NextOffset())
+	assert.EqualValues(t, 1, p.HighWatermark())
 }
 
 // waitFor polls cond under p's writer mutex until it holds.

@@ -104,7 +104,7 @@ func TestHelperWriterProcess(t *testing.T) {
 		for i := range recs {
 			recs[i].Value = make([]byte, 1024)
 		}
-		for i, first := p.NextOffset(), true; ; first = false {
+		for i, first := p.HighWatermark(), true; ; first = false {
 			n := len(recs)
 			if i%2 == 1 {
 				n = 1
@@ -125,7 +125,7 @@ func TestHelperWriterProcess(t *testing.T) {
 			i += int64(n)
 		}
 	case "written":
-		start := p.NextOffset()
+		start := p.HighWatermark()
 		for i := start; ; i++ {
 			off, err := p.AppendAck(ctx, log.AckWritten, log.Record{Value: strconv.AppendInt(nil, i, 10)})
 			if err != nil {
@@ -208,7 +208,7 @@ func TestKilledSyncedAppenderKeepsEveryAckedRecord(t *testing.T) {
 			}
 
 			lg, p := openEvents(t, dir, opts...)
-			next := p.NextOffset()
+			next := p.HighWatermark()
 			all := readAll(t, p)
 			require.Len(t, all, int(next), "kill %d: every offset below the end is served", kill)
 			for o, v := range acked {
@@ -257,7 +257,7 @@ func TestKilledGroupAppenderLeavesATornTailNeverCorruption(t *testing.T) {
 				require.Equal(t, uint64(next), binary.LittleEndian.Uint64(rec.Value), "kill %d: offset %d", kill, next)
 				next++
 			}
-			require.Equal(t, p.NextOffset(), next, "kill %d", kill)
+			require.Equal(t, p.HighWatermark(), next, "kill %d", kill)
 			require.NoError(t, lg.Close())
 		}
 	})
@@ -280,7 +280,7 @@ func TestUncleanStopServesEveryOffsetUpToEndAndNonePast(t *testing.T) {
 		for kill := range 3 {
 			runAndKill(t, writerProcess(t, "written", dir, mode.String(), fmt.Sprint(segBytes), "1"), rng, 30*time.Millisecond)
 			lg, p := openEvents(t, dir, opts...)
-			next := p.NextOffset()
+			next := p.HighWatermark()
 			require.Greater(t, next, last, "kill %d: the child appended", kill)
 			last = next
 			for o := int64(0); o < next; o++ {
@@ -408,7 +408,7 @@ func TestUncontendedAckNoneIsWrittenByTheCaller(t *testing.T) {
 			off, err := p.AppendAck(context.Background(), log.AckNone, log.Record{Value: val(i)})
 			require.NoError(t, err)
 			require.EqualValues(t, i, off)
-			require.EqualValues(t, i+1, p.NextOffset())
+			require.EqualValues(t, i+1, p.HighWatermark())
 		}
 		before := log.SyncCalls(p)
 		require.NoError(t, p.Sync())

@@ -221,14 +221,14 @@ func Example_wholeTopicPipeline() {
 		n := int64(0)
 		for p := range int32(t.Partitions()) {
 			part, _ := t.Partition(p)
-			n += part.NextOffset()
+			n += part.HighWatermark()
 		}
 		fmt.Println(name, "records:", n)
 	}
 	for p := range int32(3) {
 		pos, _, _ := store.Load(context.Background(), "orders", p)
 		part, _ := orders.Partition(p)
-		fmt.Printf("orders/%d position %d of %d\n", p, pos.Offset, part.NextOffset())
+		fmt.Printf("orders/%d position %d of %d\n", p, pos.Offset, part.HighWatermark())
 	}
 	// Output:
 	// run: <nil>
@@ -273,13 +273,13 @@ func Example_relay() {
 	if err != nil {
 		panic(err)
 	}
-	var store checkpoint.MemoryStore
-	err = stream.From(source.Partition(lg, "raw", 0, source.FromStore(&store), source.Replay())).
+	store := checkpoint.NewMemoryStore()
+	err = stream.From(source.Partition(lg, "raw", 0, source.FromStore(store), source.Replay())).
 		Map(func(_ context.Context, r log.Record) (log.Record, error) {
 			return log.Record{Key: r.Key, Value: bytes.TrimSpace(r.Value)}, nil
 		}).
 		To(sink.Log(clean, sink.Synced())).
-		Checkpointing(&store).
+		Checkpointing(store).
 		Run(context.Background())
 	fmt.Println("relay:", err)
 	writer.Close()
@@ -336,7 +336,7 @@ func ExampleKafka() {
 		panic(err)
 	}
 	defer out.Close()
-	store := &checkpoint.MemoryStore{}
+	store := checkpoint.NewMemoryStore()
 	src := source.Partition(lg, "orders", 0, source.FromStore(store), source.Replay())
 	if err := stream.From(src).To(out).Checkpointing(store).Run(context.Background()); err != nil {
 		panic(err)

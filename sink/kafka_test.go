@@ -261,7 +261,7 @@ func TestKafkaKeysSurviveTheCrossing(t *testing.T) {
 	for id := range int32(3) {
 		p, err := tp.Partition(id)
 		require.NoError(t, err)
-		for off := int64(0); off < p.NextOffset(); {
+		for off := int64(0); off < p.HighWatermark(); {
 			got, err := p.Read(off, 1<<20)
 			require.NoError(t, err)
 			for _, r := range got {

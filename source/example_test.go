@@ -82,12 +82,12 @@ func ExampleFromStore() {
 			panic(err)
 		}
 	}
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	if err := store.Save(ctx, "events", 0, checkpoint.At(3)); err != nil { // offsets 0-2 were handled
 		panic(err)
 	}
 
-	src := source.Partition(lg, "events", 0, source.FromStore(&store), source.Replay())
+	src := source.Partition(lg, "events", 0, source.FromStore(store), source.Replay())
 	batch, err := src.Read(ctx)
 	if err != nil {
 		panic(err)

@@ -191,6 +191,11 @@ type KafkaSource struct {
 
 	pending error // an error that came with records, returned by the next Read
 
+	// listing counts the goroutines listing the end offsets of newly
+	// assigned partitions (listHighWatermarks); Close waits for them
+	// before it closes adm.
+	listing sync.WaitGroup
+
 	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
 }
 
@@ -208,8 +213,10 @@ type kafkaPart struct {
 	// member knows of in this assignment (the commit it started from, or
 	// its own last commit); -1 for none. A save at or below it is dropped.
 	floor int64
-	// hwm is the partition's high watermark as the last fetch of it said;
-	// -1 before one did (HighWatermark, telemetry.go).
+	// hwm is the partition's high watermark as the last fetch of it said,
+	// or, before a fetch returned records of it, as listing its end offset
+	// at the assignment did (listHighWatermarks); -1 while neither has
+	// answered (HighWatermark, telemetry.go).
 	hwm int64
 }
 
@@ -408,13 +415,57 @@ func (s *KafkaSource) checkTopics(ctx context.Context, adm *kgo.Client) error {
 }
 
 // onAssigned records newly assigned partitions; their saves wait for the
-// group's commit (onOffsetsFetched).
-func (s *KafkaSource) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+// group's commit (onOffsetsFetched). It starts listing their end offsets
+// in the background, so that their high watermarks are known before a
+// fetch returns records of them, or when none ever does.
+func (s *KafkaSource) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	parts := make(map[topicPartition]*kafkaPart)
 	for t, ps := range assigned {
 		for _, p := range ps {
-			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1}
+			st := &kafkaPart{floor: -1, hwm: -1}
+			s.assigned[topicPartition{t, p}] = st
+			parts[topicPartition{t, p}] = st
+		}
+	}
+	if s.adm != nil && len(parts) > 0 {
+		s.listing.Add(1)
+		go s.listHighWatermarks(ctx, s.adm, parts)
+	}
+}
+
+// listHighWatermarks lists the end offsets (ListOffsets, latest) of the
+// partitions of one assignment and records each as the partition's high
+// watermark unless a fetch reported one first. kgo hands out no fetch of a
+// partition without new records, so without this the high watermark of an
+// empty partition, or of one the group has read to its end, would stay
+// unknown. ctx is the group client's, cancelled when it closes. A failed
+// listing leaves the high watermarks unknown until a fetch reports them.
+func (s *KafkaSource) listHighWatermarks(ctx context.Context, adm *kgo.Client, parts map[topicPartition]*kafkaPart) {
+	defer s.listing.Done()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	var topics []string
+	seen := make(map[string]bool)
+	for tp := range parts {
+		if !seen[tp.topic] {
+			seen[tp.topic] = true
+			topics = append(topics, tp.topic)
+		}
+	}
+	listed, err := kadm.NewClient(adm).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tp, st := range parts {
+		o, ok := listed.Lookup(tp.topic, tp.partition)
+		// Only for the same assignment (not revoked and assigned again
+		// since), and only while no fetch has said more recently.
+		if ok && o.Err == nil && o.Offset >= 0 && s.assigned[tp] == st && st.hwm < 0 {
+			st.hwm = o.Offset
 		}
 	}
 }
@@ -772,6 +823,9 @@ func (s *KafkaSource) Close() error {
 		// what finished since (nothing, normally) and forgets them.
 		cl.CloseAllowingRebalance()
 	}
+	// Closing cl cancelled the listings' context; they end before adm
+	// closes under them.
+	s.listing.Wait()
 	if adm != nil {
 		adm.Close()
 	}

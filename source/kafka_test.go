@@ -487,6 +487,59 @@ func TestKafkaUnreachableBrokerIsAnErrorNamingTheAddressWithinTheTimeout(t *test
 	assert.NotErrorIs(t, err, stream.ErrPermanent)
 }
 
+// TestKafkaHighWatermarkOfAnEmptyPartitionIsZeroAndKnown ensures assigned
+// partitions holding no record report (0, true) once their high watermark
+// is known, although no fetch ever returns records (kgo hands out no fetch
+// without records, so before it was known only when another partition's
+// records came in the same fetch); and (0, false) before the source opened
+// and for partitions it was not assigned.
+func TestKafkaHighWatermarkOfAnEmptyPartitionIsZeroAndKnown(t *testing.T) {
+	brokers := startKafka(t, 2, "empty")
+	src := newKafkaSource(t, brokers, "g-empty", []string{"empty"})
+	hwm, ok := src.HighWatermark("empty", 0)
+	assert.False(t, ok, "unknown before the source opened")
+	assert.Zero(t, hwm)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runAsync(ctx, stream.From[log.Record](src))
+	// Stop the pipeline before newKafkaSource's cleanup closes src (even
+	// when the test fails): Close must not run beside Read.
+	t.Cleanup(func() { cancel(); assert.NoError(t, waitRun(t, done)) })
+	eventually(t, "both partitions' high watermarks known to be 0", func() bool {
+		h0, ok0 := src.HighWatermark("empty", 0)
+		h1, ok1 := src.HighWatermark("empty", 1)
+		return ok0 && h0 == 0 && ok1 && h1 == 0
+	})
+	_, ok = src.HighWatermark("empty", 2)
+	assert.False(t, ok, "a partition the topic does not have")
+	_, ok = src.HighWatermark("other", 0)
+	assert.False(t, ok, "a topic the source does not read")
+}
+
+// TestKafkaHighWatermarkOfAPartitionReadFromItsEndIsKnown ensures a member
+// that starts at the end of a partition (KafkaStart(Latest), as one
+// resuming from a commit at the end does) knows its high watermark,
+// although no fetch returns records of it.
+func TestKafkaHighWatermarkOfAPartitionReadFromItsEndIsKnown(t *testing.T) {
+	brokers := startKafka(t, 1, "tail")
+	produce(t, brokers, []*kgo.Record{
+		{Topic: "tail", Value: []byte("a")}, {Topic: "tail", Value: []byte("b")}, {Topic: "tail", Value: []byte("c")},
+	})
+	src := newKafkaSource(t, brokers, "g-tail", []string{"tail"}, source.KafkaStart(source.Latest))
+	handled := newHandledSet()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runAsync(ctx, stream.From[log.Record](src).Tap(func(_ context.Context, r log.Record) error {
+		handled.add(r)
+		return nil
+	}))
+	t.Cleanup(func() { cancel(); assert.NoError(t, waitRun(t, done)) }) // before src closes
+	eventually(t, "the high watermark known to be 3", func() bool {
+		hwm, ok := src.HighWatermark("tail", 0)
+		return ok && hwm == 3
+	})
+	assert.Zero(t, handled.distinct(), "the member started at the end")
+}
+
 func TestKafkaReadReturnsContextErrorOnCancel(t *testing.T) {
 	brokers := startKafka(t, 1, "quiet")
 	src := newKafkaSource(t, brokers, "g-quiet", []string{"quiet"})

@@ -66,7 +66,7 @@ func TestPipelineHandlesEachRecordOnceAcrossRuns(t *testing.T) {
 
 			appendRange(t, lg, "events", 100, 150)
 			run()
-			require.Equal(t, p.NextOffset(), position())
+			require.Equal(t, p.HighWatermark(), position())
 			require.Equal(t, int64(150), position())
 
 			run() // nothing new: nothing handled again

@@ -93,7 +93,7 @@ func (s Start) String() string {
 func (s Start) resolve(ctx context.Context, p *log.Partition, topic string, partition int32) (int64, error) {
 	switch s.kind {
 	case startLatest:
-		return p.NextOffset(), nil
+		return p.HighWatermark(), nil
 	case startAt:
 		return checkOffset(p, topic, partition, s.offset)
 	case startStore:
@@ -115,10 +115,10 @@ func (s Start) resolve(ctx context.Context, p *log.Partition, topic string, part
 	}
 }
 
-// checkOffset returns offset if it lies in [p.StartOffset(), p.NextOffset()],
+// checkOffset returns offset if it lies in [p.StartOffset(), p.HighWatermark()],
 // else the log's out-of-range error.
 func checkOffset(p *log.Partition, topic string, partition int32, offset int64) (int64, error) {
-	start, next := p.StartOffset(), p.NextOffset()
+	start, next := p.StartOffset(), p.HighWatermark()
 	if offset < start || offset > next {
 		return 0, &log.OffsetOutOfRangeError{
 			Topic:       topic,

@@ -14,13 +14,13 @@ var (
 // the source reads, once the first Read opened it; ok is false before, and
 // for any other topic or partition. It is safe to call from any goroutine,
 // also while Read runs; on a log opened read-only it looks for records the
-// writing process appended (log.Partition.NextOffset).
+// writing process appended (log.Partition.HighWatermark).
 func (s *PartitionSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
 	p := s.opened.Load()
 	if p == nil || topic != s.topic || partition != s.partition {
 		return 0, false
 	}
-	return p.NextOffset(), true
+	return p.HighWatermark(), true
 }
 
 // HighWatermark returns the high watermark (next offset) of partition of
@@ -37,15 +37,19 @@ func (s *TopicSource) HighWatermark(topic string, partition int32) (hwm int64, o
 	if err != nil {
 		return 0, false
 	}
-	return p.NextOffset(), true
+	return p.HighWatermark(), true
 }
 
 var _ stream.HighWatermarker = (*KafkaSource)(nil)
 
-// HighWatermark returns the high watermark of an assigned partition as the
-// last fetch that returned records of it reported; ok is false for a
-// partition not assigned to this member, or not fetched since it was. It
-// is safe to call from any goroutine.
+// HighWatermark returns the high watermark of a partition assigned to this
+// member: as the last fetch that returned records of it reported, or, until
+// one did, as listing the partition's end offset when it was assigned
+// reported. So an empty partition reports (0, true) once that listing has
+// answered, shortly after the assignment. ok is false for a partition not
+// assigned to this member, and for an assigned one while neither a fetch
+// nor the listing has answered (the listing failed, or is still on its
+// way). It is safe to call from any goroutine.
 func (s *KafkaSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

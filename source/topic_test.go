@@ -44,7 +44,7 @@ func appendTo(t *testing.T, lg *log.Log, topic string, p int32, n int) {
 	require.NoError(t, err)
 	part, err := tp.Partition(p)
 	require.NoError(t, err)
-	next := part.NextOffset()
+	next := part.HighWatermark()
 	for n > 0 {
 		chunk := min(n, 1000)
 		recs := make([]log.Record, chunk)

@@ -35,7 +35,7 @@ func ExampleFrom() {
 // passed every stage; a handler error stops it before the failed batch is
 // saved.
 func ExampleStream_Run() {
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	src := streamtest.Slice([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, streamtest.BatchSize(4))
 
 	err := stream.From[int](src).
@@ -45,7 +45,7 @@ func ExampleStream_Run() {
 			}
 			return nil
 		}).
-		Checkpointing(&store, stream.CheckpointEachBatch()).
+		Checkpointing(store, stream.CheckpointEachBatch()).
 		Run(context.Background())
 
 	var re *stream.RecordError
@@ -78,12 +78,12 @@ func ExampleMapTo() {
 // after each batch, and after a source failure resumes from the last saved
 // position.
 func ExampleConsumeForever() {
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	src := streamtest.Slice([]string{"a", "b", "c", "d", "e", "f"},
 		streamtest.BatchSize(2),
 		streamtest.FailAt(3, errors.New("connection reset")))
 
-	err := stream.ConsumeForever(context.Background(), src, &store,
+	err := stream.ConsumeForever(context.Background(), src, store,
 		func(_ context.Context, v string) error {
 			fmt.Println("handle", v)
 			return nil
@@ -114,7 +114,7 @@ func ExampleConsumeForever() {
 // Parallel runs a slow handler on several goroutines; records finish out of
 // order, yet the saved position is always below every unfinished record.
 func ExampleParallel() {
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	src := streamtest.Slice([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	out := streamtest.Collect[int]()
 
@@ -124,7 +124,7 @@ func ExampleParallel() {
 			return v * 10, nil
 		}, stream.Parallel(4)).
 		To(out).
-		Checkpointing(&store).
+		Checkpointing(store).
 		Run(context.Background())
 
 	got := out.Values()
@@ -157,14 +157,14 @@ func ExampleKeyOrdered() {
 // Skip drops a record whose handler fails and counts it; the position moves
 // past it.
 func ExampleSkip() {
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	src := streamtest.Slice([]string{"1", "2", "x", "4"})
 	out := streamtest.Collect[int]()
 
 	s := stream.MapTo(stream.From[string](src), func(_ context.Context, v string) (int, error) {
 		return strconv.Atoi(v)
 	}, stream.Skip(), stream.Name("parse"))
-	err := s.To(out).Checkpointing(&store).Run(context.Background())
+	err := s.To(out).Checkpointing(store).Run(context.Background())
 
 	pos, _, _ := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
 	fmt.Println(out.Values(), err, "skipped", s.Stats()[0].Skipped, "position", pos.Offset)
@@ -215,7 +215,7 @@ func ExampleMerge() {
 // Forever rebuilds and reruns a whole pipeline after a source failure,
 // resuming from the store.
 func ExampleForever() {
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	values := []string{"a", "b", "c", "d"}
 	attempts := 0
 
@@ -226,12 +226,12 @@ func ExampleForever() {
 			opts = append(opts, streamtest.FailAt(2, errors.New("connection reset")))
 		}
 		src := streamtest.Slice(values, opts...)
-		if err := src.Resume(context.Background(), &store); err != nil {
+		if err := src.Resume(context.Background(), store); err != nil {
 			panic(err)
 		}
 		return stream.From[string](src).
 			Tap(func(_ context.Context, v string) error { fmt.Println("handle", v); return nil }).
-			Checkpointing(&store, stream.CheckpointEachBatch())
+			Checkpointing(store, stream.CheckpointEachBatch())
 	}, stream.WithBackoff(time.Millisecond, time.Millisecond))
 
 	fmt.Println("attempts:", attempts, "done:", err)

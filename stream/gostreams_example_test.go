@@ -20,12 +20,12 @@ import (
 // flow emits carries the lineage of the input it answers, so the position
 // saved is never past a record whose output is still in flight.
 func ExampleVia() {
-	var store checkpoint.MemoryStore
+	store := checkpoint.NewMemoryStore()
 	src := streamtest.Slice([]string{"apple", "kiwi", "banana"})
 	out := streamtest.Collect[int]()
 
 	lengths := stream.Via[string, int](stream.From[string](src), flow.NewMap(func(s string) int { return len(s) }, 1))
-	err := lengths.To(out).Checkpointing(&store).Run(context.Background())
+	err := lengths.To(out).Checkpointing(store).Run(context.Background())
 
 	pos, _, _ := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
 	fmt.Println(out.Values(), err, "next offset to read:", pos.Offset)

@@ -222,7 +222,7 @@ func (c *consumer) partition(ctx context.Context, t *log.Topic, pn int32) error 
 	case fromEarliest, fromTime:
 		start = p.StartOffset()
 	case fromLatest:
-		start = p.NextOffset()
+		start = p.HighWatermark()
 	case fromOffset:
 		start = c.from.offset
 	}

@@ -224,7 +224,7 @@ func describeTopic(lg *log.Log, name string) (topicDesc, error) {
 			return d, err
 		}
 		d.Partitions = append(d.Partitions, partitionDesc{
-			Partition: p.ID(), LogStartOffset: p.StartOffset(), NextOffset: p.NextOffset(), Epoch: p.Epoch(),
+			Partition: p.ID(), LogStartOffset: p.StartOffset(), NextOffset: p.HighWatermark(), Epoch: p.Epoch(),
 			Segments: lo.Map(segs, func(s log.SegmentInfo, _ int) segmentDesc {
 				return segmentDesc{File: filepath.Base(s.Path), Path: s.Path, BaseOffset: s.BaseOffset,
 					NextOffset: s.NextOffset, Records: s.Records, Bytes: s.Bytes, FileBytes: s.FileBytes,

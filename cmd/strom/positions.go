@@ -133,7 +133,7 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 		case err != nil:
 			return err
 		default:
-			start, next := p.StartOffset(), p.NextOffset()
+			start, next := p.StartOffset(), p.HighWatermark()
 			lag := next - row.Position
 			row.LogStartOffset, row.NextOffset, row.Lag = &start, &next, &lag
 			switch {
@@ -257,7 +257,7 @@ func (a *app) setPosition(state, topic, partArg, offArg string) error {
 	if err != nil {
 		return err
 	}
-	start, next := p.StartOffset(), p.NextOffset()
+	start, next := p.StartOffset(), p.HighWatermark()
 	switch offArg {
 	case "earliest":
 		off = start

@@ -449,7 +449,7 @@ func (p *producer) partitionOf(key []byte) int32 {
 	case p.fixed >= 0:
 		return p.fixed
 	case key != nil:
-		return log.KafkaPartition(key, int(p.n))
+		return log.KafkaPartition(key, p.n)
 	}
 	r := p.rr
 	p.rr = (p.rr + 1) % p.n

@@ -142,7 +142,7 @@ func (c *consumer) stats() service.ConsumerStats {
 		if st.Position != nil {
 			from = *st.Position
 		}
-		lag := p.NextOffset() - from
+		lag := p.HighWatermark() - from
 		st.Lag = &lag
 	}
 	return st

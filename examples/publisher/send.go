@@ -71,7 +71,7 @@ func (p *publisher) stats() service.PublisherStats {
 			st.NextOffset[i] = -1
 			continue
 		}
-		st.NextOffset[i] = part.NextOffset()
+		st.NextOffset[i] = part.HighWatermark()
 	}
 	return st
 }

@@ -385,7 +385,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 			if found {
 				positions[p] = pos.Offset
 			}
-			lag += max(part.NextOffset()-pos.Offset, 0)
+			lag += max(part.HighWatermark()-pos.Offset, 0)
 		}
 		return lag, positions, nil
 	}
@@ -484,7 +484,7 @@ func (r *relay) wroteLog(out *log.Topic) func(context.Context, log.Record) error
 			return err
 		}
 		r.mu.Lock()
-		r.lastOut[p] = part.NextOffset() - 1
+		r.lastOut[p] = part.HighWatermark() - 1
 		r.mu.Unlock()
 		return nil
 	}
@@ -592,7 +592,7 @@ func logTail(out *log.Topic) map[int32]int64 {
 		if err != nil {
 			continue
 		}
-		from := max(part.StartOffset(), part.NextOffset()-tailRecords)
+		from := max(part.StartOffset(), part.HighWatermark()-tailRecords)
 		rd := part.Replay(from)
 		for {
 			recs, err := rd.Next(context.Background(), 0)

@@ -65,7 +65,7 @@ func publish(ctx context.Context, t *log.Topic, lines []string, pace time.Durati
 			return res, err
 		}
 		parts[p] = part
-		c := int(part.NextOffset())
+		c := int(part.HighWatermark())
 		if want := linesOf(len(lines), n, p); c > want {
 			return res, fmt.Errorf("topic %s partition %d holds %d records, the input has %d lines for it: the log is not this input's",
 				t.Name(), p, c, want)
@@ -75,7 +75,7 @@ func publish(ctx context.Context, t *log.Topic, lines []string, pace time.Durati
 	}
 	next := make([]int64, n) // the offset each partition appends next
 	for p, part := range parts {
-		next[p] = part.NextOffset()
+		next[p] = part.HighWatermark()
 	}
 	batches := make([][]log.Record, n)
 	flush := func(p int) error {

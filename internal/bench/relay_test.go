@@ -112,7 +112,7 @@ func logEnd(t *log.Topic) int64 {
 		if err != nil {
 			panic(err)
 		}
-		sum += part.NextOffset()
+		sum += part.HighWatermark()
 	}
 	return sum
 }

@@ -256,7 +256,7 @@ func kwPublished(t *testing.T, dir string) int {
 	for p := range topic.Partitions() {
 		part, err := topic.Partition(int32(p))
 		require.NoError(t, err)
-		n += int(part.NextOffset())
+		n += int(part.HighWatermark())
 	}
 	return n
 }

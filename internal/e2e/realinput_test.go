@@ -162,7 +162,7 @@ func testRealInput(t *testing.T, path string, key *regexp.Regexp) {
 	for p := range partitions {
 		part, err := topic.Partition(int32(p))
 		require.NoError(t, err)
-		assert.Equal(t, ps.PerPartition[p], part.NextOffset(), "partition %d high watermark", p)
+		assert.Equal(t, ps.PerPartition[p], part.HighWatermark(), "partition %d high watermark", p)
 		assert.Equal(t, ps.PerPartition[p], position(stats[p]), "partition %d final position", p)
 	}
 
@@ -219,7 +219,7 @@ func checkHandled(t *testing.T, path string, key *regexp.Regexp, outs []string, 
 			assert.Nil(t, r.Key, "a line %q without a key match has a nil key", r.Value)
 		case assert.NotNil(t, r.Key, "line %q has a key", r.Value):
 			assert.Equal(t, r.Value[m[2]:m[3]], *r.Key, "the key is the first group of %s", key)
-			assert.Equal(t, log.KafkaPartition([]byte(*r.Key), len(written)), r.Partition,
+			assert.Equal(t, log.KafkaPartition([]byte(*r.Key), int32(len(written))), r.Partition,
 				"key %q lands where Kafka's partitioner puts it", *r.Key)
 		}
 	}

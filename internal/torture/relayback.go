@@ -76,7 +76,7 @@ func (s *supervisor) readBack() error {
 		if err != nil {
 			return fmt.Errorf("torture: %w", err)
 		}
-		for b.next[p] < part.NextOffset() {
+		for b.next[p] < part.HighWatermark() {
 			recs, err := part.Read(b.next[p], 1<<20)
 			if err != nil {
 				return fmt.Errorf("torture: read %s partition %d at offset %d: %w", BackTopic, p, b.next[p], err)

@@ -575,7 +575,7 @@ func highWatermarks(dir string) ([Partitions]int64, error) {
 		if err != nil {
 			return hw, fmt.Errorf("torture: %w", err)
 		}
-		hw[p] = part.NextOffset()
+		hw[p] = part.HighWatermark()
 	}
 	return hw, nil
 }
