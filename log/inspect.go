@@ -449,7 +449,9 @@ func (r *VerifyReport) OK() bool { return len(r.Problems) == 0 }
 //     expected offset or a later one behind it, in any segment, and a gap
 //     between a segment's end and the next segment's base;
 //   - so is an end of a partition below its recovery point (records known
-//     to have been on disk are gone);
+//     to have been on disk are gone), wherever the point lies, in the last
+//     segment or in a later one that is gone; unless the point file, read
+//     again, is lower now (a Truncate or repair ran meanwhile);
 //   - a bad frame in the last segment of a partition with nothing intact
 //     behind it, at or above the recovery point, is a torn tail, reported
 //     in TornTails: Open cuts it.
@@ -707,11 +709,21 @@ func (pv *partitionVerify) tail(s *segment, why stopReason) ([]int64, stopReason
 			return nil, why, err
 		}
 	}
-	if pv.rp.Offset > s.next && pv.rp.Segment <= s.base {
-		pv.problem(s.path, s.size, s.next, fmt.Sprintf("%s; the log ends below the recovery point (offset %d, segment %d, byte %d), which was on disk",
-			why, pv.rp.Offset, pv.rp.Segment, pv.rp.Position))
+	if pv.rp.Offset > s.next && !pv.pointLowered() {
+		// Wherever the point lies: in s, or in a later segment that is gone
+		// (the point's segment is read before the listing, so it existed).
+		pv.problem(s.path, s.size, s.next, why.String()+"; "+belowRecoveryPoint(pv.rp))
 	}
 	return nil, why, nil
+}
+
+// pointLowered reports whether the partition's recovery point is lower now
+// than when pv read it: a Truncate or repair, which lower it before they
+// cut, ran meanwhile, and an end below the old point is theirs, not damage
+// (as a read-only open judges, checkReadOnlyPointLocked).
+func (pv *partitionVerify) pointLowered() bool {
+	now, err := loadRecoveryPoint(pv.dir)
+	return err == nil && now.Offset < pv.rp.Offset
 }
 
 // again walks s once more from where it stopped, at once and, if that

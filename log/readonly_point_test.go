@@ -16,7 +16,8 @@ import (
 // segment, its last frame cut at a frame boundary, its last segment or
 // every segment deleted: records known to be on disk are gone) fails with
 // the *CorruptError a writer's open returns, naming the same segment, byte
-// position and offset, instead of opening shorter without a word.
+// position and offset, instead of opening shorter without a word; and that
+// Verify reports the same problem (it missed a deleted last segment).
 func TestReadOnlyOpenFailsOnEndBelowRecoveryPoint(t *testing.T) {
 	damages := []struct {
 		name   string
@@ -62,6 +63,11 @@ func TestReadOnlyOpenFailsOnEndBelowRecoveryPoint(t *testing.T) {
 				var w *log.CorruptError
 				require.ErrorAs(t, openTopicErr(t, dir, opts...), &w)
 				assert.Equal(t, *w, *ro, "the reader's error is the writer's")
+
+				rep, err := log.Verify(dir)
+				require.NoError(t, err)
+				require.Len(t, rep.Problems, 1)
+				assert.Equal(t, *w, *rep.Problems[0], "Verify's problem is the writer's error")
 			})
 		}
 	})
