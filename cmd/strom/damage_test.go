@@ -32,61 +32,84 @@ func hundredLines() []byte {
 	return b.Bytes()
 }
 
-// cutBelowRecoveryPoint cuts n bytes off the end of the only segment of
+// cutBelowRecoveryPoint cuts n bytes off the end of the last segment of
 // topic ev partition 0, all of whose records produce synced (its recovery
 // point is the end), and returns the segment's path.
 func cutBelowRecoveryPoint(t *testing.T, dir string, n int64) string {
 	t.Helper()
-	seg := segmentsOf(t, dir, "ev", 0)[0]
+	segs := segmentsOf(t, dir, "ev", 0)
+	seg := segs[len(segs)-1]
 	fi, err := os.Stat(seg)
 	require.NoError(t, err)
 	require.NoError(t, os.Truncate(seg, fi.Size()-n))
 	return seg
 }
 
+// corruptWhere is what every command's error says of a damaged frame.
+var corruptWhere = regexp.MustCompile(`partition 0: corrupt frame in segment \S+ at byte \d+ \(offset \d+\)`)
+
 // TestEveryCommandReportsAnEndBelowTheRecoveryPointAsVerifyDoes ensures
-// that with 50 bytes cut off a segment below its recovery point (records
-// known to be on disk are gone), consume, topics describe and positions
-// exit 3 as verify does, naming the partition, segment, byte position and
-// offset verify names, print no records, and point at verify --repair;
-// and that after the repair every command agrees on the 98 records left.
+// that with 50 bytes cut off a segment below its recovery point, or its
+// last segment deleted (records known to be on disk are gone), consume,
+// topics describe and positions exit 3 as verify does, naming the
+// partition, segment, byte position and offset verify names, print no
+// records, and point at verify --repair; and that after the repair every
+// command agrees on the records left.
 func TestEveryCommandReportsAnEndBelowTheRecoveryPointAsVerifyDoes(t *testing.T) {
 	t.Parallel()
-	dir := newLog(t, "ev", 1)
-	ok(t, hundredLines(), "--dir", dir, "produce", "ev")
-	state := t.TempDir()
-	ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "latest")
-	seg := cutBelowRecoveryPoint(t, dir, 50)
-
-	r := strom(t, nil, "--dir", dir, "verify")
-	require.Equal(t, 3, r.code, "stderr: %s", r.stderr)
-	where := fmt.Sprintf("partition 0: corrupt frame in segment %s at byte %d (offset 98)", seg, 98*48)
-	require.Contains(t, string(r.stderr), where)
-	assert.Contains(t, string(r.stderr), "below the recovery point (offset 100")
-	assert.Contains(t, string(r.stderr), "'strom verify --repair' cuts")
-	for _, args := range [][]string{
-		{"consume", "ev"},
-		{"consume", "ev", "--partition", "0", "--from", "97"},
-		{"topics", "describe"},
-		{"topics", "describe", "ev", "--json"},
-		{"positions", "--state", state},
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, dir string) string // returns the segment named
+		where  string                                // byte and offset named
+		left   int
+	}{
+		{"50 bytes cut", func(t *testing.T, dir string) string { return cutBelowRecoveryPoint(t, dir, 50) },
+			fmt.Sprintf("at byte %d (offset 98)", (98-84)*48), 98}, // segment 84 holds 84 to 99
+		{"last segment deleted", func(t *testing.T, dir string) string {
+			segs := segmentsOf(t, dir, "ev", 0)
+			require.NoError(t, os.Remove(segs[len(segs)-1]))
+			return segs[len(segs)-2]
+		}, "(offset 84)", 84}, // 21 frames of 48 bytes to a 1 KiB segment
 	} {
-		r := strom(t, nil, append([]string{"--dir", dir}, args...)...)
-		requireFailedCleanly(t, r, 3, where, args)
-		assert.Contains(t, string(r.stderr), "below the recovery point (offset 100", "%q", args)
-		assert.Contains(t, string(r.stderr), "\nstrom: 'strom verify' lists every damaged place; 'strom verify --repair' cuts", "%q", args)
-		assert.Empty(t, r.stdout, "%q printed records or segments of a damaged partition", args)
-	}
+		t.Run(c.name, func(t *testing.T) {
+			dir := newLog(t, "ev", 1)
+			ok(t, hundredLines(), "--dir", dir, "produce", "ev", "--segment-bytes", "1024")
+			state := t.TempDir()
+			ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "latest")
+			seg := c.damage(t, dir)
 
-	out := string(ok(t, nil, "--dir", dir, "verify", "--repair"))
-	assert.Contains(t, out, "dropped 2 records")
-	assert.Equal(t, 98, strings.Count(string(ok(t, nil, "--dir", dir, "consume", "ev")), "\n"))
-	var d []struct {
-		Partitions []struct{ NextOffset int64 } `json:"partitions"`
+			r := strom(t, nil, "--dir", dir, "verify")
+			require.Equal(t, 3, r.code, "stderr: %s", r.stderr)
+			where := corruptWhere.FindString(string(r.stderr))
+			require.Contains(t, where, "segment "+seg+" ")
+			require.Contains(t, where, c.where)
+			assert.Contains(t, string(r.stderr), "below the recovery point (offset 100")
+			assert.Contains(t, string(r.stderr), "'strom verify --repair' cuts")
+			for _, args := range [][]string{
+				{"consume", "ev"},
+				{"consume", "ev", "--partition", "0", "--from", "10"},
+				{"topics", "describe"},
+				{"topics", "describe", "ev", "--json"},
+				{"positions", "--state", state},
+			} {
+				r := strom(t, nil, append([]string{"--dir", dir}, args...)...)
+				requireFailedCleanly(t, r, 3, where, args)
+				assert.Contains(t, string(r.stderr), "below the recovery point (offset 100", "%q", args)
+				assert.Contains(t, string(r.stderr), "\nstrom: 'strom verify' lists every damaged place; 'strom verify --repair' cuts", "%q", args)
+				assert.Empty(t, r.stdout, "%q printed records or segments of a damaged partition", args)
+			}
+
+			out := string(ok(t, nil, "--dir", dir, "verify", "--repair"))
+			assert.Contains(t, out, fmt.Sprintf("dropped %d records", 100-c.left))
+			assert.Equal(t, c.left, strings.Count(string(ok(t, nil, "--dir", dir, "consume", "ev")), "\n"))
+			var d []struct {
+				Partitions []struct{ NextOffset int64 } `json:"partitions"`
+			}
+			require.NoError(t, json.Unmarshal(ok(t, nil, "--dir", dir, "topics", "describe", "--json"), &d))
+			assert.EqualValues(t, c.left, d[0].Partitions[0].NextOffset)
+			assert.Contains(t, string(ok(t, nil, "--dir", dir, "verify")), "no corruption found")
+		})
 	}
-	require.NoError(t, json.Unmarshal(ok(t, nil, "--dir", dir, "topics", "describe", "--json"), &d))
-	assert.EqualValues(t, 98, d[0].Partitions[0].NextOffset)
-	assert.Contains(t, string(ok(t, nil, "--dir", dir, "verify")), "no corruption found")
 }
 
 // describeWritePath returns the write path topics describe --json shows
