@@ -161,7 +161,9 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 // recovers its partitions for writing (see Topic.LockWriter and the package
 // doc, "Recovery"); WriteTopic does that at once. Errors: ErrInvalidTopic,
 // ErrUnknownTopic, ErrCorrupt (damage a reader can tell: a bad frame in a
-// sealed segment, or one with intact frames behind it).
+// sealed segment, one with intact frames behind it, or an end of a
+// partition below its recovery point; a recovery point file that does not
+// parse).
 func (l *Log) Topic(name string) (*Topic, error) {
 	return l.openTopic(name, false)
 }

@@ -149,11 +149,17 @@
 // Valid records are never dropped silently.
 //
 // A log opened ReadOnly judges the end of a partition's last segment by
-// the same scan, without the recovery point and without cutting anything:
-// a stop of any kind, a zero length or a length past the end of the file
-// as much as a CRC mismatch, with an intact frame behind it fails the open
-// with the same *CorruptError; anything else is the end as far as the
-// reader can tell, and later reads look again. A writer in another process
+// the same rules, without cutting anything: a stop of any kind, a zero
+// length or a length past the end of the file as much as a CRC mismatch,
+// with an intact frame behind it, and an end below the recovery point,
+// fail the open with the same *CorruptError a writer's open returns;
+// anything else is the end as far as the reader can tell, and later reads
+// look again. The reader reads the recovery point before it lists the
+// segments: a writer raises it only past frames already in the files, so
+// everything below it must be there; before it reports an end below it,
+// the reader lists the segments again (one the listing missed, or one
+// created since, is walked) and reads the point again (lower now: a
+// Truncate or repair, which lower it before they cut, not damage). A writer in another process
 // may be appending there: a ModeMmap group write stores its frames' lengths
 // one after the other while the reader's pread copies alongside, so the
 // reader can see one frame's length still zero and later ones already
@@ -173,8 +179,8 @@
 // position and offset. It is written after syncs, at most once a second,
 // and by Close (temporary file, fsync, rename, fsync of the folder), so it
 // costs nothing per append; it may lag the synced end by up to a second of
-// appends. Truncate and repair lower it before they cut. A read-only log
-// does not look at it.
+// appends. Truncate and repair lower it before they cut. A read-only open
+// checks the end against it as a writer's does (see above).
 //
 // Trusting a marker moves the check of a sealed segment's frames from Open
 // to its first read: a sealed segment damaged since it was sealed (a
@@ -357,9 +363,10 @@
 // can read topic A, written by another process, and write topic B with one
 // Log; and it can take A over once its writer is gone.
 //
-// Recovery, and the *CorruptError of damage only a writer's open can tell
-// (an end below the recovery point, a torn tail), therefore come at the first
-// write of a topic opened with Log.Topic; Log.WriteTopic opens, locks and
+// Recovery (a torn tail cut, a new epoch) therefore comes at the first
+// write of a topic opened with Log.Topic, while the *CorruptError of damage
+// (an end below the recovery point included) comes at Log.Topic already, as
+// through a ReadOnly log; Log.WriteTopic opens, locks and
 // recovers at once, as Log.Topic did before this rule. The background
 // retention check of a read-write Log applies only to the topics it holds
 // the lock of.

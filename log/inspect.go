@@ -79,8 +79,10 @@ type SegmentInfo struct {
 	// WritePath is WritePathMmap or WritePathFile for the active segment,
 	// WritePathSealed for a sealed one. Through a partition this process
 	// does not write (a ReadOnly log, or a topic not locked yet), the
-	// active segment counts as WritePathMmap when its file is longer than
-	// its frames (the zero tail of a reserved segment).
+	// active segment counts as WritePathMmap when its file goes on in
+	// zeros past its frames and any bytes torn after them (the reserved
+	// tail of a ModeMmap segment), else as WritePathFile (see writePathOf
+	// for the two rare cases that read wrong).
 	WritePath string
 	ModTime   time.Time // last write: the file's modification time
 }
@@ -132,16 +134,44 @@ func (p *Partition) Segments() ([]SegmentInfo, error) {
 			in.DiskBytes = st.Blocks * 512
 		}
 		if in.WritePath == "" {
-			in.WritePath = WritePathFile
-			if in.FileBytes > in.Bytes {
-				in.WritePath = WritePathMmap
-			}
+			in.WritePath = writePathOf(in.Path, in.Bytes, in.FileBytes)
 		}
 		_, err = os.Stat(filepath.Join(filepath.Dir(in.Path), sealedName(in.BaseOffset)))
 		in.SealMarker = err == nil
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// writePathOf tells the write path of the active segment at path, whose
+// intact frames end at byte frames of a file of size bytes, from the file
+// alone: a partition this process does not write has no writer to ask, and
+// the write mode is stored nowhere (it is an option of each Log, WithMode).
+// A ModeMmap writer reserves the file ahead of its frames and leaves zeros
+// there; a ModeFile writer writes nothing past its last frame, torn or not.
+// So a file that goes on, in zeros, past the 8-byte aligned end of its last
+// non-zero byte is WritePathMmap, any other WritePathFile: a file exactly
+// as long as its frames, and one that ends in a torn frame, whose bytes were
+// taken for a reserved tail before (describe said "mmap" of a ModeFile
+// segment with a torn tail). Two cases read wrong and are rare: a ModeMmap
+// segment its writer closed, shrunk to its frames, reads as file (its
+// bytes are a ModeFile segment's), and a ModeFile frame torn inside a run
+// of 8 or more zero bytes of its value reads as mmap. An unreadable file
+// reads as file.
+func writePathOf(path string, frames, size int64) string {
+	if size <= frames {
+		return WritePathFile
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return WritePathFile
+	}
+	defer f.Close()
+	nz, err := lastNonZero(f, frames, size)
+	if err != nil || int64(padded(int(nz-frames)))+frames >= size {
+		return WritePathFile
+	}
+	return WritePathMmap
 }
 
 // Frame is one frame of a segment file as ScanSegment reads it.
@@ -419,7 +449,9 @@ func (r *VerifyReport) OK() bool { return len(r.Problems) == 0 }
 //     expected offset or a later one behind it, in any segment, and a gap
 //     between a segment's end and the next segment's base;
 //   - so is an end of a partition below its recovery point (records known
-//     to have been on disk are gone);
+//     to have been on disk are gone), wherever the point lies, in the last
+//     segment or in a later one that is gone; unless the point file, read
+//     again, is lower now (a Truncate or repair ran meanwhile);
 //   - a bad frame in the last segment of a partition with nothing intact
 //     behind it, at or above the recovery point, is a torn tail, reported
 //     in TornTails: Open cuts it.
@@ -677,11 +709,21 @@ func (pv *partitionVerify) tail(s *segment, why stopReason) ([]int64, stopReason
 			return nil, why, err
 		}
 	}
-	if pv.rp.Offset > s.next && pv.rp.Segment <= s.base {
-		pv.problem(s.path, s.size, s.next, fmt.Sprintf("%s; the log ends below the recovery point (offset %d, segment %d, byte %d), which was on disk",
-			why, pv.rp.Offset, pv.rp.Segment, pv.rp.Position))
+	if pv.rp.Offset > s.next && !pv.pointLowered() {
+		// Wherever the point lies: in s, or in a later segment that is gone
+		// (the point's segment is read before the listing, so it existed).
+		pv.problem(s.path, s.size, s.next, why.String()+"; "+belowRecoveryPoint(pv.rp))
 	}
 	return nil, why, nil
+}
+
+// pointLowered reports whether the partition's recovery point is lower now
+// than when pv read it: a Truncate or repair, which lower it before they
+// cut, ran meanwhile, and an end below the old point is theirs, not damage
+// (as a read-only open judges, checkReadOnlyPointLocked).
+func (pv *partitionVerify) pointLowered() bool {
+	now, err := loadRecoveryPoint(pv.dir)
+	return err == nil && now.Offset < pv.rp.Offset
 }
 
 // again walks s once more from where it stopped, at once and, if that

@@ -125,6 +125,36 @@ func TestSegmentsAreContiguousAndAddUpAcrossRolls(t *testing.T) {
 	})
 }
 
+// TestReadOnlySegmentsTellTheWritePathFromTheFile ensures a read-only
+// partition names its active segment's write path from the file: a ModeFile
+// segment ending in a torn frame (bytes past its frames, none of them a
+// reserved zero tail) is file, not mmap, and a live ModeMmap segment is mmap
+// with a torn frame at the end of its frames too.
+func TestReadOnlySegmentsTellTheWritePathFromTheFile(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		lg := openLog(t, dir, log.WithMode(mode))
+		p := openPartition(t, lg, "events", 1)
+		appendN(t, p, 0, 10)
+		if mode == log.ModeFile {
+			require.NoError(t, lg.Close())
+		}
+		// A frame torn after 10 bytes: a 200-byte body announced.
+		path := segPath(dir, "events", 0, 0)
+		writeAt(t, path, 10*56, []byte{200, 0, 0, 0, 1, 2, 3, 4, 9, 9})
+
+		rp, err := openReadOnlyPartition(t, dir)
+		require.NoError(t, err)
+		segs, err := rp.Segments()
+		require.NoError(t, err)
+		require.Len(t, segs, 1)
+		assert.EqualValues(t, 10*56, segs[0].Bytes)
+		assert.Greater(t, segs[0].FileBytes, segs[0].Bytes)
+		want := map[log.Mode]string{log.ModeFile: log.WritePathFile, log.ModeMmap: log.WritePathMmap}[mode]
+		assert.Equal(t, want, segs[0].WritePath)
+	})
+}
+
 // scanAll returns every frame ScanSegment passes for path, with the
 // records' bytes copied.
 func scanAll(t *testing.T, path string) []log.Frame {

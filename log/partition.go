@@ -94,6 +94,15 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
 		}
 	}
+	if ro {
+		// The recovery point before the listing: the writer raises it only
+		// past frames already in the files, so every frame below it must be
+		// found by the walk that follows (checkReadOnlyPointLocked).
+		var err error
+		if p.rp.loaded, err = loadRecoveryPoint(dir); err != nil {
+			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
+		}
+	}
 	bases, err := listSegments(dir)
 	if err != nil && !(ro && errors.Is(err, fs.ErrNotExist)) {
 		return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)

@@ -84,6 +84,9 @@ func (p *Partition) resetLocked() {
 		s.close()
 	}
 	p.segments = nil
+	// The recovery point before the listing, as at open; one that does not
+	// parse now checks nothing (the open reported it).
+	p.rp.loaded, _ = loadRecoveryPoint(p.dir)
 	if bases, err := listSegments(p.dir); err == nil {
 		err := p.recoverLocked(bases)
 		if err != nil && relistable(err) {

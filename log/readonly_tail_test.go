@@ -152,21 +152,26 @@ func TestReadOnlyOpenReportsMidSegmentDamageOfEveryKind(t *testing.T) {
 // open still reads the end of the log as the end where nothing intact lies
 // behind it: the zero tail of a pre-sized ModeMmap segment, its writer open
 // or gone (a crash leaves it pre-sized), and a torn last frame, zeroed or
-// cut short by a crash. Every record before the end is read.
+// cut short by a crash. Every record before the end is read. (A crash tears
+// only unsynced bytes: the torn frames are above the recovery point, which
+// the test removes as forgetRecoveryPoint says; below it they are
+// corruption, TestReadOnlyOpenFailsOnEndBelowRecoveryPoint.)
 func TestReadOnlyOpenEndsCleanlyWithNothingIntactBehind(t *testing.T) {
-	ends := map[string]func(t *testing.T, lg *log.Log, path string){
-		"pre-sized zero tail, writer open": func(t *testing.T, lg *log.Log, path string) {},
-		"pre-sized zero tail, writer gone": func(t *testing.T, lg *log.Log, path string) {
+	ends := map[string]func(t *testing.T, lg *log.Log, dir, path string){
+		"pre-sized zero tail, writer open": func(t *testing.T, lg *log.Log, dir, path string) {},
+		"pre-sized zero tail, writer gone": func(t *testing.T, lg *log.Log, dir, path string) {
 			require.NoError(t, lg.Close())
 			require.NoError(t, os.Truncate(path, 64<<10))
 		},
-		"last frame zeroed": func(t *testing.T, lg *log.Log, path string) {
+		"last frame zeroed": func(t *testing.T, lg *log.Log, dir, path string) {
 			require.NoError(t, lg.Close())
 			writeAt(t, path, frameStarts(t, path)[19], make([]byte, 56))
+			forgetRecoveryPoint(t, dir, "events", 0)
 		},
-		"last frame cut short": func(t *testing.T, lg *log.Log, path string) {
+		"last frame cut short": func(t *testing.T, lg *log.Log, dir, path string) {
 			require.NoError(t, lg.Close())
 			require.NoError(t, os.Truncate(path, frameStarts(t, path)[19]+20))
+			forgetRecoveryPoint(t, dir, "events", 0)
 		},
 	}
 	for name, end := range ends {
@@ -176,7 +181,7 @@ func TestReadOnlyOpenEndsCleanlyWithNothingIntactBehind(t *testing.T) {
 				lg := openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(64<<10))
 				appendN(t, openPartition(t, lg, "events", 1), 0, 20)
 				path := segPath(dir, "events", 0, 0)
-				end(t, lg, path)
+				end(t, lg, dir, path)
 				if name == "pre-sized zero tail, writer open" && mode == log.ModeMmap {
 					require.EqualValues(t, 64<<10, fileSize(t, path), "the active ModeMmap segment is pre-sized")
 				}

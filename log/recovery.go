@@ -118,6 +118,9 @@ func (p *Partition) recoverLocked(bases []int64) error {
 	if len(bases) == 0 && p.ownsWrites() {
 		return p.recoverTailLocked(nil, stopEOF)
 	}
+	if len(bases) == 0 {
+		return p.checkReadOnlyPointLocked(nil, stopEOF)
+	}
 	pw := p.startPrewalk(bases)
 	defer pw.finish()
 	for i, base := range bases {
@@ -161,7 +164,10 @@ func (p *Partition) recoverLocked(bases []int64) error {
 			// retries. But a stop, a zero length included, with intact
 			// frames behind it is damage, not an append in flight: say so
 			// rather than hide the records behind it.
-			return p.checkReadOnlyTailLocked(s, why)
+			if err := p.checkReadOnlyTailLocked(s, why); err != nil {
+				return err
+			}
+			return p.checkReadOnlyPointLocked(s, why)
 		}
 		if why.intact() {
 			continue
@@ -359,4 +365,47 @@ func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 	}
 	return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path, Position: s.size, Offset: s.next,
 		Reason: fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)}
+}
+
+// checkReadOnlyPointLocked is the read-only arm of the recovery point rule
+// (the writer's is in recoverTailLocked): an end of the partition below the
+// recovery point, p.rp.loaded, is corruption, reported with the same
+// *CorruptError a writer's open returns. s is the last segment, whose walk
+// stopped for why (nil when the partition has no segment).
+//
+// The point was read before the segments were listed, and a writer raises
+// it only past frames already in the files, so every frame below it must be
+// found by the walk, with a writer running in another process too; the two
+// ways frames below it leave legitimately, Truncate and repair, lower the
+// point before they cut. So an end below it is judged after two looks: the
+// listing again (a segment the first one missed, or one created since, is
+// errStaleListing: list and walk again) and the point file again (lower
+// now: the writer cut there, not damage).
+func (p *Partition) checkReadOnlyPointLocked(s *segment, why stopReason) error {
+	rp := p.rp.loaded
+	var base, pos, end int64
+	path := p.segPath(rp.Segment)
+	if s != nil {
+		base, pos, end, path = s.base, s.size, s.next, s.path
+	}
+	if rp.Offset <= end {
+		return nil
+	}
+	bases, err := listSegments(p.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	if n := len(bases); n > 0 && (s == nil || bases[n-1] > base) {
+		return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segPath(bases[n-1]))
+	}
+	if now, err := loadRecoveryPoint(p.dir); err != nil || now.Offset < rp.Offset {
+		return nil // lowered since: a Truncate or a repair cut there
+	}
+	reason := belowRecoveryPoint(rp)
+	if s == nil {
+		reason = fmt.Sprintf("no segment, but the recovery point says offsets below %d are on disk", rp.Offset)
+	} else {
+		reason = why.String() + "; " + reason
+	}
+	return &CorruptError{Topic: p.topic, Partition: p.id, Segment: path, Position: pos, Offset: end, Reason: reason}
 }

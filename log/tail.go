@@ -48,8 +48,7 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 		}
 	}
 	if rp.Offset > s.next {
-		below := fmt.Sprintf("the log ends below the recovery point (offset %d, segment %d, byte %d), which was on disk",
-			rp.Offset, rp.Segment, rp.Position)
+		below := belowRecoveryPoint(rp)
 		if reason == "" {
 			reason = why.String() + "; " + below
 		} else {
@@ -81,6 +80,13 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 		return nil
 	}
 	return p.tailCorruptLocked(s.path, s.size, s.next, reason, dropped)
+}
+
+// belowRecoveryPoint says that a partition ends below its recovery point
+// rp, in the words of every *CorruptError that finds it.
+func belowRecoveryPoint(rp point) string {
+	return fmt.Sprintf("the log ends below the recovery point (offset %d, segment %d, byte %d), which was on disk",
+		rp.Offset, rp.Segment, rp.Position)
 }
 
 // tailCorruptLocked fails with a *CorruptError at byte pos (offset off) of

@@ -55,9 +55,13 @@ beside it; a nil key or value is null. "strom produce --format json" reads
 it back.
 
 The log is opened read-only and without its lock, so consume reads a topic
-another process is writing. Output is buffered: written in 256 KiB blocks,
-and with --follow after every batch, so nothing waits in the buffer while
-consume waits for records.`,
+another process is writing. A damaged partition (a bad frame, or an end
+below its recovery point: records known to be on disk are gone) fails it
+with exit 3, naming the segment, byte position and offset, as verify does,
+instead of printing fewer records.
+
+Output is buffered: written in 256 KiB blocks, and with --follow after every
+batch, so nothing waits in the buffer while consume waits for records.`,
 		Example: `  strom consume events --from earliest > events.txt
   strom consume events --partition 2 --from 1500 --max 10
   strom consume events --from 2026-11-30T12:00:00Z --format json

@@ -22,7 +22,13 @@ func newTopicsListCmd(a *app) *cobra.Command {
 		Short: "List the topics of the log directory",
 		Long: `List the topics of the log directory, sorted by name, with their partition
 counts and retention policies. --json prints one JSON array of objects with
-the fields topic, partitions, retentionBytes and retentionMs (-1: unlimited).`,
+the fields topic, partitions, retentionBytes and retentionMs (-1: unlimited).
+
+A topic is a folder with a topic.json. An empty directory is an empty log:
+nothing is listed, stderr says so, and the exit status is 0. A missing path,
+a file, and a directory that holds other things but no topic (dot files and
+lost+found aside) are not a log: an error, exit 1, naming a subfolder that
+holds topics when there is one (--dir one level too high).`,
 		Example: `  strom topics list --dir /var/lib/app/log
   strom topics list --json`,
 		Args: exactArgs(0, ""),
@@ -115,7 +121,9 @@ start offset (the lowest offset still stored), next offset (one past the last
 record) and epoch, and each of its segments: its file, base offset, next
 offset, records, bytes of frames, file length, bytes on disk, write path
 (mmap or file for the active segment, sealed for the others) and last write
-time (the file's modification time).
+time (the file's modification time). A damaged partition (a bad frame, or an
+end below its recovery point) fails the command with exit 3, naming the
+segment, byte position and offset, as verify does.
 
 A ModeMmap active segment is pre-sized: its file is longer than its frames,
 and what it takes on disk depends on what was written and the file system.
@@ -127,8 +135,11 @@ and what it takes on disk depends on what was written and the file system.
         "fileBytes","diskBytes","writePath","sealed","sealMarker","modTime"}]}]}]
 with modTime in RFC 3339 and sizes in bytes.
 
-A reader tells an active mmap segment by its zero tail: one its writer closed
-(shrunk to its frames) shows as file.`,
+The write mode is an option of the writing process, stored nowhere, so
+describe tells it from the file: an active segment whose file goes on in
+zeros past its frames (and past any torn bytes after them) is mmap, the
+reserved tail of a ModeMmap segment; any other is file, one a ModeMmap
+writer closed (shrunk to its frames) too.`,
 		Example: `  strom topics describe events
   strom topics describe --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {

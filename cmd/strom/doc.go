@@ -62,16 +62,30 @@
 // # Exit status
 //
 //	0  success
-//	1  an error: I/O, an unknown topic, a topic locked by another writer, ...
+//	1  an error: I/O, an unknown topic, a directory that is not a log, a
+//	   topic locked by another writer, ...
 //	2  a usage error: an unknown command or flag, a missing or bad argument
 //	   (a negative partition, offset or count is one, and so are a topic
 //	   name that breaks Kafka's rule and a partition number or count out
 //	   of range, whichever command meets them)
-//	3  corruption: verify or dump found a frame that fails its check, a
-//	   read met one, or positions found position files that do not parse
+//	3  corruption: verify or dump found a frame that fails its check or a
+//	   partition that ends below its recovery point, any other command
+//	   opened or read such a partition (consume, topics describe,
+//	   positions: the read-only open applies the writer's rules, so no
+//	   command shows fewer records where verify finds damage), or
+//	   positions found position files that do not parse
 //
-// Errors are printed on stderr, prefixed "strom: ", and name the file,
-// partition, byte position and offset involved when there is one.
+// Errors are printed on stderr, once prefixed "strom: " (a message names
+// its command only in a hint, "run 'strom consume --help'", or as the
+// subject of its sentence), and name the file, partition, byte position and
+// offset involved when there is one. An error naming damage in a segment is
+// followed by a line pointing at "strom verify --repair".
+//
+// A directory is a log when it is empty (a new log) or holds at least one
+// topic (a folder with a topic.json). A missing path, a file, and a
+// directory that holds other things but no topic (dot files and lost+found
+// aside) are not: every command but "topics create" fails on them (exit 1)
+// instead of reading them as a log without topics.
 //
 // # Speed
 //

@@ -180,7 +180,7 @@ func TestDamagedSegmentFilesExitWithTheirPath(t *testing.T) {
 }
 
 // TestHostilePositionFilesExitWithTheirPath ensures positions lists what it
-// can and exits 1 naming each position file that is empty, negative or not
+// can and exits 3 naming each position file that is empty, negative or not
 // a number, and flags a position beyond the log end.
 func TestHostilePositionFilesExitWithTheirPath(t *testing.T) {
 	t.Parallel()
@@ -202,7 +202,7 @@ func TestHostilePositionFilesExitWithTheirPath(t *testing.T) {
 		assert.Contains(t, string(r.stderr), fmt.Sprintf("%s: %s", filepath.Join(state, fmt.Sprintf("ev-%d.position", p)), why))
 	}
 	assert.Regexp(t, `(?m)^ev\s+0\s+1\s`, string(r.stdout))
-	assert.Regexp(t, `(?m)^ev\s+4\s+1000\s.*above the next offset`, string(r.stdout))
+	assert.Regexp(t, `(?m)^ev\s+4\s+1000\s.*position 1000 is past the high watermark 0`, string(r.stdout))
 	requireRecords(t, dir, "a", "b")
 }
 

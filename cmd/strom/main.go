@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/strom-dev/strom/log"
 )
 
 func main() {
@@ -29,6 +32,22 @@ func run(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(a.stderr, "strom:", err)
+		if hint := repairHint(err); hint != "" {
+			fmt.Fprintln(a.stderr, "strom:", hint)
+		}
 	}
 	return exitCode(err)
+}
+
+// repairHint returns what to do about an error that names damage in a
+// segment (a *log.CorruptError: a bad frame, a gap, an end below the
+// recovery point), whichever command met it, or "" for any other error
+// and after verify --repair already tried.
+func repairHint(err error) string {
+	var ce *log.CorruptError
+	if !errors.As(err, &ce) || errors.Is(err, errRepairTried) {
+		return ""
+	}
+	return "'strom verify' lists every damaged place; 'strom verify --repair' cuts each damaged partition at its first one, " +
+		"dropping the records from there on (copy the log directory first if they matter)"
 }

@@ -788,19 +788,21 @@ func TestRetentionSkipsUnlimitedTopicsAndGoesOnAfterAFailure(t *testing.T) {
 }
 
 // TestDirOneLevelTooHighIsSaid ensures topics list and verify on a directory
-// without topics say so on stderr and suggest the subfolder that holds them;
-// verify then exits 1 instead of finding no corruption.
+// without topics, whose subfolder holds them, say it is not a log directory
+// and suggest the subfolder, exiting 1; verify on an empty one exits 1
+// instead of finding no corruption.
 func TestDirOneLevelTooHighIsSaid(t *testing.T) {
 	t.Parallel()
 	dir := newLog(t, "ev", 1)
 	above := filepath.Dir(dir)
-	hint := "no topics in log directory " + above + "; its subfolder " + dir + " holds 1 topic(s) (ev): did you mean --dir " + dir + "?"
+	hint := above + " is not a strom log directory: it holds no topic (a folder with a topic.json) but 1 other entry (log); its subfolder " +
+		dir + " holds 1 topic(s) (ev): did you mean --dir " + dir + "?"
 	r := strom(t, nil, "--dir", above, "verify")
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, string(r.stderr), "nothing to verify: "+hint)
+	assert.Contains(t, string(r.stderr), hint)
 	assert.NotContains(t, string(r.stdout), "no corruption found")
 	r = strom(t, nil, "--dir", above, "topics", "list")
-	assert.Equal(t, 0, r.code)
+	assert.Equal(t, 1, r.code)
 	assert.Contains(t, string(r.stderr), hint)
 	assert.Empty(t, r.stdout)
 	empty := t.TempDir()

@@ -26,18 +26,36 @@ func newPositionsCmd(a *app) *cobra.Command {
 		Short: "List the positions a consumer saved, with their lag",
 		Long: `List every position saved in a consumer's checkpoint folder (a FileStore:
 one <topic>-<partition>.position file each), with the partition's log start
-offset and next offset in the log and the lag (next offset minus position).
+offset and next offset (high watermark) in the log and the lag (next offset
+minus position).
 
-A position is the next offset the consumer will read. A topic or partition
-the log does not have is shown with "-" for its offsets and lag; a position
-below the log start offset (records deleted by retention before they were
-read) or above the next offset is flagged in the NOTE column. A position
-file that does not parse is reported on stderr, the others are still
-listed, and the exit status is then 1.
+A position is the next offset the consumer will read, and the NOTE column
+says where a consumer (source.FromStore) will in fact resume when that is
+elsewhere, by the rules it applies:
+  - a later epoch began below the position (verify --repair, a truncation
+    or a writer's recovery cut the log after the position was saved, and
+    records may have been appended since): it resumes where that epoch
+    began, so no new record is skipped; the lag counts from there;
+  - the position is above the next offset and no epoch says where the log
+    was cut (the position has no epoch, or comes from another log): it
+    stops with an offset-out-of-range error rather than skip or repeat
+    records; move it with "strom positions set" (lag: -);
+  - the position is below the log start offset (records deleted by
+    retention before they were read): by default it resumes at the log
+    start offset (OnOutOfRange: ResetEarliest; ResetLatest resumes at the
+    next offset, ResetError stops).
+A topic or partition the log does not have is shown with "-" for its
+offsets and lag.
 
---json prints one JSON array of objects with the fields topic, partition,
-position, epoch (-1: unknown), logStartOffset, nextOffset and lag (the last
-three null when the log lacks the partition), and note.`,
+A position file that does not parse is reported on stderr, naming the file
+and what is wrong with it; the others are still listed, and the exit
+status is then 3.
+
+--json prints one JSON array, of the positions that parse, of objects with
+the fields topic, partition, position, epoch (-1: unknown), logStartOffset,
+nextOffset, resumeOffset (where the consumer will resume, with the default
+reset policy; null when it will stop with an error) and lag (the last four
+null when the log lacks the partition), and note.`,
 		Example: `  strom positions --dir /var/lib/app/log --state /var/lib/app/state-0
   strom positions --state state-0 --json`,
 		Args: unknownCommand,
@@ -93,8 +111,12 @@ type positionRow struct {
 	Epoch          int32  `json:"epoch"`
 	LogStartOffset *int64 `json:"logStartOffset"`
 	NextOffset     *int64 `json:"nextOffset"`
-	Lag            *int64 `json:"lag"`
-	Note           string `json:"note,omitempty"`
+	// ResumeOffset is where a consumer resuming from the position reads
+	// next (log.Partition.ResumeOffset, and the default reset policy below
+	// the log start offset); nil when it will stop with an error.
+	ResumeOffset *int64 `json:"resumeOffset"`
+	Lag          *int64 `json:"lag"`
+	Note         string `json:"note,omitempty"`
 }
 
 func (a *app) listPositions(state string, asJSON bool) (err error) {
@@ -133,14 +155,8 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 		case err != nil:
 			return err
 		default:
-			start, next := p.StartOffset(), p.HighWatermark()
-			lag := next - row.Position
-			row.LogStartOffset, row.NextOffset, row.Lag = &start, &next, &lag
-			switch {
-			case row.Position < start:
-				row.Note = fmt.Sprintf("below the log start offset: %d records deleted unread", start-row.Position)
-			case row.Position > next:
-				row.Note = "above the next offset"
+			if err := resumeOf(p, &row); err != nil {
+				return err
 			}
 		}
 		rows = append(rows, row)
@@ -151,7 +167,9 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 		return enc.Encode(rows)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintf(a.stdout, "no positions saved in %s\n", store.Dir())
+		if len(corrupt) == 0 { // else the files are there, and stderr says what is wrong with them
+			fmt.Fprintf(a.stdout, "no positions saved in %s\n", store.Dir())
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
@@ -165,6 +183,50 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// resumeOf fills in row's offsets, lag and note from partition p: where a
+// consumer resuming from the saved position reads next, by the rules of
+// source.FromStore (log.Partition.ResumeOffset: a later epoch that began
+// below the position moves it back there; a position above the high
+// watermark is an error, never a jump; one below the log start offset is
+// reset, by default to the log start offset).
+func resumeOf(p *log.Partition, row *positionRow) error {
+	start, next := p.StartOffset(), p.HighWatermark()
+	row.LogStartOffset, row.NextOffset = &start, &next
+	resume, err := p.ResumeOffset(row.Position, row.Epoch)
+	lag := next - row.Position
+	var oor *log.OffsetOutOfRangeError
+	switch {
+	case errors.As(err, &oor) && resume < oor.StartOffset:
+		start = oor.StartOffset
+		row.ResumeOffset, row.Lag = &start, &lag
+		row.Note = fmt.Sprintf("below the log start offset %d: %d records deleted unread; the consumer resumes at %d by default (OnOutOfRange: ResetLatest resumes at %d, ResetError stops)",
+			start, start-resume, start, oor.NextOffset)
+	case errors.As(err, &oor):
+		why := "the position has no epoch"
+		if row.Epoch >= 0 {
+			why = fmt.Sprintf("its epoch %d is the log's latest or unknown to it: the position may come from another log", row.Epoch)
+		}
+		row.Note = fmt.Sprintf("position %d is past the high watermark %d, and no epoch of the log says where it was cut (%s): "+
+			"the consumer will stop with an offset-out-of-range error rather than skip or repeat records; set where it resumes with 'strom positions set'",
+			row.Position, oor.NextOffset, why)
+	case err != nil:
+		return err
+	case resume < row.Position:
+		lag = next - resume
+		row.ResumeOffset, row.Lag = &resume, &lag
+		cut := "a later epoch began at %d, below this position: the log was cut there after it was saved (by verify --repair, a truncation or a writer's recovery); " +
+			"the consumer will resume at %[1]d, so the records appended since are not skipped"
+		if row.Position > next {
+			cut = "position %[2]d is past the high watermark %[3]d: records it had passed were dropped after it was saved (by verify --repair, a truncation or a writer's recovery; " +
+				"a later epoch began at %[1]d); the consumer will resume at %[1]d"
+		}
+		row.Note = fmt.Sprintf(cut, resume, row.Position, next)
+	default:
+		row.ResumeOffset, row.Lag = &resume, &lag
+	}
+	return nil
 }
 
 // listSaved is store.List, except that a position file that does not parse

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/samber/lo"
 	"github.com/spf13/cobra"
 
 	"github.com/strom-dev/strom/checkpoint"
@@ -42,6 +43,10 @@ func usageErrorf(format string, args ...any) error {
 // errCorruptFound is returned by verify, dump and positions when they found
 // corruption and already printed where; it exits with exitCorrupt.
 var errCorruptFound = errors.New("corruption found")
+
+// errRepairTried marks the corruption verify --repair left behind: no
+// repair hint follows it (repairHint).
+var errRepairTried = errors.New("after repair")
 
 // exitCode maps an error returned by a command to the process's exit status.
 func exitCode(err error) int {
@@ -92,13 +97,54 @@ type app struct {
 const stdoutBufferBytes = 256 << 10
 
 // logDir returns the log directory named by --dir or $STROM_DIR, after
-// checking that it exists and is a directory. strom never creates it except
-// in `topics create`, which passes create.
+// checking that it is one (checkLogDir). strom never creates it except in
+// `topics create`, which does not call this.
 func (a *app) logDir() (string, error) {
 	if a.dir == "" {
 		return "", usageErrorf("no log directory: give --dir DIR or set STROM_DIR")
 	}
-	return a.dir, checkDir("log directory", a.dir)
+	if err := checkDir("log directory", a.dir); err != nil {
+		return "", err
+	}
+	return a.dir, checkLogDir(a.dir)
+}
+
+// checkLogDir reports dir, an existing directory, as not a log directory
+// when it holds something but no topic. A log directory holds nothing but
+// topics (the log writes no file of its own there): it is one when it is
+// empty (a new log, as an empty database is one) or holds at least one
+// topic (a folder with a topic.json), whatever else lies beside it. Entries
+// whose name begins with "." and lost+found (a file system's root) are not
+// counted. So a mistyped --dir, or one a level too high, fails (exit 1)
+// instead of reading as a log without topics.
+func checkLogDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("log directory: %w", err)
+	}
+	var others []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") && e.Name() != "lost+found" {
+			others = append(others, e.Name())
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	names, err := log.ListTopics(dir)
+	if err != nil || len(names) > 0 {
+		return err
+	}
+	shown := strings.Join(others[:min(len(others), 3)], ", ")
+	if len(others) > 3 {
+		shown += ", ..."
+	}
+	msg := fmt.Sprintf("%s is not a strom log directory: it holds no topic (a folder with a topic.json) but %d other entr%s (%s)",
+		dir, len(others), lo.Ternary(len(others) == 1, "y", "ies"), shown)
+	if hint := subfolderHint(dir); hint != "" {
+		msg += "; " + hint
+	}
+	return errors.New(msg)
 }
 
 // checkDir reports a missing path, or one that is not a directory, as such.
@@ -116,10 +162,19 @@ func checkDir(what, dir string) error {
 }
 
 // noTopics says that the log directory dir holds no topic and, when one
-// of its subfolders does (--dir given one level too high, e.g. the folder
-// above log/), suggests --dir with that subfolder.
+// of its subfolders does, suggests it (subfolderHint).
 func noTopics(dir string) string {
 	msg := fmt.Sprintf("no topics in log directory %s", dir)
+	if hint := subfolderHint(dir); hint != "" {
+		msg += "; " + hint
+	}
+	return msg
+}
+
+// subfolderHint suggests --dir with a subfolder of dir that holds topics
+// (--dir given one level too high, e.g. the folder above log/), or returns
+// "" when none does.
+func subfolderHint(dir string) string {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if !e.IsDir() {
@@ -127,11 +182,11 @@ func noTopics(dir string) string {
 		}
 		sub := filepath.Join(dir, e.Name())
 		if names, err := log.ListTopics(sub); err == nil && len(names) > 0 {
-			return fmt.Sprintf("%s; its subfolder %s holds %d topic(s) (%s): did you mean --dir %s?",
-				msg, sub, len(names), strings.Join(names[:min(len(names), 3)], ", "), sub)
+			return fmt.Sprintf("its subfolder %s holds %d topic(s) (%s): did you mean --dir %s?",
+				sub, len(names), strings.Join(names[:min(len(names), 3)], ", "), sub)
 		}
 	}
-	return msg
+	return ""
 }
 
 // openRead opens the log directory read-only: it takes no lock, so it reads
@@ -151,15 +206,25 @@ Every command that reads or writes a log takes the directory as --dir DIR,
 or from the STROM_DIR environment variable; there is no default. Reading
 commands open the log read-only and take no lock, so they work beside a
 running writer. A missing directory is reported as missing and only
-"topics create" ever creates one.
+"topics create" ever creates one. A directory is a log when it is empty (a
+new log) or holds at least one topic (a folder with a topic.json); one that
+holds other things but no topic (dot files and lost+found aside) is not a
+log, and every command but "topics create" fails on it (exit 1) rather than
+read it as a log without topics.
 
 Exit status:
   0  success
-  1  an error (I/O, unknown topic, topic locked by another writer, ...)
+  1  an error (I/O, unknown topic, not a log directory, topic locked by
+     another writer, ...)
   2  a usage error (unknown command or flag, missing or bad argument)
-  3  corruption: a frame failed its check (verify, dump, or a read that met one)
+  3  corruption: a frame failed its check, or a partition ends below its
+     recovery point (records known to be on disk are gone). verify and dump
+     report it, and so does every command that opens or reads a damaged
+     partition (consume, topics describe, positions); "strom verify
+     --repair" cuts it
 
-Errors go to stderr and name the file, partition and offset involved.`
+Errors go to stderr, prefixed "strom: ", and name the file, partition,
+byte position and offset involved.`
 
 // newRoot builds the command tree for a.
 func newRoot(a *app) *cobra.Command {
@@ -209,13 +274,28 @@ func showHelp(cmd *cobra.Command, args []string) error {
 
 var negativeNumber = regexp.MustCompile(`^unknown shorthand flag: '(\d)' in (-\d\S*)$`)
 
+// Every message is printed once, by run, after the one prefix "strom: ".
+// A message names its command where that helps (in the hint "run 'strom
+// consume --help'", or as a sentence's subject, "consume takes 1
+// argument"), never as a second prefix: "strom: strom consume: ..." read
+// as a stutter.
+
 // flagError makes every flag parsing error a usage error, and explains the
 // one a negative number as a positional argument causes.
 func flagError(cmd *cobra.Command, err error) error {
 	if m := negativeNumber.FindStringSubmatch(err.Error()); m != nil {
-		return usageErrorf("%s: %s is not a valid argument: partitions, offsets and counts are never negative", cmd.CommandPath(), m[2])
+		return usageErrorf("%s is not a valid argument: partitions, offsets and counts are never negative; run '%s --help'", m[2], cmd.CommandPath())
 	}
-	return usageErrorf("%s: %w; run '%s --help'", cmd.CommandPath(), err, cmd.CommandPath())
+	return usageErrorf("%w; run '%s --help'", err, cmd.CommandPath())
+}
+
+// commandName is the command's path without the program's name ("consume",
+// "topics create"), or "strom" for the root command.
+func commandName(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return cmd.Name()
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
 
 // exactArgs is cobra.ExactArgs with a usage error naming the arguments.
@@ -231,14 +311,14 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 		case n > 1:
 			want = fmt.Sprintf("%d arguments (%s)", n, names)
 		}
-		return usageErrorf("%s takes %s, got %d; run '%s --help'", cmd.CommandPath(), want, len(args), cmd.CommandPath())
+		return usageErrorf("%s takes %s, got %d; run '%s --help'", commandName(cmd), want, len(args), cmd.CommandPath())
 	}
 }
 
 // checkFlagNonNegative rejects a negative value of an integer flag the user set.
 func checkFlagNonNegative(cmd *cobra.Command, name string, v int64) error {
 	if cmd.Flags().Changed(name) && v < 0 {
-		return usageErrorf("%s: --%s %d is negative", cmd.CommandPath(), name, v)
+		return usageErrorf("--%s %d is negative; run '%s --help'", name, v, cmd.CommandPath())
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 		return err
 	}
 	if cmd.Flags().Changed("retention") && f.retention < 0 {
-		return usageErrorf("%s: --retention %s is negative", cmd.CommandPath(), f.retention)
+		return usageErrorf("--retention %s is negative; run '%s --help'", f.retention, cmd.CommandPath())
 	}
 	var opts []log.TopicOption
 	if cmd.Flags().Changed("retention-bytes") {
@@ -90,7 +90,7 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 	if cmd.Flags().Changed("timestamp-type") {
 		tt, err := log.ParseTimestampType(f.timestampType)
 		if err != nil {
-			return usageErrorf("%s: --timestamp-type: %w", cmd.CommandPath(), err)
+			return usageErrorf("--timestamp-type: %w; run '%s --help'", err, cmd.CommandPath())
 		}
 		opts = append(opts, log.WithTimestampType(tt))
 	}

@@ -156,6 +156,9 @@ func (a *app) verify(topics []string, repair, asJSON bool) error {
 		if n > 1 {
 			more = fmt.Sprintf(" (and %d more problem(s), listed on stdout)", n-1)
 		}
+		if out.After != nil {
+			return fmt.Errorf("%w %w: %w%s", errCorruptFound, errRepairTried, final.Problems[0], more)
+		}
 		return fmt.Errorf("%w: %w%s", errCorruptFound, final.Problems[0], more)
 	}
 	return nil
