@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -17,7 +18,8 @@ import (
 //
 // So a sequential stage watches the runtime's progress generation (gen)
 // between records (one atomic load and a comparison, in a loop kept apart
-// so it holds few values across the function's calls): a goroutine of Run moves it every splitTick, and a
+// so it holds few values across the function's calls): one goroutine of
+// the process moves it every splitTick while the pipeline runs, and a
 // stage that has worked on one batch while it moved twice (10 to 20 ms)
 // hands on what it has finished so far and goes on with the rest. Records
 // then finish, and positions advance, every 20 ms at most whatever the
@@ -47,27 +49,66 @@ const (
 	haltBit = uint64(1) << 63
 )
 
-// startProgress starts the goroutine that moves rt.gen every splitTick and
-// sets haltBit when the stages' context ends; the returned function stops
-// both.
+// startProgress registers rt with the process's progress ticker, which
+// moves rt.gen every splitTick, and sets haltBit when the stages' context
+// ends; the returned function undoes both.
 func (rt *runtime) startProgress() (stop func()) {
 	stopHalt := context.AfterFunc(rt.stageCtx, rt.halt)
-	t := time.NewTicker(splitTick)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-t.C:
-				rt.gen.Add(1)
-			case <-done:
-				return
-			}
-		}
-	}()
+	ticker.add(rt)
 	return func() {
 		stopHalt()
-		t.Stop()
-		close(done)
+		ticker.remove(rt)
+	}
+}
+
+// ticker is the one goroutine of the process that moves the gen of every
+// running pipeline: a service running many pipelines wakes up once per
+// splitTick, not once per pipeline, and not at all while none runs.
+var ticker progressTicker
+
+type progressTicker struct {
+	mu   sync.Mutex
+	rts  map[*runtime]struct{}
+	stop chan struct{} // closes the goroutine; nil while none runs
+}
+
+func (t *progressTicker) add(rt *runtime) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rts == nil {
+		t.rts = make(map[*runtime]struct{})
+	}
+	t.rts[rt] = struct{}{}
+	if t.stop == nil {
+		t.stop = make(chan struct{})
+		go t.run(t.stop)
+	}
+}
+
+func (t *progressTicker) remove(rt *runtime) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.rts, rt)
+	if len(t.rts) == 0 && t.stop != nil {
+		close(t.stop)
+		t.stop = nil
+	}
+}
+
+func (t *progressTicker) run(stop <-chan struct{}) {
+	tk := time.NewTicker(splitTick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-tk.C:
+			t.mu.Lock()
+			for rt := range t.rts {
+				rt.gen.Add(1)
+			}
+			t.mu.Unlock()
+		case <-stop:
+			return
+		}
 	}
 }
 
