@@ -156,10 +156,12 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "torture: scenario %s, mode %s, %d %s, seed %d (again: --seed %d --scenarios %s --modes %s), in %s\n",
 			sc, cfg.Mode, cfg.Kills, what, runSeed, runSeed, sc, cfg.Mode, cfg.Dir)
 		sum, err := torture.Run(ctx, cfg)
-		if sum != nil {
+		var verr *torture.ViolationError
+		if sum != nil && (err == nil || errors.As(err, &verr)) {
+			// A run that failed to set up or to finish has a summary
+			// of zeros headed "PASS": only its error is printed.
 			fmt.Print(sum)
 		}
-		var verr *torture.ViolationError
 		switch {
 		case errors.As(err, &verr):
 			status = 1
