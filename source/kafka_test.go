@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
@@ -274,6 +275,74 @@ func TestKafkaHandlerFailingOnTheThirdOfFiveCommitsTwo(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, int64(2), re.Offset)
 	assert.Equal(t, map[int32]int64{0: 2}, committed(t, brokers, "g-fail", "five"), "the commit is 2, not 5")
+}
+
+// TestKafkaCommitRefusedForAStaleMembershipIsDroppedNotAFailure ensures a
+// commit the coordinator refuses because this member's place in the group
+// is stale (its session expired while it could not heartbeat, on a loaded
+// machine or with a slow broker: UNKNOWN_MEMBER_ID; or a rebalance) drops
+// that save, and the pipeline goes on and commits the end, where it used to
+// fail Run (and exit the relay built on it); and that any other refusal
+// still fails the save. The broker refuses the first commit with the code.
+func TestKafkaCommitRefusedForAStaleMembershipIsDroppedNotAFailure(t *testing.T) {
+	for _, tc := range []struct {
+		refusal *kerr.Error
+		fails   bool
+	}{
+		{kerr.UnknownMemberID, false},
+		{kerr.RebalanceInProgress, false},
+		{kerr.GroupAuthorizationFailed, true},
+	} {
+		t.Run(tc.refusal.Message, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "commits"))
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			brokers := c.ListenAddrs()
+			const n = 20
+			recs := make([]*kgo.Record, n)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: "commits", Value: fmt.Appendf(nil, "v%d", i)}
+			}
+			produce(t, brokers, recs)
+			refused := make(chan struct{}, 1)
+			c.ControlKey(kmsg.OffsetCommit.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				req := kreq.(*kmsg.OffsetCommitRequest)
+				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewOffsetCommitResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, tc.refusal.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				refused <- struct{}{}
+				return resp, nil, true
+			})
+
+			src := newKafkaSource(t, brokers, "g-stale", []string{"commits"}, source.KafkaMaxRecords(5))
+			got := newHandledSet()
+			ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+			defer cancel()
+			err = stream.From[log.Record](src).Tap(func(_ context.Context, r log.Record) error {
+				got.add(r)
+				if got.distinct() == n {
+					cancel()
+				}
+				return nil
+			}).Checkpointing(src, stream.CheckpointEachBatch()).Run(ctx)
+			require.Len(t, refused, 1, "the broker refused a commit")
+			if tc.fails {
+				require.ErrorIs(t, err, tc.refusal)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, map[int32]int64{0: n}, committed(t, brokers, "g-stale", "commits"))
+			assert.Positive(t, src.Stats().DroppedSaves)
+		})
+	}
 }
 
 func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *testing.T) {
