@@ -676,23 +676,39 @@ func (s *KafkaSource) Load(ctx context.Context, topic string, partition int32) (
 // call (see the type's doc). It waits until records arrive or ctx is done,
 // and then returns ctx.Err(). Records of a partition revoked meanwhile are
 // dropped, counted in [KafkaStats].DroppedRecords.
+//
+// A Close from another goroutine while Read waits (against the rule that one
+// goroutine at a time calls Read, Resume and Close, but what a test's
+// cleanup or a shutdown path may do) makes Read return an error wrapping
+// kgo.ErrClientClosed, never use the client Close let go of.
 func (s *KafkaSource) Read(ctx context.Context) ([]stream.Element[log.Record], error) {
-	if err := s.pending; err != nil {
-		s.pending = nil
+	s.mu.Lock()
+	err := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
 	for {
-		fetches := s.cl.PollRecords(ctx, s.cfg.maxRecords)
+		s.mu.Lock()
+		cl := s.cl
+		s.mu.Unlock()
+		if cl == nil {
+			return nil, s.kafkaErr(kgo.ErrClientClosed)
+		}
+		fetches := cl.PollRecords(ctx, s.cfg.maxRecords)
 		elems, err := s.take(ctx, fetches)
-		s.cl.AllowRebalance()
+		cl.AllowRebalance()
 		if err != nil {
 			if len(elems) == 0 {
 				return nil, err
 			}
+			s.mu.Lock()
 			s.pending = err
+			s.mu.Unlock()
 		}
 		if len(elems) > 0 {
 			return elems, nil
@@ -788,7 +804,9 @@ func (s *KafkaSource) Resume(ctx context.Context, store checkpoint.Store) error 
 			return err
 		}
 	}
+	s.mu.Lock()
 	s.pending = nil
+	s.mu.Unlock()
 	return s.open(ctx)
 }
 
@@ -814,7 +832,7 @@ func (s *KafkaSource) Close() error {
 	}
 	s.mu.Lock()
 	clear(s.assigned)
-	s.mu.Unlock()
 	s.pending = nil
+	s.mu.Unlock()
 	return nil
 }

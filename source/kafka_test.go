@@ -574,6 +574,59 @@ func TestKafkaReadReturnsContextErrorOnCancel(t *testing.T) {
 	}
 }
 
+// pollingCtx closes polling the first time someone waits on it: for a Read
+// of a source already open, that is its client's PollRecords.
+type pollingCtx struct {
+	context.Context
+	once    sync.Once
+	polling chan struct{}
+}
+
+func (c *pollingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.polling) })
+	return c.Context.Done()
+}
+
+// TestKafkaCloseFromAnotherGoroutineFailsAWaitingReadWithoutAPanic ensures a
+// Read waiting for records when another goroutine closes the source returns
+// an error wrapping kgo.ErrClientClosed instead of dereferencing the client
+// Close let go of. A test whose wait failed used to do just that: its
+// cleanup closed the source under the still-running pipeline, and the nil
+// dereference, raised again by Run on runAsync's goroutine, killed the test
+// binary before the failure's own message was printed.
+func TestKafkaCloseFromAnotherGoroutineFailsAWaitingReadWithoutAPanic(t *testing.T) {
+	brokers := startKafka(t, 1, "closing")
+	produce(t, brokers, []*kgo.Record{{Topic: "closing", Value: []byte("v")}})
+	src := newKafkaSource(t, brokers, "g-closing", []string{"closing"})
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	elems, err := src.Read(ctx) // opens the source
+	require.NoError(t, err)
+	require.Len(t, elems, 1)
+
+	pctx := &pollingCtx{Context: ctx, polling: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				errc <- fmt.Errorf("Read panicked: %v", v)
+			}
+		}()
+		_, err := src.Read(pctx)
+		errc <- err
+	}()
+	<-pctx.polling
+	require.NoError(t, src.Close())
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		t.Fatal("Read did not return after Close")
+	}
+	require.ErrorIs(t, err, kgo.ErrClientClosed)
+	var ke *source.KafkaError
+	assert.ErrorAs(t, err, &ke)
+}
+
 func TestKafkaRejectsBadArguments(t *testing.T) {
 	for name, f := range map[string]func() error{
 		"no brokers": func() error { _, err := source.Kafka(nil, "g", []string{"t"}); return err },
