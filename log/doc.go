@@ -231,7 +231,10 @@
 // records, starts a new
 // epoch at the partition's end, recorded (in Kafka's leader-epoch-checkpoint
 // format: "epoch startOffset" lines) before anything is appended in it, and
-// every record carries the epoch it was appended in (Record.Epoch). An epoch
+// every record carries the epoch it was appended in (Record.Epoch). The open
+// records it at once, or, when the disk is full, at the first append (which
+// fails with ENOSPC while there is no room): a log that filled its disk
+// still opens for writing, to be read, truncated or freed by retention. An epoch
 // begins at every open, not only after a torn tail was cut: records that were
 // in the page cache but never reached the disk vanish in a machine crash
 // without leaving a torn frame, and a consumer may already have handled

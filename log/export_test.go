@@ -1,6 +1,9 @@
 package log
 
-import "time"
+import (
+	"os"
+	"time"
+)
 
 // SyncCalls returns how many syncs p's writer has run (AckSynced, Sync,
 // the flush policy, Close; not the syncs of segment rolls): the seam the
@@ -62,3 +65,8 @@ func SetListSegments(f func(bases []int64) []int64) (restore func()) {
 	listHook.Store(&f)
 	return func() { listHook.Store(nil) }
 }
+
+// LockFile returns the writer lock file t holds, nil when it holds none.
+// Tests duplicate its descriptor to stand for the copy a child process
+// holds between its fork and its exec.
+func LockFile(t *Topic) *os.File { return t.lock }

@@ -60,6 +60,64 @@ func TestFullDiskFailsTheAppendOrRollAndLosesNothingAcked(t *testing.T) {
 	})
 }
 
+// TestWriterReopensOnAFullDiskAndItsFirstAppendReportsENOSPC ensures a log
+// whose file system filled up while it was closed (a 4 MiB tmpfs filled by
+// another file) reopens for writing, in both modes: the open writes nothing
+// it can do without (the new epoch is recorded before the first append, not
+// at the open), every record reads back, the first append fails with ENOSPC
+// and leaves the partition usable, and once space is freed the append goes
+// in at the new epoch, which the epoch file then holds.
+func TestWriterReopensOnAFullDiskAndItsFirstAppendReportsENOSPC(t *testing.T) {
+	t.Parallel()
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		testutil.RunInTmpfs(t, 4<<20, func(t *testing.T, dir string) {
+			ldir := filepath.Join(dir, "log")
+			opts := []log.Option{log.WithMode(mode), log.WithSegmentBytes(64 << 10)}
+			lg, err := log.Open(ldir, opts...)
+			require.NoError(t, err)
+			appendN(t, openPartition(t, lg, "events", 1), 0, 10)
+			require.NoError(t, lg.Close())
+			free := testutil.FillDisk(t, filepath.Join(dir, "ballast"))
+
+			lg, err = log.Open(ldir, opts...)
+			require.NoError(t, err)
+			defer lg.Close()
+			tp, err := lg.WriteTopic("events")
+			require.NoError(t, err, "a full disk fails the open for writing")
+			p, err := tp.Partition(0)
+			require.NoError(t, err)
+			require.Len(t, readAll(t, p), 10)
+			require.EqualValues(t, 1, p.Epoch(), "the epoch of the next append")
+			ctx := context.Background()
+			_, err = p.Append(ctx, log.Record{Value: val(10)})
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			assert.Contains(t, err.Error(), "topic events partition 0")
+
+			free()
+			off, err := p.Append(ctx, log.Record{Value: val(10)})
+			require.NoError(t, err, "the full disk failed an append, not the partition")
+			require.EqualValues(t, 10, off)
+			recs, err := p.Read(10, 1<<20)
+			require.NoError(t, err)
+			require.Len(t, recs, 1)
+			assert.EqualValues(t, 1, recs[0].Epoch)
+			require.NoError(t, lg.Close())
+
+			ro, err := log.Open(ldir, append(opts, log.ReadOnly())...)
+			require.NoError(t, err)
+			defer ro.Close()
+			rtp, err := ro.Topic("events")
+			require.NoError(t, err)
+			rp, err := rtp.Partition(0)
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, rp.Epoch(), "epoch 1 is in the epoch file")
+			end, ok := rp.EndOffsetForEpoch(0)
+			require.True(t, ok)
+			assert.EqualValues(t, 10, end, "epoch 0 ended where epoch 1 began")
+		})
+	})
+}
+
 // requireIntactAndWritable is requireIntact, then an append of val(n).
 func requireIntactAndWritable(t *testing.T, dir string, n int, opts ...log.Option) {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/strom-dev/strom/log"
 )
@@ -160,6 +161,29 @@ func TestSecondWriterInSameProcessIsLocked(t *testing.T) {
 	assert.Equal(t, os.Getpid(), le.PID)
 	_, err = lg2.CreateTopic("other", 1)
 	require.NoError(t, err, "another topic of the same directory is free")
+}
+
+// TestCloseReleasesTheLockWhileAForkedChildHoldsACopyOfItsDescriptor
+// ensures Close frees a topic's writer lock even while another descriptor
+// of the same open file exists, as in a child this process forks at that
+// moment (any exec.Command) until its exec closes it: a reopen for writing
+// right after Close succeeds instead of failing as locked by this very
+// process. The copy is made here with dup, deterministically.
+func TestCloseReleasesTheLockWhileAForkedChildHoldsACopyOfItsDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := log.Open(dir)
+	require.NoError(t, err)
+	tp, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	lock := log.LockFile(tp)
+	require.NotNil(t, lock)
+	child, err := unix.Dup(int(lock.Fd())) // the forked child's copy
+	require.NoError(t, err)
+	defer unix.Close(child)
+	require.NoError(t, lg.Close())
+
+	_, err = openLog(t, dir).WriteTopic("events")
+	require.NoError(t, err, "the lock outlived Close in a descriptor copy")
 }
 
 // TestSecondWritingProcessIsLockedWithPid ensures a second process opening

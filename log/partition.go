@@ -54,6 +54,11 @@ type Partition struct {
 	epochs    epochs       // the epoch history; the last entry is the current epoch
 	epoch     atomic.Int32 // epochs.latest(), read by appenders without p.mu
 	epochSeen os.FileInfo  // read-only: the epoch file when last read
+	// epochUnwritten is set while epochs holds an epoch the epoch file does
+	// not: the writer's open found the disk full (beginEpochLocked). An
+	// append writes the file before it accepts a record
+	// (writeUnwrittenEpoch); a Truncate's write of the file clears it too.
+	epochUnwritten atomic.Bool
 
 	tsType atomic.Int32 // the topic's TimestampType, set by Topic.storeMeta (timestamp.go)
 

@@ -15,6 +15,16 @@ import (
 // new epoch at every open, any offset reused after such a loss belongs to a
 // later epoch than the one a consumer saved, and the consumer's resume sees
 // it (KIP-320's divergence check).
+//
+// A full disk (ENOSPC, EDQUOT) does not fail the open: the new epoch is
+// kept in memory only (epochUnwritten), and the first append writes the
+// file before it accepts a record (writeUnwrittenEpoch), failing with the
+// disk's error while there is no room. Nothing is appended in the epoch
+// before then, so nothing can depend on the file meanwhile, and a log that
+// filled its disk still opens for writing: to be read, truncated, or have
+// its space freed by retention. Opening it used to fail on whichever
+// partition's epoch file came after the others' reservations took the last
+// blocks.
 func (p *Partition) beginEpochLocked() error {
 	e, err := readEpochs(p.dir)
 	if err != nil {
@@ -22,10 +32,33 @@ func (p *Partition) beginEpochLocked() error {
 	}
 	e = e.begin(p.active().next)
 	if err := e.write(p.dir); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		if !diskFull(err) {
+			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		p.epochUnwritten.Store(true)
 	}
 	p.epochs = e
 	p.epoch.Store(e.latest())
+	return nil
+}
+
+// writeUnwrittenEpoch records the epoch history the open could not
+// (epochUnwritten, see beginEpochLocked), before an append accepts a record
+// of its latest epoch. It returns the write's error (ENOSPC while the disk
+// is full) without failing the partition: no record was accepted.
+func (p *Partition) writeUnwrittenEpoch() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.epochUnwritten.Load() {
+		return nil
+	}
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.epochs.write(p.dir); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.epochUnwritten.Store(false)
 	return nil
 }
 

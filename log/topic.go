@@ -384,7 +384,7 @@ func (t *Topic) close() error {
 		}
 	}
 	if t.lock != nil {
-		errs = append(errs, t.lock.Close()) // closing the descriptor releases the flock
+		errs = append(errs, unlockTopic(t.lock))
 	}
 	return errors.Join(errs...)
 }

@@ -101,6 +101,7 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	p.epochs = e
 	p.epoch.Store(e.latest())
+	p.epochUnwritten.Store(false) // the file now holds every epoch
 	p.publishLocked()
 	return nil
 }

@@ -153,7 +153,10 @@ func (p *Partition) startWriter() {
 // A failed write or sync fails the partition: that call, every appender
 // waiting with it, and every later append, Sync, Truncate and Close return
 // the error (a sync error may mean the kernel dropped the dirty pages, so a
-// retry could not be trusted); reopening the log recovers. The first append
+// retry could not be trusted); reopening the log recovers. A log reopened
+// on a full disk records its new epoch at the first append instead of at
+// the open, and that append fails with ENOSPC, without failing the
+// partition, until there is room (see the package doc, "Epochs"). The first append
 // to a topic opened without its lock takes it (Topic.LockWriter). Errors:
 // ErrReadOnly, ErrLocked (another process writes the topic), ErrRecordTooLarge,
 // ErrTimestampAhead, ErrClosed, an invalid ack, ctx.Err(), I/O
@@ -171,6 +174,11 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	now, logAppend, frameBytes, err := p.checkRecords(recs)
 	if err != nil {
 		return 0, err
+	}
+	if p.epochUnwritten.Load() && len(recs) > 0 {
+		if err := p.writeUnwrittenEpoch(); err != nil {
+			return 0, err
+		}
 	}
 	w := &p.w
 	w.mu.Lock()

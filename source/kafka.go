@@ -101,7 +101,7 @@ func (e *KafkaError) Unwrap() error { return e.Err }
 // KafkaStats counts what a [KafkaSource] did with commits and rebalances.
 type KafkaStats struct {
 	Commits        int64 // positions committed to the group (one per partition per commit)
-	DroppedSaves   int64 // saves not committed: the partition was not assigned to this member (revoked meanwhile), or the position was below the group's commit
+	DroppedSaves   int64 // saves not committed: the partition was not assigned to this member (revoked meanwhile), the coordinator refused the commit for a stale membership (session expired, rebalance), or the position was below the group's commit
 	DroppedRecords int64 // records polled for a partition no longer assigned, not handed on
 	Revoked        int64 // partitions revoked from this member (their finished positions committed first)
 	Lost           int64 // partitions lost (session expired): nothing committed for them
@@ -135,6 +135,11 @@ type KafkaStats struct {
 // A save for a partition that is not assigned to this member (revoked since
 // its records were read) is dropped and counted in [KafkaStats]: the new
 // owner commits it, and a late commit from here could move its commit back.
+// So is a save the group's coordinator refuses because this member's place
+// in the group is stale: its session expired (it could not heartbeat within
+// the session timeout, on a slow machine or with a slow broker) or the
+// group is rebalancing. The client rejoins by itself, and the pipeline
+// goes on instead of failing on the save.
 // A save below the offset the current assignment of a partition started at,
 // or below what this member already committed for it, is dropped too: it
 // comes from records of an earlier assignment still finishing, and would
@@ -554,46 +559,86 @@ func (s *KafkaSource) commitFinishedLocked(ctx context.Context, cl *kgo.Client, 
 	if len(offsets) == 0 {
 		return
 	}
-	if s.commitLocked(ctx, cl, offsets) == nil {
-		for t, ps := range offsets {
-			for p, eo := range ps {
-				s.assigned[topicPartition{t, p}].floor = eo.Offset
-			}
-		}
-	}
+	_ = s.commitLocked(ctx, cl, offsets)
 }
 
-// commitLocked commits offsets synchronously, within the timeout.
+// commitLocked commits offsets synchronously, within the timeout, and
+// raises the floor of every partition the group took. A partition the
+// coordinator refused because this member's place in the group is stale
+// (memberGone) is dropped, counted in [KafkaStats].DroppedSaves, and is no
+// error: the partition is being taken from this member, as at a revocation.
+// Any other refusal, or a failed request, is the error returned.
 func (s *KafkaSource) commitLocked(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
 	defer cancel()
-	var cerr error
+	var (
+		cerr      error
+		committed []topicPartition
+		gone      int64
+	)
 	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if memberGone(err) {
+			for _, ps := range offsets {
+				gone += int64(len(ps))
+			}
+			return
+		}
 		if err != nil {
 			cerr = err
 			return
 		}
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+				switch err := kerr.ErrorForCode(p.ErrorCode); {
+				case err == nil:
+					committed = append(committed, topicPartition{t.Topic, p.Partition})
+				case memberGone(err):
+					gone++
+				case cerr == nil:
 					cerr = &PartitionError{Topic: t.Topic, Partition: p.Partition, Err: fmt.Errorf("kafka commit: %w", err)}
 				}
 			}
 		}
 	})
-	if cerr == nil {
-		for _, ps := range offsets {
-			s.commits.Add(int64(len(ps)))
+	s.droppedSaves.Add(gone)
+	s.commits.Add(int64(len(committed)))
+	for _, tp := range committed {
+		if st := s.assigned[tp]; st != nil {
+			st.floor = offsets[tp.topic][tp.partition].Offset
 		}
 	}
 	return cerr
 }
 
+// memberGone reports whether err is the coordinator refusing a commit
+// because this member's place in the group is stale: its session expired
+// and the group expelled it (UNKNOWN_MEMBER_ID: a member that could not
+// heartbeat within the session timeout, on a slow or loaded machine or
+// broker), the group moved on to a newer generation or member epoch
+// (ILLEGAL_GENERATION, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH), is
+// rebalancing (REBALANCE_IN_PROGRESS), or another member took its
+// instance id (FENCED_INSTANCE_ID). The client learns the same at its next
+// heartbeat and rejoins (its partitions lost or revoked, and assigned
+// again from the group's commits), so such a commit is a save for a
+// partition this member may no longer own, dropped as for a revoked one:
+// failing the save would stop the pipeline for what the group heals by
+// itself.
+func memberGone(err error) bool {
+	for _, e := range []error{kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
+		kerr.FencedInstanceID, kerr.StaleMemberEpoch, kerr.FencedMemberEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Save commits position for topic-partition to the group (checkpoint.Store),
 // when the partition is assigned to this member and position is past what
 // the group has; otherwise it drops the save, counted in
-// [KafkaStats].DroppedSaves, and returns nil. A failed commit returns the
-// error.
+// [KafkaStats].DroppedSaves, and returns nil, as it does when the
+// coordinator refuses the commit for a stale membership (see the type's
+// doc). Any other failed commit returns the error.
 func (s *KafkaSource) Save(ctx context.Context, topic string, partition int32, position checkpoint.Position) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -610,7 +655,6 @@ func (s *KafkaSource) Save(ctx context.Context, topic string, partition int32, p
 		}
 		return &PartitionError{Topic: topic, Partition: partition, Err: fmt.Errorf("kafka commit: %w", err)}
 	}
-	st.floor = position.Offset
 	return nil
 }
 
@@ -625,8 +669,6 @@ func (s *KafkaSource) SaveBatch(ctx context.Context, positions []checkpoint.Topi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	var states []*kafkaPart
-	var at []int64
 	for _, tp := range positions {
 		st := s.assigned[topicPartition{tp.Topic, tp.Partition}]
 		if s.cl == nil || st == nil || !st.ready || tp.Position.Offset <= st.floor {
@@ -637,10 +679,8 @@ func (s *KafkaSource) SaveBatch(ctx context.Context, positions []checkpoint.Topi
 			offsets[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
 		offsets[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: tp.Position.Epoch, Offset: tp.Position.Offset}
-		states = append(states, st)
-		at = append(at, tp.Position.Offset)
 	}
-	if len(states) == 0 {
+	if len(offsets) == 0 {
 		return nil
 	}
 	if err := s.commitLocked(ctx, s.cl, offsets); err != nil {
@@ -649,9 +689,6 @@ func (s *KafkaSource) SaveBatch(ctx context.Context, positions []checkpoint.Topi
 			return err
 		}
 		return &PartitionError{Topic: positions[0].Topic, Partition: AllPartitions, Err: fmt.Errorf("kafka commit: %w", err)}
-	}
-	for i, st := range states {
-		st.floor = at[i]
 	}
 	return nil
 }
@@ -690,23 +727,39 @@ func (s *KafkaSource) Load(ctx context.Context, topic string, partition int32) (
 // call (see the type's doc). It waits until records arrive or ctx is done,
 // and then returns ctx.Err(). Records of a partition revoked meanwhile are
 // dropped, counted in [KafkaStats].DroppedRecords.
+//
+// A Close from another goroutine while Read waits (against the rule that one
+// goroutine at a time calls Read, Resume and Close, but what a test's
+// cleanup or a shutdown path may do) makes Read return an error wrapping
+// kgo.ErrClientClosed, never use the client Close let go of.
 func (s *KafkaSource) Read(ctx context.Context) ([]stream.Element[log.Record], error) {
-	if err := s.pending; err != nil {
-		s.pending = nil
+	s.mu.Lock()
+	err := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
 	for {
-		fetches := s.cl.PollRecords(ctx, s.cfg.maxRecords)
+		s.mu.Lock()
+		cl := s.cl
+		s.mu.Unlock()
+		if cl == nil {
+			return nil, s.kafkaErr(kgo.ErrClientClosed)
+		}
+		fetches := cl.PollRecords(ctx, s.cfg.maxRecords)
 		elems, err := s.take(ctx, fetches)
-		s.cl.AllowRebalance()
+		cl.AllowRebalance()
 		if err != nil {
 			if len(elems) == 0 {
 				return nil, err
 			}
+			s.mu.Lock()
 			s.pending = err
+			s.mu.Unlock()
 		}
 		if len(elems) > 0 {
 			return elems, nil
@@ -802,7 +855,9 @@ func (s *KafkaSource) Resume(ctx context.Context, store checkpoint.Store) error 
 			return err
 		}
 	}
+	s.mu.Lock()
 	s.pending = nil
+	s.mu.Unlock()
 	return s.open(ctx)
 }
 
@@ -831,7 +886,7 @@ func (s *KafkaSource) Close() error {
 	}
 	s.mu.Lock()
 	clear(s.assigned)
-	s.mu.Unlock()
 	s.pending = nil
+	s.mu.Unlock()
 	return nil
 }

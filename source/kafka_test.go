@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
@@ -274,6 +275,74 @@ func TestKafkaHandlerFailingOnTheThirdOfFiveCommitsTwo(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, int64(2), re.Offset)
 	assert.Equal(t, map[int32]int64{0: 2}, committed(t, brokers, "g-fail", "five"), "the commit is 2, not 5")
+}
+
+// TestKafkaCommitRefusedForAStaleMembershipIsDroppedNotAFailure ensures a
+// commit the coordinator refuses because this member's place in the group
+// is stale (its session expired while it could not heartbeat, on a loaded
+// machine or with a slow broker: UNKNOWN_MEMBER_ID; or a rebalance) drops
+// that save, and the pipeline goes on and commits the end, where it used to
+// fail Run (and exit the relay built on it); and that any other refusal
+// still fails the save. The broker refuses the first commit with the code.
+func TestKafkaCommitRefusedForAStaleMembershipIsDroppedNotAFailure(t *testing.T) {
+	for _, tc := range []struct {
+		refusal *kerr.Error
+		fails   bool
+	}{
+		{kerr.UnknownMemberID, false},
+		{kerr.RebalanceInProgress, false},
+		{kerr.GroupAuthorizationFailed, true},
+	} {
+		t.Run(tc.refusal.Message, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "commits"))
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			brokers := c.ListenAddrs()
+			const n = 20
+			recs := make([]*kgo.Record, n)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: "commits", Value: fmt.Appendf(nil, "v%d", i)}
+			}
+			produce(t, brokers, recs)
+			refused := make(chan struct{}, 1)
+			c.ControlKey(kmsg.OffsetCommit.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				req := kreq.(*kmsg.OffsetCommitRequest)
+				resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewOffsetCommitResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewOffsetCommitResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, tc.refusal.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				refused <- struct{}{}
+				return resp, nil, true
+			})
+
+			src := newKafkaSource(t, brokers, "g-stale", []string{"commits"}, source.KafkaMaxRecords(5))
+			got := newHandledSet()
+			ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+			defer cancel()
+			err = stream.From[log.Record](src).Tap(func(_ context.Context, r log.Record) error {
+				got.add(r)
+				if got.distinct() == n {
+					cancel()
+				}
+				return nil
+			}).Checkpointing(src, stream.CheckpointEachBatch()).Run(ctx)
+			require.Len(t, refused, 1, "the broker refused a commit")
+			if tc.fails {
+				require.ErrorIs(t, err, tc.refusal)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, map[int32]int64{0: n}, committed(t, brokers, "g-stale", "commits"))
+			assert.Positive(t, src.Stats().DroppedSaves)
+		})
+	}
 }
 
 func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *testing.T) {
@@ -556,6 +625,59 @@ func TestKafkaReadReturnsContextErrorOnCancel(t *testing.T) {
 	case <-time.After(kafkaWait):
 		t.Fatal("Read did not return after cancel")
 	}
+}
+
+// pollingCtx closes polling the first time someone waits on it: for a Read
+// of a source already open, that is its client's PollRecords.
+type pollingCtx struct {
+	context.Context
+	once    sync.Once
+	polling chan struct{}
+}
+
+func (c *pollingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.polling) })
+	return c.Context.Done()
+}
+
+// TestKafkaCloseFromAnotherGoroutineFailsAWaitingReadWithoutAPanic ensures a
+// Read waiting for records when another goroutine closes the source returns
+// an error wrapping kgo.ErrClientClosed instead of dereferencing the client
+// Close let go of. A test whose wait failed used to do just that: its
+// cleanup closed the source under the still-running pipeline, and the nil
+// dereference, raised again by Run on runAsync's goroutine, killed the test
+// binary before the failure's own message was printed.
+func TestKafkaCloseFromAnotherGoroutineFailsAWaitingReadWithoutAPanic(t *testing.T) {
+	brokers := startKafka(t, 1, "closing")
+	produce(t, brokers, []*kgo.Record{{Topic: "closing", Value: []byte("v")}})
+	src := newKafkaSource(t, brokers, "g-closing", []string{"closing"})
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	elems, err := src.Read(ctx) // opens the source
+	require.NoError(t, err)
+	require.Len(t, elems, 1)
+
+	pctx := &pollingCtx{Context: ctx, polling: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				errc <- fmt.Errorf("Read panicked: %v", v)
+			}
+		}()
+		_, err := src.Read(pctx)
+		errc <- err
+	}()
+	<-pctx.polling
+	require.NoError(t, src.Close())
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		t.Fatal("Read did not return after Close")
+	}
+	require.ErrorIs(t, err, kgo.ErrClientClosed)
+	var ke *source.KafkaError
+	assert.ErrorAs(t, err, &ke)
 }
 
 func TestKafkaRejectsBadArguments(t *testing.T) {
