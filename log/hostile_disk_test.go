@@ -73,7 +73,7 @@ func TestWriterReopensOnAFullDiskAndItsFirstAppendReportsENOSPC(t *testing.T) {
 		testutil.RunInTmpfs(t, 4<<20, func(t *testing.T, dir string) {
 			ldir := filepath.Join(dir, "log")
 			opts := []log.Option{log.WithMode(mode), log.WithSegmentBytes(64 << 10)}
-			lg, err := log.Open(ldir, opts...)
+			lg, err := log.Open(ldir, append([]log.Option{log.CreateIfMissing()}, opts...)...)
 			require.NoError(t, err)
 			appendN(t, openPartition(t, lg, "events", 1), 0, 10)
 			require.NoError(t, lg.Close())
