@@ -50,14 +50,9 @@ func (s *supervisor) check() error {
 		}
 	}
 
-	rep, err := log.Verify(logDir(s.cfg.Dir))
-	if err != nil {
-		return fmt.Errorf("torture: verify the log: %w", err)
+	if err := s.verifyLog(); err != nil {
+		return err
 	}
-	for _, p := range rep.Problems {
-		s.violate("log: %v", p)
-	}
-	s.sum.TornTails = len(rep.TornTails)
 
 	ids, err := readLog(s.cfg.Dir)
 	if err != nil {
@@ -187,4 +182,18 @@ func (e *ViolationError) Error() string {
 		b.WriteString("\n  " + v)
 	}
 	return b.String()
+}
+
+// verifyLog checks every frame of the log (log.Verify): each problem is a
+// violation, and the torn tails it found are counted.
+func (s *supervisor) verifyLog() error {
+	rep, err := log.Verify(logDir(s.cfg.Dir))
+	if err != nil {
+		return fmt.Errorf("torture: verify the log: %w", err)
+	}
+	for _, p := range rep.Problems {
+		s.violate("log: %v", p)
+	}
+	s.sum.TornTails = len(rep.TornTails)
+	return nil
 }

@@ -303,14 +303,9 @@ func (s *supervisor) checkSlow() error {
 		return err
 	}
 	s.sum.TornLines += st.src.tornLines()
-	rep, err := log.Verify(logDir(s.cfg.Dir))
-	if err != nil {
-		return fmt.Errorf("torture: verify the log: %w", err)
+	if err := s.verifyLog(); err != nil {
+		return err
 	}
-	for _, p := range rep.Problems {
-		s.violate("log: %v", p)
-	}
-	s.sum.TornTails = len(rep.TornTails)
 
 	lg, err := log.Open(logDir(s.cfg.Dir), log.ReadOnly())
 	if err != nil {
