@@ -153,7 +153,12 @@ func TestNextIntoAllocatesPerBatchNotPerRecord(t *testing.T) {
 		batch, err := r.NextInto(ctx, nil, 1<<20)
 		require.NoError(t, err)
 		require.Greater(t, len(batch), 5000)
-		allocs := testing.AllocsPerRun(5, func() {
+		// AllocsPerRun reads the process's malloc count, which also
+		// counts the log's own background goroutines (the writer's
+		// recovery point and syncs after the appends above): under load
+		// one of theirs landed in a 5-run window and made it 5 per run.
+		// Over 50 runs (integer division) a stray one is not counted.
+		allocs := testing.AllocsPerRun(50, func() {
 			r.SetPosition(0)
 			batch, err = r.NextInto(ctx, batch[:0], 1<<20)
 			if err != nil {
