@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // fileVersion is the format version written into every position file. Load
@@ -43,15 +44,20 @@ type FileStore struct {
 
 // NewFileStore returns a FileStore keeping its files in dir. It creates dir
 // and any missing parents (mode 0755) and fsyncs the parent of dir when it had
-// to create it. It returns an error naming dir when dir is empty or cannot be
-// created.
+// to create it. It returns an error naming dir when dir is empty, cannot be
+// created, or exists and is not a directory (wrapping syscall.ENOTDIR).
 func NewFileStore(dir string) (*FileStore, error) {
 	if dir == "" {
 		return nil, errors.New("checkpoint: new file store: empty directory name")
 	}
 	dir = filepath.Clean(dir)
 	s := &FileStore{dir: dir, fs: osFileSystem{}}
-	if _, err := os.Stat(dir); err == nil {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			// Found by a newcomer: a store on a file loaded nothing and
+			// ConsumeForever retried its "not a directory" forever.
+			return nil, fmt.Errorf("checkpoint: new file store: %s is not a directory: %w", dir, syscall.ENOTDIR)
+		}
 		return s, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("checkpoint: new file store: %w", err)

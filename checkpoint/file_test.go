@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,6 +118,12 @@ func TestNewFileStoreFailsWhenDirIsAFile(t *testing.T) {
 
 	_, err = checkpoint.NewFileStore("")
 	require.Error(t, err)
+
+	// The file itself: a store there could never save, and a consumer
+	// given it retried its "not a directory" load forever.
+	_, err = checkpoint.NewFileStore(path)
+	require.ErrorIs(t, err, syscall.ENOTDIR)
+	assert.Contains(t, err.Error(), path)
 }
 
 // testCorrupt saves 41 to events-0, damages the file with corrupt, and checks

@@ -552,14 +552,14 @@ type PanicError struct {
 }
 
 // Error reports the panic value and, after a blank line, the stack of the
-// goroutine that panicked, as in "panic: boom\n\ngoroutine 7 [running]:...":
-// an unrecovered panic prints it, so the crash names the function that
-// panicked.
+// goroutine that panicked, as in "stream: recovered panic: boom\n\ngoroutine
+// 7 [running]:...": an unrecovered panic prints it after the runtime's own
+// "panic: ", so the crash names the function that panicked.
 func (e *PanicError) Error() string {
 	if len(e.Stack) == 0 {
-		return fmt.Sprintf("panic: %v", e.Value)
+		return fmt.Sprintf("stream: recovered panic: %v", e.Value)
 	}
-	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
+	return fmt.Sprintf("stream: recovered panic: %v\n\n%s", e.Value, e.Stack)
 }
 
 // Unwrap returns the panic value when it is an error (a runtime.Error for a
