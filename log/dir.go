@@ -57,6 +57,9 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty directory name", ErrNoLog)
+	}
 	if err := openDir(dir, cfg.createIfMissing); err != nil {
 		return nil, err
 	}

@@ -107,3 +107,15 @@ func TestReadOnlyWithCreateIfMissingIsABadCombination(t *testing.T) {
 	_, err = os.Stat(dir)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "nothing created")
 }
+
+// TestOpenOfAnEmptyPathSaysSo ensures Open("") fails with ErrNoLog and a
+// message that says the name is empty (a newcomer saw "no log directory: :"),
+// with CreateIfMissing too: it must not create anything in the working
+// directory.
+func TestOpenOfAnEmptyPathSaysSo(t *testing.T) {
+	for _, opts := range [][]log.Option{nil, {log.CreateIfMissing()}} {
+		_, err := log.Open("", opts...)
+		require.ErrorIs(t, err, log.ErrNoLog)
+		assert.Contains(t, err.Error(), "empty directory name")
+	}
+}
