@@ -102,8 +102,8 @@
 // # Cancellation and drain
 //
 // Cancelling Run's context stops reading at once, and the stages stop
-// calling their functions at the next record (a call in progress
-// finishes). Records in flight then either finish, with a live stage
+// calling their functions at the next record once they have learnt of it,
+// within microseconds (a call in progress finishes). Records in flight then either finish, with a live stage
 // context for [WithDrainTimeout] (none by default), or are abandoned
 // unsaved; the positions of what finished are saved, and Run returns nil
 // once no goroutine it started is left. A deadline (context.WithTimeout)
