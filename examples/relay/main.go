@@ -51,6 +51,12 @@
 //	                                   session timeout (heartbeats every third of it); default 45s.
 //	                                   A relay killed with kill -9 holds its partitions
 //	                                   until it expires, so a restart waits that long
+//	--rebalance-timeout STROM_KAFKA_REBALANCE_TIMEOUT  kafka-to-log: how long a rebalance
+//	                                   waits for every member to rejoin (kgo.RebalanceTimeout,
+//	                                   Kafka's rebalance.timeout.ms); default 60s. franz-go's
+//	                                   kfake v0.0.0-20260918054303 waits this long for a member
+//	                                   killed with kill -9 (its session expiring does not end
+//	                                   the wait), so the torture sets it to 2s
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
 //	--batch       STROM_BATCH       records per read: Kafka records per poll, and about 128 bytes
 //	                                each of log records; default 256. A position is saved at most
@@ -140,6 +146,7 @@ type config struct {
 	batch      int
 	timeout    time.Duration
 	session    time.Duration // consumer group session timeout
+	rebalance  time.Duration // consumer group rebalance timeout
 	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
 
@@ -164,6 +171,7 @@ func parseFlags(args []string) (config, error) {
 	batch := fs.Int("batch", int(env.Int("STROM_BATCH", 256)), "records per read (Kafka), about 128 bytes each from the log (env STROM_BATCH)")
 	timeout := fs.Duration("timeout", env.Duration("STROM_KAFKA_TIMEOUT", sink.DefaultKafkaDeliveryTimeout), "Kafka delivery (log-to-kafka) or group and commit (kafka-to-log) timeout (env STROM_KAFKA_TIMEOUT)")
 	session := fs.Duration("session-timeout", env.Duration("STROM_KAFKA_SESSION_TIMEOUT", 45*time.Second), "consumer group session timeout of kafka-to-log (env STROM_KAFKA_SESSION_TIMEOUT)")
+	rebalance := fs.Duration("rebalance-timeout", env.Duration("STROM_KAFKA_REBALANCE_TIMEOUT", 60*time.Second), "how long a rebalance of kafka-to-log's group waits for members to rejoin (env STROM_KAFKA_REBALANCE_TIMEOUT)")
 	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -176,7 +184,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
-		timeout: *timeout, session: *session, crashAfter: int64(crashAfter)}
+		timeout: *timeout, session: *session, rebalance: *rebalance, crashAfter: int64(crashAfter)}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -201,6 +209,8 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("--timeout %v: want more than 0", cfg.timeout)
 	case cfg.session < 30*time.Millisecond:
 		return config{}, fmt.Errorf("--session-timeout %v: want at least 30ms", cfg.session)
+	case cfg.rebalance < cfg.session:
+		return config{}, fmt.Errorf("--rebalance-timeout %v: want at least the session timeout %v", cfg.rebalance, cfg.session)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
 		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
 	}
@@ -322,7 +332,7 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 		return stream.Forever(ctx, func() stream.Runner {
 			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
 				source.KafkaMaxRecords(r.cfg.batch),
-				source.KafkaClientOpts(kgo.SessionTimeout(r.cfg.session), kgo.HeartbeatInterval(r.cfg.session/3)))
+				source.KafkaClientOpts(kgo.SessionTimeout(r.cfg.session), kgo.HeartbeatInterval(r.cfg.session/3), kgo.RebalanceTimeout(r.cfg.rebalance)))
 			if err != nil {
 				return failed{err}
 			}

@@ -27,6 +27,15 @@ const (
 // incarnation waits about that long before it reads again.
 const backSession = 300 * time.Millisecond
 
+// backRebalance is its rebalance timeout. The kfake this project tests
+// with (v0.0.0-20260918054303) lets a rebalance that follows a kill -9 wait
+// the whole rebalance timeout for the dead member (its session expiring
+// does not end the join, as it does in Kafka), so with kgo's default of
+// 60s two such rebalances in a row ran a 20-kill torture past its 2
+// minutes; with 2s a relay scenario of 20 kills takes 3s, as it did with
+// the older kfake (seed 17786375015115310458: 62.9s with 60s, 2.8s with 2s).
+const backRebalance = 2 * time.Second
+
 // backState is what the supervisor knows of the kafka-to-log relay: what
 // BackTopic holds (read-only, as far as read so far) and the group's
 // commits as last sampled, per Kafka partition of RelayTopic.
