@@ -38,9 +38,10 @@ func (s *notifyingStore) Save(ctx context.Context, topic string, partition int32
 }
 
 // TestSlowHandlerSavesPositionsWithinOneBatch proves issue 17's first item:
-// with a handler of a millisecond per record and the default checkpoint
-// policy, positions are saved while the source's one batch is still being
-// handled, not only once the whole batch is. The last record's handler
+// with a slow handler and the default checkpoint policy, positions are saved
+// while the source's one batch is still being handled, not only once the
+// whole batch is. The first record's call lasts until the progress ticker
+// has moved twice (10 to 20 ms: a slow call), and the last record's call
 // waits until a position inside the batch has been saved; before the
 // change, the first save came after the last record and it waited forever.
 func TestSlowHandlerSavesPositionsWithinOneBatch(t *testing.T) {
@@ -57,20 +58,17 @@ func TestSlowHandlerSavesPositionsWithinOneBatch(t *testing.T) {
 			}
 		}
 	}()
-	var handled atomic.Int64
 	err := stream.ConsumeForever(t.Context(), streamtest.Slice(ints(n), streamtest.BatchSize(n)), store,
 		func(_ context.Context, v int) error {
-			handled.Add(1)
-			if v < n-1 {
-				if midBatch.Load() == 0 {
-					time.Sleep(time.Millisecond) // a database write
+			switch v {
+			case 0:
+				stream.WaitSplitTicks() // a call as long as a split interval
+			case n - 1:
+				select {
+				case <-watch:
+				case <-time.After(failAfter):
+					t.Errorf("no position inside the batch was saved while %d of its %d records were handled", n-1, n)
 				}
-				return nil
-			}
-			select {
-			case <-watch:
-			case <-time.After(failAfter):
-				t.Errorf("no position inside the batch was saved while %d of its %d records were handled", handled.Load(), n)
 			}
 			return nil
 		})
@@ -104,18 +102,15 @@ func TestSlowStageHandsOnWhatItFinishedToTheNextStage(t *testing.T) {
 	})
 	s := stream.From[int](streamtest.Slice(ints(n), streamtest.BatchSize(n))).
 		Map(func(_ context.Context, v int) (int, error) {
-			if v < n-1 {
+			switch v {
+			case 0:
+				stream.WaitSplitTicks() // a call as long as a split interval
+			case n - 1:
 				select {
 				case <-sunk:
-				default:
-					time.Sleep(time.Millisecond)
+				case <-time.After(failAfter):
+					t.Errorf("the sink got nothing while the Map handled %d records of one batch", n-1)
 				}
-				return v, nil
-			}
-			select {
-			case <-sunk:
-			case <-time.After(failAfter):
-				t.Errorf("the sink got nothing while the Map handled %d records of one batch", n-1)
 			}
 			return v, nil
 		}).
@@ -141,36 +136,28 @@ func TestFastPipelineKeepsWholeBatches(t *testing.T) {
 // second item: after the context is cancelled, ConsumeForever calls the
 // handler no more (it used to go through the rest of the batch, one slow
 // call after another), saves the position of the records it finished and
-// returns nil.
+// returns nil. The third call cancels and returns once the stages have
+// been told (a call that outlives the cancel by a little).
 func TestCancelStopsConsumeForeverWithinOneHandlerCall(t *testing.T) {
 	const n = 100
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var store checkpoint.MemoryStore
 	var calls atomic.Int64
-	done := make(chan error, 1)
-	go func() {
-		done <- stream.ConsumeForever(ctx, streamtest.Slice(ints(n), streamtest.BatchSize(n)), &store,
-			func(context.Context, int) error {
-				if calls.Add(1) == 3 {
-					cancel() // the service is told to stop during the third call
-				}
-				time.Sleep(5 * time.Millisecond) // a call that ignores its context
-				return nil
-			})
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err, "a cancel is a shutdown")
-	case <-time.After(failAfter):
-		t.Fatalf("ConsumeForever had not returned %v after the cancel (%d calls)", failAfter, calls.Load())
-	}
-	assert.Less(t, calls.Load(), int64(10), "the handler is not called for the rest of the batch")
+	err := stream.ConsumeForever(ctx, streamtest.Slice(ints(n), streamtest.BatchSize(n)), &store,
+		func(context.Context, int) error {
+			if calls.Add(1) == 3 {
+				cancel() // the service is told to stop during the third call
+				stream.WaitHalted()
+			}
+			return nil
+		})
+	require.NoError(t, err, "a cancel is a shutdown")
+	assert.Equal(t, int64(3), calls.Load(), "the handler is not called for the rest of the batch")
 	pos, ok, err := store.Load(context.Background(), streamtest.Topic, streamtest.Partition)
 	require.NoError(t, err)
 	require.True(t, ok, "the records finished before the cancel are saved")
-	assert.GreaterOrEqual(t, pos.Offset, int64(3))
-	assert.LessOrEqual(t, pos.Offset, calls.Load(), "never past a record not handled")
+	assert.Equal(t, int64(3), pos.Offset)
 }
 
 // TestDeadlineIsNotAShutdown proves issue 17's seventh item, second half:

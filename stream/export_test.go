@@ -1,0 +1,47 @@
+package stream
+
+import "time"
+
+// The waits below let stream_test wait on the progress ticker's state, a
+// condition, instead of sleeping for the wall time it takes.
+
+// WaitSplitTicks blocks until the gen of every running pipeline has moved
+// splitAfter times since the call: a sequential stage working on a batch
+// then hands on what it finished before its next record.
+func WaitSplitTicks() {
+	start := map[*runtime]uint64{}
+	ticker.mu.Lock()
+	for rt := range ticker.rts {
+		start[rt] = rt.gen.Load()
+	}
+	ticker.mu.Unlock()
+	waitFor(func() bool {
+		for rt, g0 := range start {
+			if rt.gen.Load()-g0 < splitAfter {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitHalted blocks until every running pipeline's stages have been told to
+// halt (the context.AfterFunc of a cancel has run).
+func WaitHalted() {
+	waitFor(func() bool {
+		ticker.mu.Lock()
+		defer ticker.mu.Unlock()
+		for rt := range ticker.rts {
+			if !rt.halted() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func waitFor(cond func() bool) {
+	for !cond() {
+		time.Sleep(100 * time.Microsecond) // polls a condition; never what a test waits on
+	}
+}
