@@ -245,17 +245,27 @@ func (st *seqStage[T, U]) run(ctx context.Context, elems []Element[T], out []Ele
 
 // handOn finishes the records dropped so far and pushes out downstream.
 func (st *seqStage[T, U]) handOn(ctx context.Context, out []Element[U]) error {
-	if len(st.drop) > 0 {
-		st.offs = finish(st.drop, st.offs)
-		st.sr.rt.noteFinished(len(st.drop))
-		clear(st.drop)
-		st.drop = st.drop[:0]
+	var err error
+	st.drop, st.offs, err = handOn(ctx, st.sr, st.drop, st.offs, st.down, out)
+	return err
+}
+
+// handOn finishes drop (records a sequential stage dropped since its last
+// hand-on, reset and returned with the scratch offs for reuse), counts out
+// and pushes it to down: what a Map, Filter, Tap or MapTo stage does after
+// a batch and at each split within one.
+func handOn[T, U any](ctx context.Context, sr *stageRun, drop []Element[T], offs []int64, down outlet[U], out []Element[U]) ([]Element[T], []int64, error) {
+	if len(drop) > 0 {
+		offs = finish(drop, offs)
+		sr.rt.noteFinished(len(drop))
+		clear(drop)
+		drop = drop[:0]
 	}
-	st.sr.ctr.out.Add(int64(len(out)))
+	sr.ctr.out.Add(int64(len(out)))
 	if len(out) == 0 {
-		return nil
+		return drop, offs, nil
 	}
-	return st.down.push(ctx, out)
+	return drop, offs, down.push(ctx, out)
 }
 
 func (st *seqStage[T, U]) close(ctx context.Context) error { return st.down.close(ctx) }
@@ -456,17 +466,9 @@ func (st *inPlaceStage[T]) run(ctx context.Context, elems []Element[T], i, w int
 
 // handOn finishes the records dropped so far and pushes out downstream.
 func (st *inPlaceStage[T]) handOn(ctx context.Context, out []Element[T]) error {
-	if len(st.drop) > 0 {
-		st.offs = finish(st.drop, st.offs)
-		st.sr.rt.noteFinished(len(st.drop))
-		clear(st.drop)
-		st.drop = st.drop[:0]
-	}
-	st.sr.ctr.out.Add(int64(len(out)))
-	if len(out) == 0 {
-		return nil
-	}
-	return st.down.push(ctx, out)
+	var err error
+	st.drop, st.offs, err = handOn(ctx, st.sr, st.drop, st.offs, st.down, out)
+	return err
 }
 
 func (st *inPlaceStage[T]) close(ctx context.Context) error { return st.down.close(ctx) }
