@@ -1,7 +1,6 @@
 package log
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -57,12 +56,22 @@ func readEpochs(dir string) (epochs, error) {
 }
 
 func parseEpochs(b []byte) (epochs, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	// Lines end in "\n" (encode's) or "\r\n" (the file passed through an
+	// editor that writes CRLF). A last line without "\n" is taken as it
+	// is, so a stray "\r" at the end of the file is not a line ending
+	// (bufio.ScanLines would drop it, and accept "0\r" as "0": found by
+	// FuzzParseEpochs).
+	rest := b
 	line := func() (string, bool) {
-		if !sc.Scan() {
+		if len(rest) == 0 {
 			return "", false
 		}
-		return sc.Text(), true
+		l, after, found := bytes.Cut(rest, []byte{'\n'})
+		rest = after
+		if found {
+			l = bytes.TrimSuffix(l, []byte{'\r'})
+		}
+		return string(l), true
 	}
 	v, ok := line()
 	if !ok || v != "0" {
