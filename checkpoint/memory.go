@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -11,8 +12,29 @@ import (
 // exits. A MemoryStore must not be copied after first use.
 type MemoryStore struct {
 	mu        sync.Mutex
-	positions map[memoryKey]Position // guarded by mu; nil until the first Save
-	states    map[string][]byte      // guarded by mu; nil until the first SaveState; owned copies
+	positions map[memoryKey]Position            // guarded by mu; nil until the first Save
+	states    map[string][]byte                 // guarded by mu; nil until the first SaveState; owned copies
+	changes   map[changelogKey]*memoryChangelog // guarded by mu; nil until the first SaveChanges
+}
+
+// changelogKey names the changes of one stage's state of one partition.
+type changelogKey struct {
+	stage, topic string
+	partition    int32
+}
+
+// memoryChangelog is the changes of one stage's state of one partition,
+// compacted as Kafka compacts a changelog topic: each key's last change,
+// in the order of those last changes.
+type memoryChangelog struct {
+	entries []memoryChange
+	index   map[string]int // key -> its entry
+	dead    int            // entries replaced by a later change of their key
+}
+
+type memoryChange struct {
+	key, value []byte
+	dead       bool
 }
 
 // NewMemoryStore returns an empty MemoryStore, for symmetry with
@@ -22,7 +44,10 @@ type MemoryStore struct {
 func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
 // The interfaces a MemoryStore implements.
-var _ StateStore = (*MemoryStore)(nil)
+var (
+	_ StateStore     = (*MemoryStore)(nil)
+	_ ChangelogStore = (*MemoryStore)(nil)
+)
 
 type memoryKey struct {
 	topic     string
@@ -91,4 +116,99 @@ func (m *MemoryStore) LoadState(_ context.Context, name string) ([]byte, bool, e
 		return nil, false, nil
 	}
 	return append(make([]byte, 0, len(snapshot)), snapshot...), true, nil
+}
+
+// SaveChanges keeps copies of changes (checkpoint.ChangelogStore), each
+// key's last change replacing its earlier ones. It returns an error
+// wrapping [ErrInvalidChange] for a change with an invalid stage name,
+// topic or partition or a nil key, and saves none of changes then. Like
+// Save it ignores ctx.
+func (m *MemoryStore) SaveChanges(_ context.Context, changes []Change) error {
+	for i := range changes {
+		if err := validateChange(&changes[i]); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.changes == nil {
+		m.changes = make(map[changelogKey]*memoryChangelog)
+	}
+	for i := range changes {
+		c := &changes[i]
+		k := changelogKey{c.Stage, c.Topic, c.Partition}
+		cl := m.changes[k]
+		if cl == nil {
+			cl = &memoryChangelog{index: make(map[string]int)}
+			m.changes[k] = cl
+		}
+		cl.add(c.Key, c.Value)
+	}
+	return nil
+}
+
+func (cl *memoryChangelog) add(key, value []byte) {
+	if i, ok := cl.index[string(key)]; ok {
+		cl.entries[i] = memoryChange{dead: true}
+		cl.dead++
+	}
+	var v []byte
+	if value != nil {
+		v = append(make([]byte, 0, len(value)), value...)
+	}
+	cl.index[string(key)] = len(cl.entries)
+	cl.entries = append(cl.entries, memoryChange{key: append([]byte(nil), key...), value: v})
+	if cl.dead > 1024 && cl.dead > len(cl.entries)/2 {
+		live := cl.entries[:0]
+		for _, e := range cl.entries {
+			if !e.dead {
+				cl.index[string(e.key)] = len(live)
+				live = append(live, e)
+			}
+		}
+		clear(cl.entries[len(live):])
+		cl.entries, cl.dead = live, 0
+	}
+}
+
+// RestoreChanges calls fn with the last change of every key saved for
+// stage's state of topic-partition, in the order of those changes
+// (checkpoint.ChangelogStore), a deleted key's with a nil value. It
+// returns fn's first error, wrapped with the stage and partition.
+func (m *MemoryStore) RestoreChanges(ctx context.Context, stage, topic string, partition int32, fn func(key, value []byte) error) error {
+	if err := validateName(ErrInvalidChange, stage); err != nil {
+		return err
+	}
+	if err := validateKey(topic, partition); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	var entries []memoryChange
+	if cl := m.changes[changelogKey{stage, topic, partition}]; cl != nil {
+		entries = append(entries, cl.entries...) // fn runs unlocked: it may save
+	}
+	m.mu.Unlock()
+	for _, e := range entries {
+		if e.dead {
+			continue
+		}
+		if err := fn(e.key, e.value); err != nil {
+			return fmt.Errorf("checkpoint: restore the state %q of %s/%d: %w", stage, topic, partition, err)
+		}
+	}
+	return nil
+}
+
+// validateChange checks what a ChangelogStore needs of a change.
+func validateChange(c *Change) error {
+	if err := validateName(ErrInvalidChange, c.Stage); err != nil {
+		return err
+	}
+	if err := validateKey(c.Topic, c.Partition); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidChange, err)
+	}
+	if c.Key == nil {
+		return fmt.Errorf("%w: stage %q, %s/%d: nil key", ErrInvalidChange, c.Stage, c.Topic, c.Partition)
+	}
+	return nil
 }
