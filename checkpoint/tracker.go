@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultMaxInFlight is the default bound of a [PartitionTracker]: how many
@@ -53,8 +54,32 @@ func (t *Tracker) Partition(topic string, partition int32) *PartitionTracker {
 			return p
 		}
 	}
+	p := t.newPartition(topic, partition)
+	t.parts = append(t.parts, p)
+	return p
+}
+
+func (t *Tracker) newPartition(topic string, partition int32) *PartitionTracker {
 	p := &PartitionTracker{topic: topic, partition: partition, max: nextPow2(t.maxInFlight), limit: int64(t.maxInFlight)}
 	p.room = sync.NewCond(&p.mu)
+	return p
+}
+
+// Replace gives topic-partition a new, empty tracker, which [Tracker.Partition]
+// returns from then on, and returns it: a consumer-group member that is
+// assigned a partition again starts it afresh, at the group's commit,
+// while records of its earlier assignment may still hold the old tracker
+// (revoked: see [PartitionTracker.Revoke]).
+func (t *Tracker) Replace(topic string, partition int32) *PartitionTracker {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.newPartition(topic, partition)
+	for i, old := range t.parts {
+		if old.partition == partition && old.topic == topic {
+			t.parts[i] = p
+			return p
+		}
+	}
 	t.parts = append(t.parts, p)
 	return p
 }
@@ -91,7 +116,17 @@ type PartitionTracker struct {
 	moved   bool  // the position advanced at least once
 	epoch   int32 // epoch of the record at base-1; NoEpoch when unknown
 	begun   int64 // records begun since creation, for Progress
+
+	// owing counts the slots that owe completions; abandoned those of
+	// them given up by Abandon. A revoked tracker is settled when they
+	// are equal.
+	owing, abandoned int64
+	revoked          atomic.Bool
 }
+
+// abandonBit marks a slot abandoned in its count: the count stays non-zero
+// whatever completions follow, so the position never passes it.
+const abandonBit = 1 << 30
 
 type slot struct {
 	count int32
@@ -168,6 +203,7 @@ func (p *PartitionTracker) beginLocked(off int64, epoch int32) bool {
 	}
 	p.ring[off&mask] = slot{count: 1, epoch: epoch}
 	p.end = off + 1
+	p.owing++
 	return true
 }
 
@@ -207,7 +243,7 @@ func (p *PartitionTracker) WaitRoom(ctx context.Context, offset int64) error {
 	for {
 		p.advanceLocked()
 		switch {
-		case !p.started:
+		case !p.started, p.revoked.Load():
 			return nil
 		case offset < p.end:
 			if p.base == p.end {
@@ -235,9 +271,12 @@ func (p *PartitionTracker) Split(offset int64, n int) {
 	if s.count < 0 {
 		panic(fmt.Sprintf("checkpoint: Split of %s/%d offset %d below zero", p.topic, p.partition, offset))
 	}
-	if s.count == 0 && offset == p.base {
-		p.advanceLocked()
-		p.room.Broadcast()
+	if s.count == 0 {
+		p.owing--
+		if offset == p.base || p.revoked.Load() {
+			p.advanceLocked()
+			p.room.Broadcast()
+		}
 	}
 }
 
@@ -252,11 +291,17 @@ func (p *PartitionTracker) Done(offsets ...int64) {
 	atBase := false
 	for _, off := range offsets {
 		s := p.slotLocked(off, "Done")
-		if s.count <= 0 {
+		if s.count&^abandonBit <= 0 {
 			panic(fmt.Sprintf("checkpoint: Done of %s/%d offset %d, which had already finished", p.topic, p.partition, off))
 		}
 		s.count--
+		if s.count == 0 {
+			p.owing--
+		}
 		atBase = atBase || off == p.base
+	}
+	if p.revoked.Load() {
+		p.room.Broadcast() // WaitSettled
 	}
 	if atBase {
 		before := p.base
@@ -265,6 +310,63 @@ func (p *PartitionTracker) Done(offsets ...int64) {
 			p.room.Broadcast()
 		}
 	}
+}
+
+// Revoke marks the tracker's partition as taken from the pipeline (a
+// consumer group revoked it or lost it): [PartitionTracker.Revoked] reports
+// it from then on, stages drop the records of it they have not started
+// ([PartitionTracker.Abandon]), and WaitRoom returns at once. Records
+// still running finish as before, and [PartitionTracker.WaitSettled]
+// waits for them.
+func (p *PartitionTracker) Revoke() {
+	p.revoked.Store(true)
+	p.mu.Lock()
+	p.room.Broadcast()
+	p.mu.Unlock()
+}
+
+// Revoked reports whether [PartitionTracker.Revoke] was called.
+func (p *PartitionTracker) Revoked() bool { return p.revoked.Load() }
+
+// Abandon gives up the records at offsets, unfinished: a stage dropped them
+// without handling them, because their partition was revoked. The position
+// never passes an abandoned record (it was not handled), whatever
+// completions of it follow; abandoning one twice, or one already
+// finished, does nothing. It panics for an offset not in flight.
+func (p *PartitionTracker) Abandon(offsets ...int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, off := range offsets {
+		s := p.slotLocked(off, "Abandon")
+		if s.count == 0 || s.count&abandonBit != 0 {
+			continue
+		}
+		s.count |= abandonBit
+		p.abandoned++
+	}
+	p.room.Broadcast()
+}
+
+// WaitSettled waits until every record begun has finished or been
+// abandoned: after a revocation, once nothing of the partition is left
+// running, the position is final. It returns ctx's error when ctx ends
+// first.
+func (p *PartitionTracker) WaitSettled(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.owing > p.abandoned {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.room.Wait()
+	}
+	return nil
 }
 
 // slotLocked returns the slot of an offset in flight, panicking otherwise.

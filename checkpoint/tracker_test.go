@@ -312,3 +312,44 @@ func TestTrackerProgressReportsLowestUnfinishedAndRecordsBegun(t *testing.T) {
 	assert.Equal(t, int64(12), low)
 	assert.Equal(t, int64(4), begun)
 }
+
+func TestRevokedTrackerNeverPassesAnAbandonedRecordAndSettlesWhenTheRestFinish(t *testing.T) {
+	tr := checkpoint.NewTracker(0)
+	pt := tr.Partition("events", 0)
+	require.Equal(t, 5, pt.TryBegin([]int64{10, 11, 12, 13, 14}, []int32{0, 0, 0, 0, 0}))
+	pt.Done(10)
+	pt.Revoke()
+	require.True(t, pt.Revoked())
+	pt.Abandon(12, 14)
+	pt.Abandon(12) // twice: nothing more
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, pt.WaitSettled(ctx), context.Canceled, "11 and 13 are still running")
+
+	settled := make(chan error, 1)
+	go func() { settled <- pt.WaitSettled(context.Background()) }()
+	pt.Done(13, 11)
+	require.NoError(t, <-settled)
+	pos, ok := pt.Position()
+	require.True(t, ok)
+	require.Equal(t, int64(12), pos.Offset, "the first abandoned record is where the next owner starts")
+	pt.Done(12) // a completion after the abandon does not move the position past it
+	pos, _ = pt.Position()
+	require.Equal(t, int64(12), pos.Offset)
+	require.NoError(t, pt.WaitRoom(context.Background(), 1<<40), "a revoked tracker never makes the source wait")
+}
+
+func TestReplaceStartsAPartitionAfreshWhileTheOldTrackerStaysRevoked(t *testing.T) {
+	tr := checkpoint.NewTracker(0)
+	old := tr.Partition("events", 3)
+	require.Equal(t, 2, old.TryBegin([]int64{100, 101}, []int32{0, 0}))
+	old.Revoke()
+	fresh := tr.Replace("events", 3)
+	require.NotSame(t, old, fresh)
+	require.Same(t, fresh, tr.Partition("events", 3))
+	require.False(t, fresh.Revoked())
+	require.Equal(t, 1, fresh.TryBegin([]int64{50}, []int32{0}), "the new assignment starts at the group's commit, below the old records")
+	require.Len(t, tr.Partitions(nil), 1)
+	old.Done(100, 101) // the old assignment's records may still finish
+}
