@@ -3,8 +3,11 @@ package stream
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
+
+	"github.com/strom-dev/strom/checkpoint"
 )
 
 // Aggregate folds the values of each key of k into an accumulator with agg
@@ -47,8 +50,11 @@ func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T
 	registerState(k.s, kind, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
 	return chain(k.s, func(rt *runtime, down outlet[KV[K, A]]) outlet[T] {
-		st := &aggStage[K, T, A]{kind: kind, key: k.key, first: first, add: add, down: down, accs: make(map[K]A)}
+		st := &aggStage[K, T, A]{kind: kind, key: k.key, first: first, add: add, down: down,
+			kc: newCodec[K](), ac: newCodec[A]()}
 		st.core.init(rt, cfg.name, ctr)
+		st.one = st.newTable()
+		st.tables = map[partKey]*aggTable[K, A]{{}: st.one}
 		rt.stateful = append(rt.stateful, st)
 		return st
 	})
@@ -64,14 +70,59 @@ type aggStage[K comparable, T, A any] struct {
 
 	mu   sync.Mutex
 	core stateCore
-	accs map[K]A
-	out  []Element[KV[K, A]]
-	fin  []member
+	// tables holds the state per source partition when the pipeline's
+	// source is Assignable (core.partitioned), and otherwise one table,
+	// one, under the zero partKey (see partstate.go).
+	tables map[partKey]*aggTable[K, A]
+	one    *aggTable[K, A]
+	lastK  partKey
+	lastT  *aggTable[K, A]
+	kc     codec[K]
+	ac     codec[A]
+	out    []Element[KV[K, A]]
+	fin    []member
+}
+
+// aggTable is the state of one table: an accumulator per key, and, per
+// partition, the keys changed since the last save.
+type aggTable[K comparable, A any] struct {
+	accs    map[K]A
+	dirty   map[K]struct{} // per partition only
+	changed bool           // per partition only: anything since the last save
+}
+
+func (st *aggStage[K, T, A]) newTable() *aggTable[K, A] {
+	tb := &aggTable[K, A]{accs: make(map[K]A)}
+	if st.core.partitioned {
+		tb.dirty = make(map[K]struct{})
+	}
+	return tb
+}
+
+// table returns the table of a record of topic-partition.
+func (st *aggStage[K, T, A]) table(topic string, partition int32) *aggTable[K, A] {
+	if !st.core.partitioned || topic == "" {
+		return st.one
+	}
+	if st.lastT != nil && st.lastK.partition == partition && st.lastK.topic == topic {
+		return st.lastT
+	}
+	pk := partKey{topic, partition}
+	tb := st.tables[pk]
+	if tb == nil {
+		tb = st.newTable()
+		st.tables[pk] = tb
+	}
+	st.lastK, st.lastT = pk, tb
+	return tb
 }
 
 func (st *aggStage[K, T, A]) stateName() string { return st.core.name }
 
 func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.core.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	c := &st.core
 	c.ctr.in.Add(int64(len(elems)))
 	st.mu.Lock()
@@ -86,10 +137,11 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 			return err
 		}
 		k := st.key(e.Value)
+		tb := st.table(e.Topic, e.Partition)
 		if replay {
 			// Its effect is in the restored state: emit the key's
 			// current value in its place, if the key is still there.
-			if acc, ok := st.accs[k]; ok {
+			if acc, ok := tb.accs[k]; ok {
 				out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
 					Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
 			} else if e.owner != nil {
@@ -98,13 +150,17 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 			continue
 		}
 		c.busy = true // until the record's effect is whole
-		acc, ok := st.accs[k]
+		acc, ok := tb.accs[k]
 		if ok {
 			acc = st.add(acc, e.Value)
 		} else {
 			acc = st.first(e.Value)
 		}
-		st.accs[k] = acc
+		tb.accs[k] = acc
+		if tb.dirty != nil {
+			tb.dirty[k] = struct{}{}
+			tb.changed = true
+		}
 		c.busy = false
 		out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
 			Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
@@ -157,8 +213,8 @@ func (st *aggStage[K, T, A]) snapshotLocked() ([]byte, error) {
 		return nil, fmt.Errorf("the state was left half changed by a panic")
 	}
 	c.dirty.Store(false)
-	f := aggFile[K, A]{Parts: c.partsFile(), Keys: make([]aggEntry[K, A], 0, len(st.accs))}
-	for k, a := range st.accs {
+	f := aggFile[K, A]{Parts: c.partsFile(), Keys: make([]aggEntry[K, A], 0, len(st.one.accs))}
+	for k, a := range st.one.accs {
 		f.Keys = append(f.Keys, aggEntry[K, A]{k, a})
 	}
 	data, err := encodeState(st.header(), &f)
@@ -178,7 +234,90 @@ func (st *aggStage[K, T, A]) restore(data []byte) error {
 	defer st.mu.Unlock()
 	st.core.restoreParts(f.Parts)
 	for _, e := range f.Keys {
-		st.accs[e.Key] = e.Acc
+		st.one.accs[e.Key] = e.Acc
 	}
 	return nil
 }
+
+func (st *aggStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func(partKey) bool) ([]checkpoint.Change, error) {
+	c := &st.core
+	if c.busy {
+		return dst, fmt.Errorf("the state was left half changed by a panic")
+	}
+	for pk, tb := range st.tables {
+		if !tb.changed || pk.topic == "" || (only != nil && !only(pk)) {
+			continue
+		}
+		for k := range tb.dirty {
+			key, err := stateKey(st.kc, k)
+			if err != nil {
+				return dst, err
+			}
+			var val []byte
+			if acc, ok := tb.accs[k]; ok {
+				if val, err = st.ac.append(make([]byte, 0, 8), acc); err != nil {
+					return dst, err
+				}
+			}
+			dst = append(dst, c.dataChange(pk, key, val))
+		}
+		m, err := c.metaChange(pk, st.header(), math.MinInt64, nil)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, m)
+		clear(tb.dirty)
+		tb.changed = false
+	}
+	return dst, nil
+}
+
+func (st *aggStage[K, T, A]) restorePartLocked(pk partKey, changes []stateChange) (int64, error) {
+	c := &st.core
+	closed, meta, torn := splitChanges(changes)
+	tb := st.newTable()
+	next := int64(-1)
+	if meta != nil {
+		m, err := c.restoreMeta(pk, meta, st.header())
+		if err != nil {
+			return -1, err
+		}
+		next = m.Part.Next
+		for _, ch := range closed {
+			if len(ch.key) == 1 && ch.key[0] == metaKey {
+				continue
+			}
+			k, err := decodeKey(st.kc, ch.key)
+			if err != nil {
+				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: %w", c.name, pk.topic, pk.partition, checkpoint.ErrCorrupt, err)
+			}
+			if ch.value == nil {
+				delete(tb.accs, k)
+				continue
+			}
+			acc, err := st.ac.decode(ch.value)
+			if err != nil {
+				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode the accumulator of %v: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, k, err)
+			}
+			tb.accs[k] = acc
+		}
+	}
+	// Keys a torn save changed are written again at the next save.
+	for _, key := range torn {
+		if k, err := decodeKey(st.kc, key); err == nil {
+			tb.dirty[k] = struct{}{}
+			tb.changed = true
+		}
+	}
+	st.tables[pk] = tb
+	st.lastT = nil
+	return next, nil
+}
+
+func (st *aggStage[K, T, A]) dropPartLocked(pk partKey) {
+	delete(st.tables, pk)
+	st.lastT = nil
+	st.core.dropPart(pk)
+}
+
+func (st *aggStage[K, T, A]) assignPartLocked(pk partKey) {}

@@ -56,6 +56,9 @@ type asyncSinkStage[T any] struct {
 }
 
 func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.sr.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	st.sr.ctr.in.Add(int64(len(elems)))
 	st.values = st.values[:0]
 	g := &group{pending: len(elems) + 1, members: make([]member, 0, len(elems))}

@@ -170,6 +170,17 @@ func (st *parallelStage[T, U]) work(w int, in <-chan Element[T]) error {
 			// abandoned unsaved, not handed to the function.
 			return nil
 		}
+		if rt.revokes.Load() > 0 && abandonRevoked(e.owner, e.Offset) {
+			// Its partition was revoked while it waited: the new owner
+			// handles it. Not started, not handed on.
+			if st.router != nil {
+				st.mu.Lock()
+				st.router.release(e.Value)
+				st.mu.Unlock()
+				st.loads[w].Add(-1)
+			}
+			continue
+		}
 		v, oc, err := apply(rt.stageCtx, st.sr, &e, st.fn)
 		if st.router != nil {
 			st.mu.Lock()

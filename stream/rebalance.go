@@ -1,6 +1,11 @@
 package stream
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/strom-dev/strom/checkpoint"
+)
 
 // Assignable is implemented by sources whose partitions are assigned to the
 // pipeline and taken from it while it runs: source.Kafka, a member of a
@@ -58,4 +63,191 @@ type RebalanceHooks interface {
 	// their state is dropped unsaved: the new owner restores it from what
 	// was saved. It does not wait.
 	Lost(parts []TopicPartition)
+}
+
+// The runtime is the RebalanceHooks of its pipeline's Assignable sources.
+var _ RebalanceHooks = (*runtime)(nil)
+
+// Assigned gives each newly assigned partition a fresh tracker (its
+// earlier assignment's, revoked, stays with that assignment's records),
+// restores every stateful stage's table of it from the changelog store,
+// and marks it assigned in the stages. A start whose state reflects fewer
+// records than the group's commit is lowered to the state's offset: the
+// records between are read again and applied, instead of skipped.
+func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error {
+	rt.beginMu.Lock()
+	for _, s := range starts {
+		if pt := rt.tracker.Partition(s.Topic, s.Partition); pt.Revoked() {
+			rt.tracker.Replace(s.Topic, s.Partition)
+		}
+	}
+	rt.beginMu.Unlock()
+	if len(rt.stateful) == 0 {
+		return nil
+	}
+	rt.saveMu.Lock()
+	defer rt.saveMu.Unlock()
+	// Read first, then apply under the stages' locks: a restore reads
+	// from the store for as long as it takes, while records of the
+	// other partitions flow.
+	read := make([][][]stateChange, len(starts)) // [start][stage]
+	for i, s := range starts {
+		read[i] = make([][]stateChange, len(rt.stateful))
+		if rt.changelog == nil {
+			continue
+		}
+		for j, st := range rt.stateful {
+			err := rt.changelog.RestoreChanges(ctx, st.stateName(), s.Topic, s.Partition, func(key, value []byte) error {
+				ch := stateChange{key: append([]byte(nil), key...)}
+				if value != nil {
+					ch.value = append([]byte{}, value...)
+				}
+				read[i][j] = append(read[i][j], ch)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("stream: restore the state of stage %q for %s/%d: %w", st.stateName(), s.Topic, s.Partition, err)
+			}
+		}
+	}
+	rt.lockStates()
+	defer rt.unlockStates()
+	for i := range starts {
+		s := &starts[i]
+		pk := partKey{s.Topic, s.Partition}
+		for j, st := range rt.stateful {
+			next, err := st.restorePartLocked(pk, read[i][j])
+			if err != nil {
+				return err
+			}
+			st.assignPartLocked(pk)
+			if next >= 0 && s.Offset >= 0 && next < s.Offset {
+				// Saved before a commit it did not reach (its save at a
+				// revoke failed, or the changelog lost its tail): read
+				// from where the state is, not from the commit.
+				s.Offset = next
+			}
+		}
+	}
+	return nil
+}
+
+// Revoked stops the records of the partitions that have not started,
+// waits for those started, saves the partitions' state and drops it.
+func (rt *runtime) Revoked(ctx context.Context, parts []TopicPartition) {
+	pts := rt.revoke(parts)
+	// Once Run's goroutines have returned (the source closes after Run,
+	// and leaving the group revokes everything) nothing is left to wait
+	// for: records left unfinished then were abandoned with the run.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-rt.done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	for _, pt := range pts {
+		// On ctx's end the position stays at the first record still
+		// running: the next owner handles it again (at-least-once).
+		_ = pt.WaitSettled(wctx)
+	}
+	rt.releaseState(ctx, parts, true)
+}
+
+// Lost stops the records of the partitions that have not started and
+// drops their state unsaved.
+func (rt *runtime) Lost(parts []TopicPartition) {
+	rt.revoke(parts)
+	rt.releaseState(context.Background(), parts, false)
+}
+
+// revoke marks the partitions' trackers revoked.
+func (rt *runtime) revoke(parts []TopicPartition) []*checkpoint.PartitionTracker {
+	rt.revokes.Add(1)
+	pts := make([]*checkpoint.PartitionTracker, 0, len(parts))
+	for _, tp := range parts {
+		pt := rt.tracker.Partition(tp.Topic, tp.Partition)
+		pt.Revoke()
+		pts = append(pts, pt)
+	}
+	return pts
+}
+
+// releaseState saves (when save is set) and drops the stateful stages'
+// tables of parts. A failed save is not an error of the pipeline: the
+// partition is no longer its own; the next owner finds the state as it
+// was at the last save, below the commit, and reads from there (Assigned).
+func (rt *runtime) releaseState(ctx context.Context, parts []TopicPartition, save bool) {
+	if len(rt.stateful) == 0 {
+		return
+	}
+	rt.saveMu.Lock()
+	defer rt.saveMu.Unlock()
+	set := make(map[partKey]bool, len(parts))
+	for _, tp := range parts {
+		set[partKey{tp.Topic, tp.Partition}] = true
+	}
+	rt.lockStates()
+	var changes []checkpoint.Change
+	var err error
+	if save && rt.changelog != nil && !rt.saveFailed.Load() {
+		only := func(pk partKey) bool { return set[pk] }
+		for i := len(rt.stateful) - 1; i >= 0 && err == nil; i-- { // upstream first
+			changes, err = rt.stateful[i].changesLocked(changes, only)
+		}
+	}
+	for pk := range set {
+		for _, st := range rt.stateful {
+			st.dropPartLocked(pk)
+		}
+	}
+	rt.unlockStates()
+	if err == nil && len(changes) > 0 {
+		_ = rt.changelog.SaveChanges(context.WithoutCancel(ctx), changes)
+	}
+}
+
+// lockStates locks every stateful stage, upstream first, as pushes lock
+// them; unlockStates undoes it.
+func (rt *runtime) lockStates() {
+	for i := len(rt.stateful) - 1; i >= 0; i-- {
+		rt.stateful[i].lock()
+	}
+}
+
+func (rt *runtime) unlockStates() {
+	for _, st := range rt.stateful {
+		st.unlock()
+	}
+}
+
+// abandonRevoked gives up e's record, unfinished, when its partition was
+// revoked, and reports whether it did: a stage then does not start it.
+func abandonRevoked(owner acker, offset int64) bool {
+	pt, ok := owner.(*checkpoint.PartitionTracker)
+	if !ok || !pt.Revoked() {
+		return false
+	}
+	pt.Abandon(offset)
+	return true
+}
+
+// dropRevoked removes from elems, in place, the records of revoked
+// partitions, abandoning them, once any partition was revoked.
+func dropRevoked[T any](rt *runtime, elems []Element[T]) []Element[T] {
+	if rt.revokes.Load() == 0 {
+		return elems
+	}
+	n := 0
+	for i := range elems {
+		if abandonRevoked(elems[i].owner, elems[i].Offset) {
+			continue
+		}
+		elems[n] = elems[i]
+		n++
+	}
+	clear(elems[n:])
+	return elems[:n]
 }

@@ -73,6 +73,19 @@ type runtime struct {
 	stateBytes  atomic.Int64 // the size of the last snapshot saved
 	stateName   string       // what the state is saved under: the stages' names, upstream first, joined by "."
 
+	// partitioned: a source is Assignable, and the stateful stages keep
+	// their state per source partition, saved to changelog
+	// (partstate.go, rebalance.go).
+	partitioned bool
+	changelog   checkpoint.ChangelogStore
+	changes     []checkpoint.Change // scratch of saveChanges
+	// revokes counts the partitions revoked or lost: until the first,
+	// stages do not look for records of revoked partitions.
+	revokes atomic.Int64
+	// beginMu orders the source's registration of a batch with the
+	// trackers against an assignment replacing a partition's tracker.
+	beginMu sync.Mutex
+
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
 	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
@@ -92,6 +105,11 @@ func newRuntime(ctx context.Context, p *pipeline) *runtime {
 		progress: make(chan struct{}, 1),
 		saveReq:  make(chan chan error),
 		saved:    make(map[*checkpoint.PartitionTracker]checkpoint.Position),
+	}
+	for _, src := range p.sources {
+		if _, ok := src.(Assignable); ok {
+			rt.partitioned = true
+		}
 	}
 	rt.srcCtx, rt.srcCancel = context.WithCancel(ctx)
 	if p.cfg.drainTimeout > 0 {
@@ -296,6 +314,10 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		if pa, ok := src.(PositionsAware); ok {
 			pa.SetPositions(trackerPositions{rt.tracker})
 			defer pa.SetPositions(nil)
+		}
+		if a, ok := src.(Assignable); ok {
+			a.SetRebalanceHooks(rt)
+			defer a.SetRebalanceHooks(nil)
 		}
 	}
 	p.running.Store(rt)

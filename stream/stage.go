@@ -156,6 +156,9 @@ type seqStage[T, U any] struct {
 }
 
 func (st *seqStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.sr.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	rt := st.sr.rt
 	g0 := rt.gen.Load()
 	if g0&haltBit != 0 {
@@ -389,6 +392,9 @@ type inPlaceStage[T any] struct {
 }
 
 func (st *inPlaceStage[T]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.sr.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	rt := st.sr.rt
 	g0 := rt.gen.Load()
 	if g0&haltBit != 0 {
@@ -533,6 +539,9 @@ func (st *sinkStage[T]) split(f Failure) []Failure {
 }
 
 func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.sr.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	if st.sr.rt.halted() {
 		// The stages' context ended: the batch is abandoned unsaved,
 		// not written with a dead context.
@@ -629,6 +638,9 @@ type flatStage[T, U any] struct {
 }
 
 func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.sr.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	rt := st.sr.rt
 	gen := &rt.gen // one load per record, from a register
 	g0 := gen.Load()

@@ -198,6 +198,21 @@ type statefulStage interface {
 	// snapshot; snapshotLocked encodes it. The stage's lock is held.
 	changedLocked() bool
 	snapshotLocked() (data []byte, err error)
+
+	// Per partition (an Assignable source; partstate.go), all with the
+	// stage's lock held:
+	// changesLocked appends to dst the changes since the last save of
+	// the tables of the partitions only accepts (nil: all of them).
+	changesLocked(dst []checkpoint.Change, only func(partKey) bool) ([]checkpoint.Change, error)
+	// restorePartLocked replaces partition pk's table with what changes
+	// hold and returns the offset the state reflects (one past the last
+	// record of pk in it), -1 when nothing was saved.
+	restorePartLocked(pk partKey, changes []stateChange) (next int64, err error)
+	// dropPartLocked forgets partition pk's table and marks.
+	dropPartLocked(pk partKey)
+	// assignPartLocked tells the stage that partition pk is the
+	// pipeline's (it holds a Window's watermark until it delivers).
+	assignPartLocked(pk partKey)
 }
 
 // partKey names a source partition; the zero partKey stands for records
@@ -243,6 +258,10 @@ type stateCore struct {
 	lastKey  partKey
 	lastPart *partState
 
+	// partitioned: the state is kept per source partition (an
+	// Assignable source; partstate.go).
+	partitioned bool
+
 	offs  []int64
 	dirty atomic.Bool // changed since the last snapshot
 	// busy is set while the state is being changed: a panic in a user
@@ -253,6 +272,7 @@ type stateCore struct {
 func (c *stateCore) init(rt *runtime, name string, ctr *stageCounters) {
 	c.rt, c.name, c.ctr = rt, name, ctr
 	c.parts = make(map[partKey]*partState)
+	c.partitioned = rt.partitioned
 }
 
 // part returns the state of e's partition.
@@ -380,11 +400,20 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 		if ss, ok := s.(checkpoint.StateStore); ok {
 			rt.stateStores = append(rt.stateStores, ss)
 		}
+		if cl, ok := s.(checkpoint.ChangelogStore); ok && rt.changelog == nil {
+			rt.changelog = cl
+		}
 	}
 	if len(rt.p.stores) == 0 {
 		return nil // nothing is saved: state lives in memory for this run
 	}
-	if len(rt.stateStores) == 0 {
+	if rt.partitioned && rt.changelog == nil {
+		// Per partition, the state is restored when a partition is
+		// assigned (Assigned), from a changelog.
+		return fmt.Errorf("%w: stage %q reads a source whose partitions move between processes (a consumer group), and its state must move with them: "+
+			"checkpoint to a checkpoint.ChangelogStore (a source.Kafka source is one: Checkpointing(src))", ErrNoStateStore, rt.stateful[0].stateName())
+	}
+	if !rt.partitioned && len(rt.stateStores) == 0 {
 		return fmt.Errorf("%w (stage %q)", ErrNoStateStore, rt.stateful[0].stateName())
 	}
 	for _, st := range rt.stateful {
@@ -394,6 +423,9 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 				return fmt.Errorf("stream: stage %q: %w: %s %w", st.stateName(), ErrUnsavableState, t, err)
 			}
 		}
+	}
+	if rt.partitioned {
+		return nil
 	}
 	names := make([]string, len(rt.stateful))
 	for i, st := range rt.stateful {
@@ -487,6 +519,9 @@ type pipelineState struct {
 // positions had finished, so its effect on the state was in, before the
 // snapshot was taken.
 func (rt *runtime) saveState(ctx context.Context) error {
+	if rt.partitioned {
+		return rt.saveChanges(ctx)
+	}
 	// One cut across every stateful stage: all of them locked at once,
 	// upstream first as pushes lock them (rt.stateful is in wiring order,
 	// downstream first), so that no record or result is between two of
@@ -542,4 +577,37 @@ func (rt *runtime) saveState(ctx context.Context) error {
 type stateSnap struct {
 	Name string
 	Data []byte
+}
+
+// saveChanges saves, per partition, the changes of every stateful stage
+// since the last save to the changelog store: one cut across the stages,
+// as saveState's.
+func (rt *runtime) saveChanges(ctx context.Context) error {
+	if rt.changelog == nil {
+		return nil
+	}
+	rt.lockStates()
+	var err error
+	changes := rt.changes[:0]
+	for i := len(rt.stateful) - 1; i >= 0 && err == nil; i-- { // upstream first
+		changes, err = rt.stateful[i].changesLocked(changes, nil)
+		if err != nil {
+			err = fmt.Errorf("stream: changes of stage %q: %w", rt.stateful[i].stateName(), err)
+		}
+	}
+	rt.unlockStates()
+	if err != nil || len(changes) == 0 {
+		return err
+	}
+	n := 0
+	for _, c := range changes {
+		n += len(c.Key) + len(c.Value)
+	}
+	if err := rt.changelog.SaveChanges(ctx, changes); err != nil {
+		return fmt.Errorf("stream: save %d state changes (%d bytes): %w", len(changes), n, err)
+	}
+	rt.stateBytes.Store(int64(n))
+	clear(changes)
+	rt.changes = changes[:0]
+	return nil
 }

@@ -149,6 +149,28 @@ func (r *registrar[T]) tracker(topic string, partition int32) *checkpoint.Partit
 	return r.last
 }
 
+// begin registers r.offs with the tracker of topic-partition and returns
+// it and how many it registered; nil when the partition was revoked (an
+// Assignable source), when nothing of them may be handed on.
+func (r *registrar[T]) begin(topic string, partition int32) (*checkpoint.PartitionTracker, int) {
+	if !r.rt.partitioned {
+		pt := r.tracker(topic, partition)
+		return pt, pt.TryBegin(r.offs, r.epochs)
+	}
+	// Under beginMu: an assignment that replaces the partition's tracker
+	// comes before or after, never between the look-up and the begin.
+	r.rt.beginMu.Lock()
+	defer r.rt.beginMu.Unlock()
+	pt := r.tracker(topic, partition)
+	if pt.Revoked() {
+		r.last = nil
+		if pt = r.tracker(topic, partition); pt.Revoked() {
+			return nil, 0
+		}
+	}
+	return pt, pt.TryBegin(r.offs, r.epochs)
+}
+
 func (r *registrar[T]) push(ctx context.Context, elems []Element[T], out outlet[T]) error {
 	from := 0 // elems[from:i] are registered and not yet pushed
 	for i := 0; i < len(elems); {
@@ -158,14 +180,26 @@ func (r *registrar[T]) push(ctx context.Context, elems []Element[T], out outlet[
 			i++
 			continue
 		}
-		pt := r.tracker(e.Topic, e.Partition)
 		r.offs, r.epochs = r.offs[:0], r.epochs[:0]
 		j := i
 		for ; j < len(elems) && elems[j].Partition == e.Partition && elems[j].Topic == e.Topic; j++ {
 			r.offs = append(r.offs, elems[j].Offset)
 			r.epochs = append(r.epochs, elems[j].Epoch)
 		}
-		n := pt.TryBegin(r.offs, r.epochs)
+		pt, n := r.begin(e.Topic, e.Partition)
+		if pt == nil {
+			// Revoked since the source read them: not handed on.
+			if from < i {
+				if err := out.push(ctx, elems[from:i:i]); err != nil {
+					return err
+				}
+			}
+			for k := i; k < j; k++ {
+				elems[k].owner = nil
+			}
+			i, from = j, j
+			continue
+		}
 		for k := i; k < i+n; k++ {
 			elems[k].owner = pt
 		}

@@ -1,7 +1,10 @@
 package stream
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"math"
@@ -324,10 +327,13 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 	ctr := k.s.p.counters(cfg.name)
 	return chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
-			down: down, keys: make(map[K][]*win[A]), wm: math.MinInt64, minTs: math.MinInt64,
+			down: down, kc: newCodec[K](), ac: newCodec[A](),
 			wake: make(chan struct{}, 1), quit: make(chan struct{})}
 		st.pend = &pendingResults[K, A]{m: make(map[int64]pendingResult[K, A]), dirty: &st.core.dirty}
 		st.core.init(rt, cfg.name, ctr)
+		st.one = st.newTable(partKey{})
+		st.tables = map[partKey]*winTable[K, A]{{}: st.one}
+		st.tb = st.one
 		if !cfg.processingTime {
 			for _, src := range rt.p.sources {
 				if l, ok := src.(PartitionLister); ok {
@@ -413,7 +419,8 @@ func (h *timerHeap[K]) pop() winTimer[K] {
 // pendingResult is a result emitted and not yet finished downstream.
 type pendingResult[K comparable, A any] struct {
 	res   WindowResult[K, A]
-	count int // completions still to come
+	count int     // completions still to come
+	part  partKey // the table that emitted it (per partition)
 }
 
 // pendingResults is the owner of the results a window emits: a result is
@@ -463,15 +470,21 @@ type windowStage[K comparable, T, A any] struct {
 	lateSink Sink[T]
 	down     outlet[WindowResult[K, A]]
 
-	mu     sync.Mutex // guards what follows and serialises pushes downstream
-	core   stateCore
-	keys   map[K][]*win[A]
-	timers timerHeap[K]
+	mu   sync.Mutex // guards what follows and serialises pushes downstream
+	core stateCore
+	// tables holds the open windows per source partition when the
+	// pipeline's source is Assignable (core.partitioned), each with its
+	// own watermark, as Kafka Streams keeps stream time per task; and
+	// otherwise one table, one, whose watermark is the least of every
+	// partition's (see partstate.go). tb is the table being worked on.
+	tables map[partKey]*winTable[K, A]
+	one    *winTable[K, A]
+	tb     *winTable[K, A]
+	kc     codec[K]
+	ac     codec[A]
 	tseq   uint64
-	wm     int64 // the watermark, ms; math.MinInt64 before any record
-	minTs  int64 // the least of the partitions' greatest event times
 	seq    int64 // the Offset of the next result: its id in pend
-	redo   []WindowResult[K, A]
+	redo   []pendingResult[K, A] // to emit again, from the table of its part
 	out    []Element[WindowResult[K, A]]
 	late   []Element[T]
 	lateV  []T
@@ -491,9 +504,58 @@ type windowStage[K comparable, T, A any] struct {
 	quit chan struct{}
 }
 
+// winTable is the open windows of one table and their watermark.
+type winTable[K comparable, A any] struct {
+	pk     partKey
+	keys   map[K][]*win[A]
+	timers timerHeap[K]
+	wm     int64 // the watermark, ms; math.MinInt64 before any record
+	minTs  int64 // the least of the partitions' greatest event times
+	// Per partition only: the keys whose windows changed since the last
+	// save, and whether anything did.
+	dirty   map[K]struct{}
+	changed bool
+}
+
+func (st *windowStage[K, T, A]) newTable(pk partKey) *winTable[K, A] {
+	tb := &winTable[K, A]{pk: pk, keys: make(map[K][]*win[A]), wm: math.MinInt64, minTs: math.MinInt64}
+	if st.core.partitioned {
+		tb.dirty = make(map[K]struct{})
+	}
+	return tb
+}
+
+// table returns the table of a record of topic-partition.
+func (st *windowStage[K, T, A]) table(topic string, partition int32) *winTable[K, A] {
+	if !st.core.partitioned || topic == "" {
+		return st.one
+	}
+	if st.tb != nil && st.tb.pk.partition == partition && st.tb.pk.topic == topic {
+		return st.tb
+	}
+	pk := partKey{topic, partition}
+	tb := st.tables[pk]
+	if tb == nil {
+		tb = st.newTable(pk)
+		st.tables[pk] = tb
+	}
+	return tb
+}
+
+// touch notes that k's windows changed, for the next save per partition.
+func (st *windowStage[K, T, A]) touch(k K) {
+	if tb := st.tb; tb.dirty != nil {
+		tb.dirty[k] = struct{}{}
+		tb.changed = true
+	}
+}
+
 func (st *windowStage[K, T, A]) stateName() string { return st.core.name }
 
 func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
+	if elems = dropRevoked(st.core.rt, elems); len(elems) == 0 {
+		return nil
+	}
 	c := &st.core
 	c.ctr.in.Add(int64(len(elems)))
 	st.mu.Lock()
@@ -510,6 +572,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
 		ps.active = st.now
+		st.tb = st.table(e.Topic, e.Partition)
 		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
 		if err != nil {
 			return err
@@ -525,7 +588,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		switch {
 		case st.cfg.processingTime:
 			t = c.rt.clock.Now().UnixMilli()
-			st.wm = max(st.wm, t)
+			st.tb.wm = max(st.tb.wm, t)
 		case st.evTime != nil:
 			t = st.evTime(e.Value).UnixMilli()
 		default:
@@ -593,9 +656,10 @@ func (st *windowStage[K, T, A]) idle(ps *partState) bool {
 // that changes. It returns false when the record is late.
 func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 	L := st.cfg.lateness
+	st.touch(k)
 	switch st.spec.kind {
 	case kindSession:
-		ws := st.keys[k]
+		ws := st.tb.keys[k]
 		ns, ne := t, t+st.spec.gap
 		var m *win[A]
 		n := 0
@@ -618,7 +682,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 		clear(ws[n:])
 		ws = ws[:n]
 		if m == nil {
-			if ne+L <= st.wm {
+			if ne+L <= st.tb.wm {
 				return false
 			}
 			m = st.newWin(ns, ne)
@@ -636,7 +700,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 		}
 		m.acc = st.agg.Add(m.acc, v)
 		m.sent = false
-		st.keys[k] = ws
+		st.tb.keys[k] = ws
 		st.changed(k, m)
 		return true
 	default:
@@ -644,7 +708,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 		if st.spec.kind == kindTumbling {
 			slide = size
 		}
-		ws := st.keys[k]
+		ws := st.tb.keys[k]
 		grew := false
 		any := false
 		for s := floorDiv(t, slide) * slide; s > t-size; s -= slide {
@@ -657,7 +721,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 				}
 			}
 			if w == nil {
-				if e+L <= st.wm {
+				if e+L <= st.tb.wm {
 					continue // closed: late for this window
 				}
 				w = st.newWin(s, e)
@@ -674,7 +738,7 @@ func (st *windowStage[K, T, A]) absorb(k K, v T, t int64) bool {
 			st.changed(k, w)
 		}
 		if grew {
-			st.keys[k] = ws
+			st.tb.keys[k] = ws
 		}
 		return any
 	}
@@ -735,8 +799,8 @@ func (st *windowStage[K, T, A]) changed(k K, w *win[A]) {
 
 func (st *windowStage[K, T, A]) setTimer(at int64, k K) {
 	st.tseq++
-	first := len(st.timers) == 0 || at < st.timers[0].at
-	st.timers.push(winTimer[K]{at: at, seq: st.tseq, key: k})
+	first := len(st.tb.timers) == 0 || at < st.tb.timers[0].at
+	st.tb.timers.push(winTimer[K]{at: at, seq: st.tseq, key: k})
 	if first && st.cfg.processingTime {
 		select {
 		case st.wake <- struct{}{}:
@@ -753,7 +817,7 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 	}
 	old := ps.maxTs
 	ps.maxTs = t
-	if st.cfg.idle == 0 && old != math.MinInt64 && old != st.minTs {
+	if st.cfg.idle == 0 && old != math.MinInt64 && old != st.tb.minTs {
 		return // another partition holds the least (or a listed one holds it back)
 	}
 	// A partition's first event time (the least may fall, or a listed
@@ -767,23 +831,31 @@ func (st *windowStage[K, T, A]) advance(ps *partState, t int64) {
 // event times, if that is above it, and fires the windows it passes.
 func (st *windowStage[K, T, A]) raise() {
 	m := int64(math.MaxInt64)
-	for _, p := range st.core.list {
+	parts := st.core.list
+	if st.core.partitioned && st.tb.pk.topic != "" {
+		ps := st.core.parts[st.tb.pk]
+		if ps == nil {
+			return
+		}
+		parts = []*partState{ps} // does not escape: no allocation
+	}
+	for _, p := range parts {
 		switch {
 		case st.idle(p):
 			// Delivers nothing: does not hold the watermark.
 		case p.maxTs != math.MinInt64:
 			m = min(m, p.maxTs)
 		case p.listed:
-			st.minTs = math.MinInt64 // listed, no event time yet: holds it back
+			st.tb.minTs = math.MinInt64 // listed, no event time yet: holds it back
 			return
 		}
 	}
 	if m == math.MaxInt64 {
 		return // no event time yet
 	}
-	st.minTs = m
-	if w := st.minTs - st.cfg.outOfOrder; w > st.wm {
-		st.wm = w
+	st.tb.minTs = m
+	if w := st.tb.minTs - st.cfg.outOfOrder; w > st.tb.wm {
+		st.tb.wm = w
 		st.fire()
 	}
 }
@@ -791,9 +863,9 @@ func (st *windowStage[K, T, A]) raise() {
 // fire emits the windows whose end the watermark reached and drops those
 // past their allowed lateness.
 func (st *windowStage[K, T, A]) fire() {
-	for len(st.timers) > 0 && st.timers[0].at <= st.wm {
-		k := st.timers.pop().key
-		st.fireKey(k, st.wm)
+	for len(st.tb.timers) > 0 && st.tb.timers[0].at <= st.tb.wm {
+		k := st.tb.timers.pop().key
+		st.fireKey(k, st.tb.wm)
 	}
 }
 
@@ -803,10 +875,11 @@ func (st *windowStage[K, T, A]) fire() {
 // watermark), so that the windows come out in the order of their ends
 // across keys.
 func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
-	ws, ok := st.keys[k]
+	ws, ok := st.tb.keys[k]
 	if !ok {
 		return
 	}
+	st.touch(k)
 	L := st.cfg.lateness
 	n := 0
 	for _, w := range ws {
@@ -816,11 +889,11 @@ func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 			}
 			w.fired = true
 		}
-		if w.fired && w.end+L <= st.wm {
+		if w.fired && w.end+L <= st.tb.wm {
 			st.freeWin(w)
 			continue
 		}
-		if w.fired && !w.dropTimer && w.end <= st.wm {
+		if w.fired && !w.dropTimer && w.end <= st.tb.wm {
 			// Kept for the allowed lateness: drop it when that ends.
 			st.setTimer(w.end+L, k)
 			w.dropTimer = true
@@ -830,12 +903,12 @@ func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 	}
 	clear(ws[n:])
 	if n == 0 {
-		delete(st.keys, k)
+		delete(st.tb.keys, k)
 		if cap(ws) <= 4 && len(st.freeLists) < maxFreeWindows {
 			st.freeLists = append(st.freeLists, ws[:0])
 		}
 	} else {
-		st.keys[k] = ws[:n]
+		st.tb.keys[k] = ws[:n]
 	}
 }
 
@@ -850,7 +923,8 @@ const maxFreeWindows = 4096
 // has not passed them, and a later run over more records goes on with
 // them (and emits them again when they change).
 func (st *windowStage[K, T, A]) emitAtEnd(k K, upTo int64) {
-	for _, w := range st.keys[k] {
+	st.touch(k)
+	for _, w := range st.tb.keys[k] {
 		if !w.fired && !w.sent && w.end <= upTo {
 			st.emit(k, w, true)
 			w.sent = true
@@ -868,7 +942,7 @@ func (st *windowStage[K, T, A]) emitResult(r WindowResult[K, A]) {
 	id := st.seq
 	st.seq++
 	st.pend.mu.Lock()
-	st.pend.m[id] = pendingResult[K, A]{res: r, count: 1}
+	st.pend.m[id] = pendingResult[K, A]{res: r, count: 1, part: st.tb.pk}
 	st.pend.mu.Unlock()
 	// The result's event time is the window's last instant, as Flink
 	// stamps it, so a window after this one works on it by default.
@@ -879,10 +953,20 @@ func (st *windowStage[K, T, A]) emitResult(r WindowResult[K, A]) {
 // redoLocked emits again the results that were pending in the restored
 // state, before anything else.
 func (st *windowStage[K, T, A]) redoLocked() {
-	for _, r := range st.redo {
-		st.emitResult(r)
+	if len(st.redo) == 0 {
+		return
 	}
-	st.redo = nil
+	tb := st.tb
+	for _, r := range st.redo {
+		st.tb = st.tables[r.part]
+		if st.tb == nil {
+			st.tb = st.one // its partition was dropped meanwhile: it is still owed downstream
+		}
+		st.emitResult(r.res)
+	}
+	st.tb = tb
+	clear(st.redo)
+	st.redo = st.redo[:0]
 }
 
 // lateLocked hands the late records of a push to the late policy.
@@ -912,7 +996,7 @@ func (st *windowStage[K, T, A]) lateLocked(ctx context.Context) error {
 			t = e.Timestamp
 		}
 		return recordError(c.name, e, fmt.Errorf("%w: event time %s is in %s windows that closed at watermark %s (out-of-orderness %s, allowed lateness %s); route late records with stream.LateTo or drop them with stream.DropLate",
-			ErrLateRecord, fmtMillis(t), st.spec, fmtMillis(st.wm),
+			ErrLateRecord, fmtMillis(t), st.spec, fmtMillis(st.tb.wm),
 			time.Duration(st.cfg.outOfOrder)*time.Millisecond, time.Duration(st.cfg.lateness)*time.Millisecond))
 	}
 	for i := range st.late {
@@ -958,13 +1042,16 @@ func (st *windowStage[K, T, A]) close(ctx context.Context) error {
 		// before other keys' earlier ones, and a Window after this one,
 		// whose event time is a result's end, then found those late.)
 		st.core.busy = true
-		order := append(timerHeap[K](nil), st.timers...)
-		for len(order) > 0 {
-			t := order.pop()
-			st.emitAtEnd(t.key, t.at)
-		}
-		for k := range st.keys { // none is left unsent: a guard against losing one
-			st.emitAtEnd(k, math.MaxInt64)
+		for _, tb := range st.sortedTables() {
+			st.tb = tb
+			order := append(timerHeap[K](nil), tb.timers...)
+			for len(order) > 0 {
+				t := order.pop()
+				st.emitAtEnd(t.key, t.at)
+			}
+			for k := range tb.keys { // none is left unsent: a guard against losing one
+				st.emitAtEnd(k, math.MaxInt64)
+			}
 		}
 		st.core.busy = false
 		st.core.dirty.Store(true)
@@ -985,8 +1072,10 @@ func (st *windowStage[K, T, A]) tick() error {
 	for {
 		st.mu.Lock()
 		d := time.Hour
-		if len(st.timers) > 0 {
-			d = time.Duration(st.timers[0].at-rt.clock.Now().UnixMilli()) * time.Millisecond
+		for _, tb := range st.tables {
+			if len(tb.timers) > 0 {
+				d = min(d, time.Duration(tb.timers[0].at-rt.clock.Now().UnixMilli())*time.Millisecond)
+			}
 		}
 		st.mu.Unlock()
 		t := rt.clock.NewTimer(max(d, 0))
@@ -1005,12 +1094,16 @@ func (st *windowStage[K, T, A]) tick() error {
 		st.mu.Lock()
 		st.out = st.out[:0]
 		st.redoLocked()
-		if now := rt.clock.Now().UnixMilli(); now > st.wm {
-			st.wm = now
-			st.core.busy = true
-			st.fire()
-			st.core.busy = false
-			st.core.dirty.Store(true)
+		now := rt.clock.Now().UnixMilli()
+		for _, tb := range st.sortedTables() {
+			if now > tb.wm {
+				st.tb = tb
+				tb.wm = now
+				st.core.busy = true
+				st.fire()
+				st.core.busy = false
+				st.core.dirty.Store(true)
+			}
 		}
 		err := st.flushLocked(rt.stageCtx)
 		st.mu.Unlock()
@@ -1018,6 +1111,25 @@ func (st *windowStage[K, T, A]) tick() error {
 			return err
 		}
 	}
+}
+
+// sortedTables returns the tables in the order of their partitions, so
+// that what they emit together comes out in the same order every time.
+func (st *windowStage[K, T, A]) sortedTables() []*winTable[K, A] {
+	if len(st.tables) == 1 {
+		return []*winTable[K, A]{st.one}
+	}
+	tbs := make([]*winTable[K, A], 0, len(st.tables))
+	for _, tb := range st.tables {
+		tbs = append(tbs, tb)
+	}
+	slices.SortFunc(tbs, func(a, b *winTable[K, A]) int {
+		if c := strings.Compare(a.pk.topic, b.pk.topic); c != 0 {
+			return c
+		}
+		return int(a.pk.partition) - int(b.pk.partition)
+	})
+	return tbs
 }
 
 func floorDiv(a, b int64) int64 {
@@ -1068,8 +1180,9 @@ func (st *windowStage[K, T, A]) snapshotLocked() ([]byte, error) {
 		return nil, errors.New("the state was left half changed by a panic")
 	}
 	c.dirty.Store(false)
-	f := winFile[K, A]{Parts: c.partsFile(), Watermark: st.wm, Seq: st.seq}
-	for k, ws := range st.keys {
+	st.tb = st.one
+	f := winFile[K, A]{Parts: c.partsFile(), Watermark: st.tb.wm, Seq: st.seq}
+	for k, ws := range st.tb.keys {
 		for _, w := range ws {
 			f.Windows = append(f.Windows, winEntry[K, A]{Key: k, Start: w.start, End: w.end, Acc: w.acc, Fired: w.fired, Sent: w.sent})
 		}
@@ -1077,7 +1190,9 @@ func (st *windowStage[K, T, A]) snapshotLocked() ([]byte, error) {
 	// In the order they were emitted, those still to emit again first: a
 	// restore emits them in this order, and a Window after this one needs
 	// a window's early results before its final one.
-	f.Pending = append(f.Pending, st.redo...)
+	for _, r := range st.redo {
+		f.Pending = append(f.Pending, r.res)
+	}
 	st.pend.mu.Lock()
 	ids := make([]int64, 0, len(st.pend.m))
 	for id := range st.pend.m {
@@ -1103,20 +1218,242 @@ func (st *windowStage[K, T, A]) restore(data []byte) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.tb = st.one
 	st.core.restoreParts(f.Parts)
-	st.wm, st.seq = f.Watermark, f.Seq
-	st.minTs = math.MinInt64
+	st.tb.wm, st.seq = f.Watermark, f.Seq
+	st.tb.minTs = math.MinInt64
 	first := true
 	for _, p := range st.core.list {
-		if p.maxTs != math.MinInt64 && (first || p.maxTs < st.minTs) {
-			st.minTs, first = p.maxTs, false
+		if p.maxTs != math.MinInt64 && (first || p.maxTs < st.tb.minTs) {
+			st.tb.minTs, first = p.maxTs, false
 		}
 	}
 	for _, e := range f.Windows {
 		w := &win[A]{start: e.Start, end: e.End, acc: e.Acc, fired: e.Fired, sent: e.Sent, dropTimer: e.Fired}
-		st.keys[e.Key] = append(st.keys[e.Key], w)
+		st.tb.keys[e.Key] = append(st.tb.keys[e.Key], w)
 		st.setTimer(st.due(w), e.Key)
 	}
-	st.redo = f.Pending
+	for _, r := range f.Pending {
+		st.redo = append(st.redo, pendingResult[K, A]{res: r})
+	}
 	return nil
+}
+
+// Per partition (partstate.go): a key's change holds its open windows,
+// each as varint start and end (ms), a flags byte (1: fired, 2: sent) and
+// the accumulator's encoding after its uvarint length.
+
+const (
+	winFired byte = 1 << iota
+	winSent
+)
+
+func (st *windowStage[K, T, A]) encodeWindows(ws []*win[A]) ([]byte, error) {
+	b := binary.AppendUvarint(make([]byte, 0, 16*len(ws)+1), uint64(len(ws)))
+	var acc []byte
+	for _, w := range ws {
+		b = binary.AppendVarint(b, w.start)
+		b = binary.AppendVarint(b, w.end)
+		var f byte
+		if w.fired {
+			f |= winFired
+		}
+		if w.sent {
+			f |= winSent
+		}
+		b = append(b, f)
+		var err error
+		if acc, err = st.ac.append(acc[:0], w.acc); err != nil {
+			return nil, err
+		}
+		b = binary.AppendUvarint(b, uint64(len(acc)))
+		b = append(b, acc...)
+	}
+	return b, nil
+}
+
+func (st *windowStage[K, T, A]) decodeWindows(b []byte) ([]*win[A], error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errors.New("bad window count")
+	}
+	b = b[k:]
+	ws := make([]*win[A], 0, n)
+	for range n {
+		start, k1 := binary.Varint(b)
+		if k1 <= 0 {
+			return nil, errors.New("bad window start")
+		}
+		end, k2 := binary.Varint(b[k1:])
+		if k2 <= 0 || len(b) < k1+k2+1 {
+			return nil, errors.New("bad window end")
+		}
+		b = b[k1+k2:]
+		f := b[0]
+		l, k3 := binary.Uvarint(b[1:])
+		if k3 <= 0 || uint64(len(b)-1-k3) < l {
+			return nil, errors.New("bad accumulator length")
+		}
+		b = b[1+k3:]
+		acc, err := st.ac.decode(b[:l])
+		if err != nil {
+			return nil, err
+		}
+		b = b[l:]
+		ws = append(ws, &win[A]{start: start, end: end, acc: acc, fired: f&winFired != 0, sent: f&winSent != 0, dropTimer: f&winFired != 0})
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%d bytes after the windows", len(b))
+	}
+	return ws, nil
+}
+
+// pendingOf returns the results of partition pk still owed downstream, in
+// the order they were emitted (those to emit again first).
+func (st *windowStage[K, T, A]) pendingOf(pk partKey) []WindowResult[K, A] {
+	var out []WindowResult[K, A]
+	for _, r := range st.redo {
+		if r.part == pk {
+			out = append(out, r.res)
+		}
+	}
+	st.pend.mu.Lock()
+	ids := make([]int64, 0)
+	for id, r := range st.pend.m {
+		if r.part == pk {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		out = append(out, st.pend.m[id].res)
+	}
+	st.pend.mu.Unlock()
+	return out
+}
+
+func (st *windowStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func(partKey) bool) ([]checkpoint.Change, error) {
+	c := &st.core
+	if c.busy {
+		return dst, errors.New("the state was left half changed by a panic")
+	}
+	for pk, tb := range st.tables {
+		if !tb.changed || pk.topic == "" || (only != nil && !only(pk)) {
+			continue
+		}
+		for k := range tb.dirty {
+			key, err := stateKey(st.kc, k)
+			if err != nil {
+				return dst, err
+			}
+			var val []byte
+			if ws := tb.keys[k]; len(ws) > 0 {
+				if val, err = st.encodeWindows(ws); err != nil {
+					return dst, err
+				}
+			}
+			dst = append(dst, c.dataChange(pk, key, val))
+		}
+		var extra []byte
+		if pend := st.pendingOf(pk); len(pend) > 0 {
+			var buf bytes.Buffer
+			if err := gob.NewEncoder(&buf).Encode(pend); err != nil {
+				return dst, err
+			}
+			extra = buf.Bytes()
+		}
+		m, err := c.metaChange(pk, st.header(), tb.wm, extra)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, m)
+		clear(tb.dirty)
+		tb.changed = false
+	}
+	return dst, nil
+}
+
+func (st *windowStage[K, T, A]) restorePartLocked(pk partKey, changes []stateChange) (int64, error) {
+	c := &st.core
+	st.dropPartLocked(pk)
+	closed, meta, torn := splitChanges(changes)
+	tb := st.newTable(pk)
+	st.tables[pk] = tb
+	st.tb = tb
+	next := int64(-1)
+	if meta != nil {
+		m, err := c.restoreMeta(pk, meta, st.header())
+		if err != nil {
+			return -1, err
+		}
+		next = m.Part.Next
+		tb.wm, tb.minTs = m.Watermark, m.Part.MaxTs
+		for _, ch := range closed {
+			if len(ch.key) == 1 && ch.key[0] == metaKey {
+				continue
+			}
+			k, err := decodeKey(st.kc, ch.key)
+			if err != nil {
+				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: %w", c.name, pk.topic, pk.partition, checkpoint.ErrCorrupt, err)
+			}
+			if ch.value == nil {
+				delete(tb.keys, k)
+				continue
+			}
+			ws, err := st.decodeWindows(ch.value)
+			if err != nil {
+				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode the windows of %v: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, k, err)
+			}
+			tb.keys[k] = ws
+		}
+		for k, ws := range tb.keys {
+			for _, w := range ws {
+				st.setTimer(st.due(w), k)
+			}
+		}
+		if len(m.Extra) > 0 {
+			var pend []WindowResult[K, A]
+			if err := gob.NewDecoder(bytes.NewReader(m.Extra)).Decode(&pend); err != nil {
+				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode its pending results: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, err)
+			}
+			for _, r := range pend {
+				st.redo = append(st.redo, pendingResult[K, A]{res: r, part: pk})
+			}
+		}
+	}
+	for _, key := range torn {
+		if k, err := decodeKey(st.kc, key); err == nil {
+			tb.dirty[k] = struct{}{}
+			tb.changed = true
+		}
+	}
+	st.tb = st.one
+	return next, nil
+}
+
+func (st *windowStage[K, T, A]) dropPartLocked(pk partKey) {
+	if pk == (partKey{}) {
+		return
+	}
+	delete(st.tables, pk)
+	if st.tb != nil && st.tb.pk == pk {
+		st.tb = st.one
+	}
+	st.redo = slices.DeleteFunc(st.redo, func(r pendingResult[K, A]) bool { return r.part == pk })
+	st.pend.mu.Lock()
+	for id, r := range st.pend.m {
+		if r.part == pk {
+			delete(st.pend.m, id)
+		}
+	}
+	st.pend.mu.Unlock()
+	st.core.dropPart(pk)
+}
+
+func (st *windowStage[K, T, A]) assignPartLocked(pk partKey) {
+	var now int64
+	if st.cfg.idle > 0 {
+		now = st.core.rt.clock.Now().UnixMilli()
+	}
+	st.core.assignPart(pk, now)
 }

@@ -1,0 +1,149 @@
+package stream
+
+import (
+	"bytes"
+	"encoding/gob"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/strom-dev/strom/checkpoint"
+)
+
+// State per partition.
+//
+// A pipeline whose source is Assignable (a consumer-group member: its
+// partitions come and go) keeps the state of each stateful stage per source
+// partition, in a table of its own: the keys a partition's records touched,
+// and the partition's marks (what of it reached the stage, its greatest
+// event time, a Window's watermark). A table is saved, restored, handed
+// over and dropped whole, one partition at a time, so a partition's state
+// follows the partition to the process the group gives it to.
+//
+// It is saved to a checkpoint.ChangelogStore as changes: at each checkpoint,
+// for every table that changed, the keys that changed (a key's encoding
+// after a 0x01 byte, its new value or nil when it was dropped) and then the
+// table's meta change (the key 0x00: the marks, in a gob of partMeta). The
+// meta change comes last, and closes the save: a restore applies the
+// changes read before a meta change, and drops those after the last one (a
+// save cut short by a crash, whose effect the restored marks do not
+// reflect); the keys they touched are written again at the next save, so
+// that they do not stay the last change of their key.
+//
+// On any other source (the embedded log, files, slices) one process reads
+// every partition and the state of a stage is one table, saved whole to a
+// checkpoint.StateStore: a key whose records arrive on several partitions
+// then has one state, as on one machine. On an Assignable source a key must
+// follow the source's partitioning, so that all of its records are in one
+// partition's table.
+
+// stateChange is one change read back from a ChangelogStore.
+type stateChange struct{ key, value []byte }
+
+const (
+	metaKey byte = 0x00 // the key of a table's meta change
+	dataKey byte = 0x01 // the first byte of a state key's change
+)
+
+// partMeta is a table's meta change.
+type partMeta struct {
+	Header    stateHeader
+	Part      partFile
+	Watermark int64  // Window's
+	Extra     []byte // a stage's own (Window: its pending results, a gob)
+}
+
+// metaChange returns the meta change of partition pk's table.
+func (c *stateCore) metaChange(pk partKey, h stateHeader, wm int64, extra []byte) (checkpoint.Change, error) {
+	m := partMeta{Header: h, Watermark: wm, Extra: extra, Part: partFile{Topic: pk.topic, Partition: pk.partition, MaxTs: math.MinInt64}}
+	if ps := c.parts[pk]; ps != nil {
+		m.Part.Next, m.Part.MaxTs = max(ps.next, ps.restored), ps.maxTs
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(&m); err != nil {
+		return checkpoint.Change{}, err
+	}
+	return checkpoint.Change{Stage: c.name, Topic: pk.topic, Partition: pk.partition, Key: []byte{metaKey}, Value: buf.Bytes()}, nil
+}
+
+// dataChange returns the change of a state key.
+func (c *stateCore) dataChange(pk partKey, key, value []byte) checkpoint.Change {
+	return checkpoint.Change{Stage: c.name, Topic: pk.topic, Partition: pk.partition, Key: key, Value: value}
+}
+
+// splitChanges cuts the changes of a table read back from a store into
+// those a meta change closed and the last meta change (nil: none), and
+// returns the keys of the changes after it, which no meta change closed.
+func splitChanges(changes []stateChange) (closed []stateChange, meta []byte, torn [][]byte) {
+	last := -1
+	for i, ch := range changes {
+		if len(ch.key) == 1 && ch.key[0] == metaKey {
+			last = i
+		}
+	}
+	if last < 0 {
+		for _, ch := range changes {
+			torn = append(torn, ch.key)
+		}
+		return nil, nil, torn
+	}
+	for _, ch := range changes[last+1:] {
+		torn = append(torn, ch.key)
+	}
+	return changes[:last], changes[last].value, torn
+}
+
+// restoreMeta decodes a table's meta change, checks it was written by a
+// stage like this one (want), and restores the partition's marks.
+func (c *stateCore) restoreMeta(pk partKey, data []byte, want stateHeader) (partMeta, error) {
+	var m partMeta
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
+		return m, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode its marks: %w", c.name, pk.topic, pk.partition, checkpoint.ErrCorrupt, err)
+	}
+	h := m.Header
+	if h.Version != stateVersion || h.Kind != want.Kind || h.Spec != want.Spec || h.Types != want.Types {
+		return m, fmt.Errorf("stream: state of stage %q for %s/%d: %w: saved by %s %s (%s, version %d), the stage is %s %s (%s)",
+			c.name, pk.topic, pk.partition, ErrStateMismatch, h.Kind, h.Spec, h.Types, h.Version, want.Kind, want.Spec, want.Types)
+	}
+	c.dropPart(pk)
+	ps := &partState{restored: m.Part.Next, next: m.Part.Next, maxTs: m.Part.MaxTs}
+	c.parts[pk] = ps
+	c.list = append(c.list, ps)
+	c.lastPart = nil
+	return m, nil
+}
+
+// dropPart forgets partition pk's marks.
+func (c *stateCore) dropPart(pk partKey) {
+	ps := c.parts[pk]
+	if ps == nil {
+		return
+	}
+	delete(c.parts, pk)
+	if i := slices.Index(c.list, ps); i >= 0 {
+		c.list = slices.Delete(c.list, i, i+1)
+	}
+	c.lastPart = nil
+}
+
+// assignPart marks partition pk as assigned: it holds a Window's watermark
+// until it delivers (see PartitionLister).
+func (c *stateCore) assignPart(pk partKey, now int64) {
+	ps := c.part(pk.topic, pk.partition)
+	ps.listed, ps.active = true, now
+}
+
+// stateKey returns the key of a state key's change: dataKey, then its
+// encoding.
+func stateKey[K any](kc codec[K], k K) ([]byte, error) {
+	return kc.append([]byte{dataKey}, k)
+}
+
+// decodeKey decodes the key of a data change.
+func decodeKey[K any](kc codec[K], b []byte) (K, error) {
+	if len(b) == 0 || b[0] != dataKey {
+		var zero K
+		return zero, fmt.Errorf("a key that is neither a state key nor the marks: % x", b[:min(len(b), 16)])
+	}
+	return kc.decode(b[1:])
+}

@@ -1,0 +1,246 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/stream"
+)
+
+// groupSource is a fake consumer-group member over in-memory partitions:
+// an Assignable, PositionsAware source whose rebalances the test schedules
+// by Read count, run between Reads as kgo runs them with
+// BlockRebalanceOnPoll. At a revocation it commits the pipeline's
+// positions to store after the hooks returned, as source.Kafka does.
+type groupSource struct {
+	topic string
+	parts map[int32][]groupRec
+	store *checkpoint.MemoryStore
+	batch int
+
+	mu       sync.Mutex
+	hooks    stream.RebalanceHooks
+	pos      stream.Positions
+	next     map[int32]int64 // assigned partitions and their next offset
+	ops      map[int]func(*groupSource)
+	reads    int
+	starts   []stream.PartitionStart // what the last Assigned returned
+	assignErr error
+}
+
+type groupRec struct {
+	key string
+	ts  int64
+}
+
+func (g *groupSource) SetRebalanceHooks(h stream.RebalanceHooks) { g.mu.Lock(); g.hooks = h; g.mu.Unlock() }
+func (g *groupSource) SetPositions(p stream.Positions)           { g.mu.Lock(); g.pos = p; g.mu.Unlock() }
+func (g *groupSource) Close() error                              { return nil }
+
+func (g *groupSource) assign(ps ...int32) {
+	starts := make([]stream.PartitionStart, 0, len(ps))
+	for _, p := range ps {
+		o := int64(-1)
+		if pos, ok, _ := g.store.Load(context.Background(), g.topic, p); ok {
+			o = pos.Offset
+		}
+		starts = append(starts, stream.PartitionStart{TopicPartition: stream.TopicPartition{Topic: g.topic, Partition: p}, Offset: o})
+	}
+	g.assignErr = g.hooks.Assigned(context.Background(), starts)
+	g.starts = starts
+	for _, s := range starts {
+		g.next[s.Partition] = max(s.Offset, 0)
+	}
+}
+
+func (g *groupSource) revoke(ps ...int32) {
+	tps := make([]stream.TopicPartition, 0, len(ps))
+	for _, p := range ps {
+		tps = append(tps, stream.TopicPartition{Topic: g.topic, Partition: p})
+	}
+	g.hooks.Revoked(context.Background(), tps)
+	for _, p := range ps {
+		if pos, ok := g.pos.Position(g.topic, p); ok {
+			_ = g.store.Save(context.Background(), g.topic, p, pos)
+		}
+		delete(g.next, p)
+	}
+}
+
+func (g *groupSource) Read(ctx context.Context) ([]stream.Element[groupRec], error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if op := g.ops[g.reads]; op != nil {
+		op(g)
+	}
+	g.reads++
+	if g.assignErr != nil {
+		return nil, g.assignErr
+	}
+	var out []stream.Element[groupRec]
+	ps := make([]int32, 0, len(g.next))
+	for p := range g.next {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	for _, p := range ps {
+		o := g.next[p]
+		for n := 0; n < g.batch && o < int64(len(g.parts[p])); n, o = n+1, o+1 {
+			r := g.parts[p][o]
+			out = append(out, stream.Element[groupRec]{Value: r, Topic: g.topic, Partition: p, Offset: o, Timestamp: r.ts})
+		}
+		g.next[p] = o
+	}
+	if len(out) == 0 && len(g.ops) <= g.reads {
+		if _, pending := g.ops[g.reads]; !pending {
+			return nil, io.EOF
+		}
+	}
+	return out, nil
+}
+
+// groupData makes records of keys spread over partitions by key (so a key
+// follows the partitioning), event times rising by 1 s with a disorder of
+// up to 3 s, and a last record per partition an hour later that closes
+// every window.
+func groupData(parts, perPart, keys int) map[int32][]groupRec {
+	out := make(map[int32][]groupRec)
+	for p := range int32(parts) {
+		for i := range perPart {
+			k := fmt.Sprintf("k%d", (i*7+int(p))%keys*parts+int(p))
+			ts := int64(1_700_000_000_000) + int64(i)*1000 - int64((i*37)%4)*1000
+			out[p] = append(out[p], groupRec{key: k, ts: ts})
+		}
+		out[p] = append(out[p], groupRec{key: "end", ts: 1_700_000_000_000 + int64(perPart)*1000 + 3_600_000})
+	}
+	return out
+}
+
+// expectedCounts counts the records per (key, 10 s window), the sentinel
+// records' windows left out.
+func expectedCounts(parts map[int32][]groupRec) map[string]int64 {
+	want := make(map[string]int64)
+	for _, recs := range parts {
+		for _, r := range recs {
+			if r.key != "end" {
+				want[fmt.Sprintf("%s@%d", r.key, r.ts-r.ts%10_000)]++
+			}
+		}
+	}
+	return want
+}
+
+type resultLog struct {
+	mu  sync.Mutex
+	got map[string][]int64
+}
+
+func (l *resultLog) add(r stream.WindowResult[string, int64]) {
+	if r.Key == "end" || !r.Final {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := fmt.Sprintf("%s@%d", r.Key, r.Start.UnixMilli())
+	l.got[k] = append(l.got[k], r.Value)
+}
+
+func runGroup(t *testing.T, g *groupSource, log *resultLog) {
+	t.Helper()
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(g.store, stream.CheckpointEachBatch()), func(r groupRec) string { return r.key })
+	err := stream.Window(k, stream.Tumbling(10*time.Second), stream.Count[groupRec](), stream.OutOfOrderness(5*time.Second)).
+		Tap(func(_ context.Context, r stream.WindowResult[string, int64]) error { log.add(r); return nil }).
+		Run(context.Background())
+	require.NoError(t, err)
+}
+
+func checkCounts(t *testing.T, want map[string]int64, log *resultLog) {
+	t.Helper()
+	for k, n := range want {
+		got, ok := log.got[k]
+		require.True(t, ok, "window %s never emitted", k)
+		for _, g := range got {
+			require.Equal(t, n, g, "window %s emitted with a wrong count (all its results: %v)", k, got)
+		}
+	}
+	for k := range log.got {
+		_, ok := want[k]
+		require.True(t, ok, "window %s emitted but has no records", k)
+	}
+}
+
+func TestWindowStateFollowsARevokedPartitionToTheNextOwner(t *testing.T) {
+	data := groupData(2, 400, 10)
+	store := checkpoint.NewMemoryStore()
+	log := &resultLog{got: make(map[string][]int64)}
+	// Member A owns both partitions, reads part of them and gives up
+	// partition 1 at its 6th read; member B then takes partition 1 over,
+	// from A's commit, with A's state.
+	a := &groupSource{topic: "events", parts: data, store: store, batch: 25, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0, 1) }, 6: func(g *groupSource) { g.revoke(1) }}}
+	runGroup(t, a, log)
+	pos, ok, _ := store.Load(context.Background(), "events", 1)
+	require.True(t, ok)
+	require.Less(t, pos.Offset, int64(len(data[1])), "A gave partition 1 up before its end")
+	require.Greater(t, pos.Offset, int64(50), "A had worked on partition 1")
+
+	b := &groupSource{topic: "events", parts: data, store: store, batch: 25, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(1) }}}
+	runGroup(t, b, log)
+	checkCounts(t, expectedCounts(data), log)
+}
+
+func TestPartitionStateOlderThanTheCommitIsReadFromItsOwnOffset(t *testing.T) {
+	data := groupData(1, 300, 5)
+	store := checkpoint.NewMemoryStore()
+	log := &resultLog{got: make(map[string][]int64)}
+	a := &groupSource{topic: "events", parts: data, store: store, batch: 20, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0) }, 5: func(g *groupSource) { g.revoke(0) }}}
+	runGroup(t, a, log)
+	pos, ok, _ := store.Load(context.Background(), "events", 0)
+	require.True(t, ok)
+	// The group's commit moves on without the state (a member whose
+	// state save failed, or another consumer of the group).
+	require.NoError(t, store.Save(context.Background(), "events", 0, checkpoint.At(pos.Offset+40)))
+
+	b := &groupSource{topic: "events", parts: data, store: store, batch: 20, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0) }}}
+	runGroup(t, b, log)
+	require.Equal(t, pos.Offset, b.starts[0].Offset, "Assigned lowered the start to the state's own offset")
+	checkCounts(t, expectedCounts(data), log)
+}
+
+func TestAggregateStateIsSavedAsChangesPerPartition(t *testing.T) {
+	data := groupData(2, 50, 4)
+	store := checkpoint.NewMemoryStore()
+	g := &groupSource{topic: "events", parts: data, store: store, batch: 10, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0, 1) }}}
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(store), func(r groupRec) string { return r.key })
+	require.NoError(t, stream.Aggregate(k, stream.Count[groupRec]()).Run(context.Background()))
+	for p := range int32(2) {
+		counts := make(map[string]int)
+		metas := 0
+		require.NoError(t, store.RestoreChanges(context.Background(), stream.StageAggregate, "events", p, func(key, value []byte) error {
+			if len(key) == 1 && key[0] == 0 {
+				metas++
+				return nil
+			}
+			counts[string(key[1:])]++
+			return nil
+		}))
+		require.Equal(t, 1, metas, "partition %d has its marks", p)
+		want := make(map[string]int)
+		for _, r := range data[p] {
+			want[r.key] = 1
+		}
+		require.Equal(t, want, counts, "partition %d's changelog holds exactly the keys of its records", p)
+	}
+}
