@@ -45,3 +45,11 @@ func waitFor(cond func() bool) {
 		time.Sleep(100 * time.Microsecond) // polls a condition; never what a test waits on
 	}
 }
+
+// MarkRevoked does the first step of a revocation on the hooks Run gave
+// an Assignable source: it marks the partitions revoked (no record of
+// them starts in a stage from then on) without waiting or saving, so a
+// test can tell the records that started before it from those after.
+func MarkRevoked(h RebalanceHooks, parts ...TopicPartition) {
+	h.(*runtime).revoke(parts)
+}

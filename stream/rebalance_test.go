@@ -26,24 +26,30 @@ type groupSource struct {
 	store *checkpoint.MemoryStore
 	batch int
 
-	mu       sync.Mutex
-	hooks    stream.RebalanceHooks
-	pos      stream.Positions
-	next     map[int32]int64 // assigned partitions and their next offset
-	ops      map[int]func(*groupSource)
-	reads    int
-	starts   []stream.PartitionStart // what the last Assigned returned
+	mu        sync.Mutex
+	hooks     stream.RebalanceHooks
+	pos       stream.Positions
+	next      map[int32]int64 // assigned partitions and their next offset
+	ops       map[int]func(*groupSource)
+	reads     int
+	starts    []stream.PartitionStart // what the last Assigned returned
 	assignErr error
 }
 
 type groupRec struct {
-	key string
-	ts  int64
+	key  string
+	ts   int64
+	part int32 // set by Read
+	off  int64
 }
 
-func (g *groupSource) SetRebalanceHooks(h stream.RebalanceHooks) { g.mu.Lock(); g.hooks = h; g.mu.Unlock() }
-func (g *groupSource) SetPositions(p stream.Positions)           { g.mu.Lock(); g.pos = p; g.mu.Unlock() }
-func (g *groupSource) Close() error                              { return nil }
+func (g *groupSource) SetRebalanceHooks(h stream.RebalanceHooks) {
+	g.mu.Lock()
+	g.hooks = h
+	g.mu.Unlock()
+}
+func (g *groupSource) SetPositions(p stream.Positions) { g.mu.Lock(); g.pos = p; g.mu.Unlock() }
+func (g *groupSource) Close() error                    { return nil }
 
 func (g *groupSource) assign(ps ...int32) {
 	starts := make([]stream.PartitionStart, 0, len(ps))
@@ -95,6 +101,7 @@ func (g *groupSource) Read(ctx context.Context) ([]stream.Element[groupRec], err
 		o := g.next[p]
 		for n := 0; n < g.batch && o < int64(len(g.parts[p])); n, o = n+1, o+1 {
 			r := g.parts[p][o]
+			r.part, r.off = p, o
 			out = append(out, stream.Element[groupRec]{Value: r, Topic: g.topic, Partition: p, Offset: o, Timestamp: r.ts})
 		}
 		g.next[p] = o
@@ -242,5 +249,81 @@ func TestAggregateStateIsSavedAsChangesPerPartition(t *testing.T) {
 			want[r.key] = 1
 		}
 		require.Equal(t, want, counts, "partition %d's changelog holds exactly the keys of its records", p)
+	}
+}
+
+// TestNoRecordOfARevokedPartitionStartsOnceItsRevocationBegan ensures that
+// with Parallel(8) and KeyOrdered(8) the records of a revoked partition
+// queued in the stage are dropped, not handed to the handler, once
+// Revoked has returned, and that the position committed at the revoke is
+// not past a record that was not handled.
+func TestNoRecordOfARevokedPartitionStartsOnceItsRevocationBegan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  stream.StageOption
+	}{{"Parallel(8)", stream.Parallel(8)}, {"KeyOrdered(8)", stream.KeyOrdered(8, func(r groupRec) string { return r.key })}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := groupData(2, 400, 64)
+			store := checkpoint.NewMemoryStore()
+			var (
+				mu       sync.Mutex
+				returned bool
+				late     []int64 // offsets of partition 1 started after the revocation began
+				handled  = map[int64]bool{}
+				blocked  = make(chan struct{}, 1000)
+				gate     = make(chan struct{})
+			)
+			g := &groupSource{topic: "events", parts: data, store: store, batch: 3, next: map[int32]int64{},
+				ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0, 1) }}}
+			done := make(chan error, 1)
+			go func() {
+				done <- stream.From[groupRec](g).Checkpointing(store).
+					Tap(func(ctx context.Context, r groupRec) error {
+						mu.Lock()
+						if r.part == 1 {
+							if returned {
+								late = append(late, r.off)
+							}
+							handled[r.off] = true
+						}
+						mu.Unlock()
+						blocked <- struct{}{}
+						<-gate
+						return nil
+					}, tc.opt).
+					Run(context.Background())
+			}()
+			for range 8 { // every worker holds a record: the rest wait in the queues
+				<-blocked
+			}
+			// Every worker is blocked: mark partition 1 revoked now, so
+			// that each of its records that starts from here on is one
+			// the revocation should have dropped.
+			g.mu.Lock()
+			stream.MarkRevoked(g.hooks, stream.TopicPartition{Topic: "events", Partition: 1})
+			g.mu.Unlock()
+			mu.Lock()
+			returned = true
+			mu.Unlock()
+			revoked := make(chan struct{})
+			go func() {
+				g.mu.Lock()
+				g.revoke(1)
+				g.mu.Unlock()
+				close(revoked)
+			}()
+			close(gate)
+			<-revoked
+			require.NoError(t, <-done)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Empty(t, late, "records of the revoked partition started after the revocation began")
+			pos, ok, _ := store.Load(context.Background(), "events", 1)
+			require.True(t, ok, "the revoke committed partition 1")
+			require.Less(t, len(handled), len(data[1]), "records of partition 1 queued at the revoke were dropped")
+			for o := range pos.Offset {
+				require.True(t, handled[o], "offset %d is below the committed position %d but was never handled", o, pos.Offset)
+			}
+		})
 	}
 }

@@ -483,7 +483,7 @@ type windowStage[K comparable, T, A any] struct {
 	kc     codec[K]
 	ac     codec[A]
 	tseq   uint64
-	seq    int64 // the Offset of the next result: its id in pend
+	seq    int64                 // the Offset of the next result: its id in pend
 	redo   []pendingResult[K, A] // to emit again, from the table of its part
 	out    []Element[WindowResult[K, A]]
 	late   []Element[T]
