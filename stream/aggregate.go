@@ -47,7 +47,7 @@ func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T
 	if cfg.windowOnly != "" {
 		panic(fmt.Sprintf("stream: %s applies to Window, not to %s", cfg.windowOnly, kind))
 	}
-	registerState(k.s, kind, cfg.name)
+	registerState(k, kind, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
 	return chain(k.s, func(rt *runtime, down outlet[KV[K, A]]) outlet[T] {
 		st := &aggStage[K, T, A]{kind: kind, key: k.key, first: first, add: add, down: down,

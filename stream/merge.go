@@ -31,6 +31,7 @@ func Merge[T any](streams ...*Stream[T]) *Stream[T] {
 		p.stores = append(p.stores, s.p.stores...)
 		p.stages = append(p.stages, s.p.stages...)
 		p.nilSrc = p.nilSrc || s.p.nilSrc
+		p.unpartitioned = append(p.unpartitioned, s.p.unpartitioned...)
 		for n := range s.p.stateNames {
 			if p.stateNames == nil {
 				p.stateNames = make(map[string]bool)

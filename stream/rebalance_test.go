@@ -162,7 +162,7 @@ func (l *resultLog) add(r stream.WindowResult[string, int64]) {
 
 func runGroup(t *testing.T, g *groupSource, log *resultLog) {
 	t.Helper()
-	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(g.store, stream.CheckpointEachBatch()), func(r groupRec) string { return r.key })
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(g.store, stream.CheckpointEachBatch()), func(r groupRec) string { return r.key }).FollowsPartitioning()
 	err := stream.Window(k, stream.Tumbling(10*time.Second), stream.Count[groupRec](), stream.OutOfOrderness(5*time.Second)).
 		Tap(func(_ context.Context, r stream.WindowResult[string, int64]) error { log.add(r); return nil }).
 		Run(context.Background())
@@ -230,7 +230,7 @@ func TestAggregateStateIsSavedAsChangesPerPartition(t *testing.T) {
 	store := checkpoint.NewMemoryStore()
 	g := &groupSource{topic: "events", parts: data, store: store, batch: 10, next: map[int32]int64{},
 		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0, 1) }}}
-	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(store), func(r groupRec) string { return r.key })
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(store), func(r groupRec) string { return r.key }).FollowsPartitioning()
 	require.NoError(t, stream.Aggregate(k, stream.Count[groupRec]()).Run(context.Background()))
 	for p := range int32(2) {
 		counts := make(map[string]int)
@@ -326,4 +326,15 @@ func TestNoRecordOfARevokedPartitionStartsOnceItsRevocationBegan(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRunRefusesAKeyNotKnownToFollowTheGroupSourcesPartitioning(t *testing.T) {
+	g := &groupSource{topic: "events", parts: groupData(1, 10, 2), store: checkpoint.NewMemoryStore(), batch: 10, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0) }}}
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(g.store), func(r groupRec) string { return r.key })
+	err := stream.Aggregate(k, stream.Count[groupRec](), stream.Name("per-key")).Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrKeyNotPartitioned)
+	require.ErrorContains(t, err, `"per-key"`)
+	require.ErrorContains(t, err, "stream.Repartition")
+	require.ErrorContains(t, err, "FollowsPartitioning")
 }

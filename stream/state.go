@@ -20,7 +20,38 @@ import (
 type Keyed[K comparable, T any] struct {
 	s   *Stream[T]
 	key func(T) K
+	// follows: the key is known to follow the partitioning of the
+	// records' source (FollowsPartitioning, Repartition).
+	follows bool
 }
+
+// FollowsPartitioning declares that k's key is the one the records' source
+// is partitioned by, so that all the records of a key arrive through one
+// partition: the Kafka record key a producer partitioned by (Kafka's
+// default partitioner hashes it), or a value derived from it alone. It
+// returns k.
+//
+// On a source whose partitions move between processes (source.Kafka, a
+// consumer group), a stateful stage keeps its state per partition, and a
+// key whose records arrived through several partitions would be counted in
+// part by several processes: Run refuses a stateful stage keyed by
+// [KeyBy] there, with [ErrKeyNotPartitioned], unless the key is declared
+// with FollowsPartitioning or comes from [Repartition]. On other sources
+// it changes nothing.
+func (k *Keyed[K, T]) FollowsPartitioning() *Keyed[K, T] {
+	k.follows = true
+	return k
+}
+
+// ErrKeyNotPartitioned is returned by [Stream.Run] for a pipeline on a
+// source whose partitions move between processes (an [Assignable] source:
+// source.Kafka) with a stateful stage keyed by a function not known to
+// follow the source's partitioning. Records of one key could then arrive
+// through several partitions, and so several processes, each of which would
+// count part of them. Fix it with [Repartition] (the records go through a
+// topic partitioned by the new key, as in Kafka Streams), or, when the key
+// is the one the source is partitioned by, with [Keyed.FollowsPartitioning].
+var ErrKeyNotPartitioned = errors.New("stream: a stateful stage's key does not follow the partitioning of its source")
 
 // KeyBy groups the values of s by key(value) for a stateful operator that
 // follows it ([Aggregate], [Reduce], [Window]). The key is computed once
@@ -168,7 +199,11 @@ func newStateConfig(name string, opts []StateOption) *stateConfig {
 // registerState checks a stateful stage's place in the pipeline when it is
 // built: its name must be unique among the pipeline's stateful stages (it
 // names the saved state), and no stage before it may reorder records.
-func registerState[T any](s *Stream[T], op, name string) {
+func registerState[K comparable, T any](k *Keyed[K, T], op, name string) {
+	s := k.s
+	if !k.follows {
+		s.p.unpartitioned = append(s.p.unpartitioned, name)
+	}
 	if s.reorders != "" {
 		panic(fmt.Sprintf("stream: %s %q needs the records of each partition in offset order, and the stage %q before it may reorder them: "+
 			"put Parallel, KeyOrdered, Batch and Via stages after the stateful one", op, name, s.reorders))
@@ -403,6 +438,12 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 		if cl, ok := s.(checkpoint.ChangelogStore); ok && rt.changelog == nil {
 			rt.changelog = cl
 		}
+	}
+	if rt.partitioned && len(rt.p.unpartitioned) > 0 {
+		return fmt.Errorf("%w: stage %q reads a source whose partitions move between processes (a consumer group) and keys records with stream.KeyBy, "+
+			"whose key strom cannot tell follows the source's partitioning: records of one key could reach several processes, each counting part of them. "+
+			"Send the records through a topic partitioned by the key first (stream.Repartition), or, if the key is the one the source is partitioned by "+
+			"(the Kafka record key), declare it: stream.KeyBy(s, key).FollowsPartitioning()", ErrKeyNotPartitioned, rt.p.unpartitioned[0])
 	}
 	if len(rt.p.stores) == 0 {
 		return nil // nothing is saved: state lives in memory for this run

@@ -60,6 +60,9 @@ type pipeline struct {
 	nilSrc  bool
 	// stateNames are the names of the stateful stages, unique (state.go).
 	stateNames map[string]bool
+	// unpartitioned names the stateful stages whose key is not known to
+	// follow the source's partitioning (ErrKeyNotPartitioned).
+	unpartitioned []string
 }
 
 // From returns a Stream reading from src. Nothing is read until [Stream.Run].

@@ -323,7 +323,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		}
 		lateSink = s
 	}
-	registerState(k.s, StageWindow, cfg.name)
+	registerState(k, StageWindow, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
 	return chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
