@@ -32,6 +32,7 @@ func Merge[T any](streams ...*Stream[T]) *Stream[T] {
 		p.stages = append(p.stages, s.p.stages...)
 		p.nilSrc = p.nilSrc || s.p.nilSrc
 		p.unpartitioned = append(p.unpartitioned, s.p.unpartitioned...)
+		p.buildErr = cmp.Or(p.buildErr, s.p.buildErr)
 		for n := range s.p.stateNames {
 			if p.stateNames == nil {
 				p.stateNames = make(map[string]bool)

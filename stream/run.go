@@ -288,6 +288,12 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 	if p.nilSrc {
 		return errNilSource
 	}
+	if p.buildErr != nil {
+		for _, src := range p.sources {
+			_ = src.Close()
+		}
+		return p.buildErr
+	}
 	rt := newRuntime(ctx, p)
 	rt.tel = newTelemetry(rt)
 	defer rt.tel.close()

@@ -63,6 +63,9 @@ type pipeline struct {
 	// unpartitioned names the stateful stages whose key is not known to
 	// follow the source's partitioning (ErrKeyNotPartitioned).
 	unpartitioned []string
+	// buildErr is a fault of the pipeline found while it was built that
+	// Run returns (Repartition of values it cannot encode).
+	buildErr error
 }
 
 // From returns a Stream reading from src. Nothing is read until [Stream.Run].
