@@ -15,6 +15,10 @@ SHELL := /bin/bash
 #                                               minutes on 2 cores); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
 #                                               every 0.2 to 1 s, must reach the end within 100 kills (--slow-kills), and its first
 #                                               checkpoint with a 2 ms handler is timed; TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
+#   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
+#                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
+#                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked
+#                                               (add --stateless: records relayed, each must arrive)
 #   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs

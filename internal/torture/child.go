@@ -46,7 +46,7 @@ const (
 )
 
 // Child runs one child role, as the supervisor starts it: args are
-// "publish" or "consume" followed by that role's flags (see the supervisor's
+// "publish", "consume" or "scale-worker" followed by that role's flags (see the supervisor's
 // childArgs). It returns when SIGTERM or SIGINT arrives and the role has
 // stopped cleanly, or with the role's error.
 func Child(args []string) error {
@@ -55,6 +55,9 @@ func Child(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if args[0] == roleScaleWorker {
+		return runScaleWorker(ctx, args[1:])
+	}
 	fl := flag.NewFlagSet("torture "+args[0], flag.ContinueOnError)
 	dir := fl.String("dir", "", "the run folder")
 	seed := fl.Uint64("seed", 0, "this incarnation's random seed")

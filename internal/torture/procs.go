@@ -19,8 +19,8 @@ import (
 // incarnations.
 type child struct {
 	name      string
-	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack or roleProbe
-	partition int32  // the consumer's partition; -1 for the others
+	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack, roleProbe or roleScaleWorker
+	partition int32  // the consumer's partition, the scale worker's slot; -1 for the others
 	inc       int    // incarnations started so far, minus one
 	cmd       *exec.Cmd
 	running   bool  // the current incarnation has not been seen to exit
@@ -46,6 +46,9 @@ type exit struct {
 
 // args returns the child's command-line arguments for its next incarnation.
 func (s *supervisor) args(c *child) []string {
+	if c.role == roleScaleWorker {
+		return s.scaleWorkerArgs(c)
+	}
 	if c.role == roleRelayBack {
 		return []string{"--direction", "kafka-to-log", "--brokers", strings.Join(s.cluster.Brokers(), ","),
 			"--dir", logDir(s.cfg.Dir), "--from", RelayTopic, "--to", BackTopic, "--partitions", strconv.Itoa(Partitions),

@@ -73,6 +73,8 @@ type Summary struct {
 	Foreign   int // ScenarioRelay: Kafka records without the relay's headers (must be 0)
 	TornTails int // partitions whose last segment ends in a torn tail at the end
 
+	Scale *ScaleReport // ScenarioScale's run and checks; nil for the others
+
 	Violations []string // every violation, in the order found
 }
 
@@ -88,6 +90,12 @@ func (s *Summary) String() string {
 	verdict := "PASS"
 	if len(s.Violations) > 0 {
 		verdict = fmt.Sprintf("FAIL (%d violations)", len(s.Violations))
+	}
+	if s.Scale != nil {
+		fmt.Fprintf(&b, "torture: scenario %s, seed %d: %s in %v\n", s.Scenario, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
+		s.Scale.lines(&b, s)
+		s.violationLines(&b)
+		return b.String()
 	}
 	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
 	if s.Scenario == ScenarioSlow {

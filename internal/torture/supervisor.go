@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -29,13 +30,16 @@ type Config struct {
 	// Scenario is the consumers' pipeline, ScenarioPlain or
 	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
 	// consumers, or ScenarioSlow: one slow consumer of a partition
-	// written beforehand, without a publisher.
+	// written beforehand, without a publisher, or ScenarioScale: workers
+	// of a consumer group on an in-process Kafka, without the log.
 	Scenario string
 	// Mode is the log's write path; zero means log.DefaultMode.
 	Mode log.Mode
 	// Kills is how many children to kill -9 (each is restarted at once).
 	// In ScenarioSlow it is the most kills the consumer may take before it
 	// must have reached the end of the partition; zero means 100 there.
+	// In ScenarioScale it is the SIGKILLs of the schedule; zero means 3,
+	// below zero none.
 	Kills int
 	// Seed seeds every random choice of the supervisor (which child, when)
 	// and the seeds it gives the children; zero picks one at random. The
@@ -55,7 +59,9 @@ type Config struct {
 	// zero means 5 ms.
 	SampleEvery time.Duration
 	// CatchUp bounds the wait, after the publisher stopped, for the
-	// consumers to save the high watermark; zero means 2 minutes.
+	// consumers to save the high watermark; zero means 2 minutes. In
+	// ScenarioScale it bounds how long the group's commits may stay
+	// still before the run is reported stalled.
 	CatchUp time.Duration
 	// Command returns the command that runs Child(args): the torture
 	// binary itself, or a test binary. Required.
@@ -66,7 +72,8 @@ type Config struct {
 	// Progress, when not nil, receives a line every 50 kills.
 	Progress io.Writer
 	// Records is ScenarioSlow's partition size in records, written before
-	// the consumer starts; zero means 5000.
+	// the consumer starts; zero means 5000. In ScenarioScale it is the
+	// input records, sentinels excluded; zero means 120,000.
 	Records int
 	// RecordBytes is the size in bytes of each of those records' values;
 	// zero means 100.
@@ -77,6 +84,18 @@ type Config struct {
 	// ProbeWork is the handler time per record of ScenarioSlow's
 	// first-checkpoint probe; zero means 2 ms.
 	ProbeWork time.Duration
+	// Keys is ScenarioScale's number of distinct keys; zero means 1000.
+	Keys int
+	// ScalePartitions is ScenarioScale's input partition count; zero
+	// means 12.
+	ScalePartitions int
+	// Members is ScenarioScale's membership schedule: how many workers
+	// run, in turn; nil means 1, 3, 2, 3.
+	Members []int
+	// Stateless makes ScenarioScale's workers relay every record to the
+	// output instead of counting windows: the check is then that every
+	// input record reached the output at least once.
+	Stateless bool
 	// ForgetEvery, when above zero, plants a fault in the consumers: they
 	// journal no finish of an offset divisible by it, so the run must fail
 	// with losses and skips. Only the harness's own test sets it.
@@ -116,8 +135,13 @@ func (c *Config) defaults() error {
 		if c.ProbeWork <= 0 {
 			c.ProbeWork = 2 * time.Millisecond
 		}
+	case ScenarioScale:
+		c.scaleDefaults()
+		if slices.Min(c.Members) < 1 {
+			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
+		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay or slow)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow or scale)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -162,6 +186,8 @@ type supervisor struct {
 	parts [Partitions]*partitionState
 	pub   *publisherState
 
+	scale *scaleState // ScenarioScale
+
 	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
 	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
 	back    *backState         // ScenarioRelay: BackTopic and the group's commits
@@ -203,6 +229,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 func (s *supervisor) run(ctx context.Context) error {
 	if s.cfg.Scenario == ScenarioSlow {
 		return s.runSlow(ctx)
+	}
+	if s.cfg.Scenario == ScenarioScale {
+		return s.runScale(ctx)
 	}
 	defer func() {
 		if s.kafka != nil {

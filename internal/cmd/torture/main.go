@@ -7,6 +7,7 @@
 // internal/torture for the checks.
 //
 //	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,slow] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
+//	        [--scale-records 120000] [--scale-keys 1000] [--scale-kills 3] [--members 1,3,2,3] [--stateless]
 //
 // Each scenario runs in turn, the i-th with the i-th mode (modes repeat
 // when fewer), each with --kills kills, except scenario slow (issue 17: one
@@ -18,7 +19,18 @@
 // index). The summary of each run goes to stdout; the exit status is 0
 // when every run passed, 1 on a violation, 2 on a usage or harness error.
 //
-// The binary runs its own children: "torture child publish|consume ..."
+// Scenario scale (issue 18; not in the default list, ask for it with
+// --scenarios scale) runs no log: a windowed count per key over a Kafka
+// topic of 12 partitions on an in-process Kafka, by worker processes of one
+// consumer group that join and leave by --members and are SIGKILLed
+// --scale-kills times, checked against the counts computed from the
+// records; --stateless relays the records instead and checks that every
+// one arrived (see package internal/torture, "Scenario scale"):
+//
+//	make torture TORTURE_FLAGS='--scenarios scale --seed 17'
+//	make torture TORTURE_FLAGS='--scenarios scale --seed 17 --stateless'
+//
+// The binary runs its own children: "torture child publish|consume|scale-worker ..."
 // is how the supervisor starts them. Scenario relay also runs
 // examples/relay, by default the binary named relay beside this one (make
 // torture builds both into bin/).
@@ -72,6 +84,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -93,7 +106,12 @@ func main() {
 func run() int {
 	kills := flag.Int("kills", 300, "SIGKILLs per scenario (but slow)")
 	slowKills := flag.Int("slow-kills", 100, "scenario slow: the most SIGKILLs before its consumer must have reached the end of its partition")
-	scenarios := flag.String("scenarios", "plain,pipeline,relay,slow", "the scenarios to run, comma-separated: plain, pipeline, relay, slow")
+	scaleKills := flag.Int("scale-kills", 3, "scenario scale: the SIGKILLs of its schedule (-1: none)")
+	scaleRecords := flag.Int("scale-records", 120_000, "scenario scale: the input records")
+	scaleKeys := flag.Int("scale-keys", 1000, "scenario scale: the distinct keys")
+	members := flag.String("members", "1,3,2,3", "scenario scale: the membership schedule, workers per step, comma-separated")
+	stateless := flag.Bool("stateless", false, "scenario scale: relay every record instead of counting windows, and check every record reached the output")
+	scenarios := flag.String("scenarios", "plain,pipeline,relay,slow", "the scenarios to run, comma-separated: plain, pipeline, relay, slow, scale")
 	modes := flag.String("modes", "mmap,file", "the log's write paths, comma-separated, the i-th scenario using the i-th (repeating)")
 	seed := flag.Uint64("seed", 0, "the seed of the first scenario's random choices (0: random)")
 	dir := flag.String("dir", "", "the folder for the run folders (default: a new temporary folder)")
@@ -111,6 +129,15 @@ func run() int {
 	}
 	if *relayBin == "" {
 		*relayBin = filepath.Join(filepath.Dir(exe), "relay")
+	}
+	var ns []int
+	for _, m := range strings.Split(*members, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(m))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "torture: --members: %q is not a worker count (1 or more)\n", m)
+			return 2
+		}
+		ns = append(ns, n)
 	}
 	var ms []log.Mode
 	for _, m := range strings.Split(*modes, ",") {
@@ -138,8 +165,11 @@ func run() int {
 	for i, sc := range strings.Split(*scenarios, ",") {
 		runSeed := first + uint64(i)
 		n, what := *kills, "kills"
-		if sc == torture.ScenarioSlow {
+		switch sc {
+		case torture.ScenarioSlow:
 			n, what = *slowKills, "kills at most"
+		case torture.ScenarioScale:
+			n = *scaleKills
 		}
 		cfg := torture.Config{
 			Dir:         filepath.Join(root, fmt.Sprintf("%d-%s", i, sc)),
@@ -158,8 +188,20 @@ func run() int {
 			},
 			Progress: os.Stderr,
 		}
-		fmt.Fprintf(os.Stderr, "torture: scenario %s, mode %s, %d %s, seed %d (again: --seed %d --scenarios %s --modes %s), in %s\n",
-			sc, cfg.Mode, cfg.Kills, what, runSeed, runSeed, sc, cfg.Mode, cfg.Dir)
+		if sc == torture.ScenarioScale {
+			cfg.Records, cfg.Keys, cfg.Members, cfg.Stateless = *scaleRecords, *scaleKeys, ns, *stateless
+		}
+		if sc == torture.ScenarioScale {
+			again := fmt.Sprintf("--seed %d --scenarios scale --scale-records %d --scale-keys %d --scale-kills %d --members %s", runSeed, cfg.Records, cfg.Keys, cfg.Kills, *members)
+			if cfg.Stateless {
+				again += " --stateless"
+			}
+			fmt.Fprintf(os.Stderr, "torture: scenario scale, %d records, %d keys, members %s, %d kills, seed %d (again: %s), in %s\n",
+				cfg.Records, cfg.Keys, *members, max(cfg.Kills, 0), runSeed, again, cfg.Dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "torture: scenario %s, mode %s, %d %s, seed %d (again: --seed %d --scenarios %s --modes %s), in %s\n",
+				sc, cfg.Mode, cfg.Kills, what, runSeed, runSeed, sc, cfg.Mode, cfg.Dir)
+		}
 		sum, err := torture.Run(ctx, cfg)
 		var verr *torture.ViolationError
 		if sum != nil && (err == nil || errors.As(err, &verr)) {
