@@ -288,6 +288,47 @@
 // added to a pipeline that already saved positions or renamed, starts
 // empty at those positions: its first windows hold only what follows.
 //
+// # Scaling out
+//
+// On a source whose partitions are assigned to the process and taken from
+// it while it runs ([Assignable]: source.Kafka, a member of a consumer
+// group), the same pipeline runs on N processes, and the partition is the
+// unit of state as it is of parallelism (the partition count caps the
+// number of processes that share the work):
+//
+//   - Every stateful stage keeps its state per source partition, in a
+//     table of its own: the keys of the partition's records, its marks, and
+//     for a Window its own watermark (Kafka Streams keeps stream time per
+//     task the same way), so a window's result does not depend on which
+//     other partitions share its process.
+//   - The state is saved to a [checkpoint.ChangelogStore] (a KafkaSource
+//     is one: a compacted changelog topic per stage, Kafka Streams' design)
+//     at every checkpoint, as the keys that changed since the last one,
+//     then the partition's marks, before the positions are committed: the
+//     cost of a checkpoint grows with the keys that changed, not with the
+//     state.
+//   - When the group assigns a partition, its state is restored before
+//     any of its records is read ([RebalanceHooks].Assigned); a state that
+//     reflects fewer records than the group's commit makes the partition
+//     start at the state's own offset instead, and one that reflects more
+//     counts the records between as replays, as after a crash.
+//   - When the group revokes a partition, the records of it that have not
+//     started in a stage (queued in Parallel and KeyOrdered stages) are
+//     dropped, those started finish, and its state is saved and dropped
+//     before its position is committed. When the member lost it (its
+//     session expired), its state is dropped unsaved.
+//   - A key must follow the source's partitioning, or its records would be
+//     counted in part by several processes: Run refuses a stateful stage
+//     keyed with [KeyBy] ([ErrKeyNotPartitioned]) unless the key comes from
+//     [Repartition] (through a topic partitioned by it) or is declared with
+//     [Keyed.FollowsPartitioning].
+//
+// A save cut short by a crash leaves changes of some keys without the
+// marks that close them: a restore drops them and rewrites those keys at
+// the next save. Several stateful stages are each saved per partition;
+// their saves are not one atomic piece as a snapshot's are (a crash
+// between two of them restores them from two cuts).
+//
 // # Sources and sinks
 //
 // A [Source] returns batches and io.EOF at a clean end; strom's sources
