@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,33 +156,79 @@ type KafkaStats struct {
 // nothing is committed. Records of a revoked partition are never handed on
 // after the revocation. Records of it already in the pipeline still run to
 // their end (at-least-once: the new owner starts at the commit and may
-// handle some of them again).
+// handle some of them again), unless Run's hooks stop them.
+//
+// It also implements [stream.Assignable]: Run gives it its
+// [stream.RebalanceHooks], and the source calls them from the group's
+// callbacks, never holding its own lock (a hook may Save) and never two at
+// once:
+//
+//   - Assigned, once the group's commits of newly assigned partitions are
+//     known and before any of their records is fetched, so before Read
+//     returns one: each [stream.PartitionStart] carries the group's commit
+//     (-1 for none). A start whose Offset the hook changes (lowered to
+//     what the partition's restored state reflects) is where the partition
+//     starts reading, and saves from there on are committed (the group's
+//     commit may so move back to match the state). An error from Assigned
+//     is returned by the next Read (a [*KafkaError] naming the group and
+//     the partitions) and ends the member's group session: the client
+//     treats the partitions as lost (Lost is called, nothing is committed,
+//     nothing of them is fetched) and rejoins the group, which assigns
+//     them again, calling Assigned again. Nothing is skipped that way.
+//   - Revoked, when partitions are being revoked, before their positions
+//     are committed: the positions the pipeline gives after it returns are
+//     the ones committed. Its context ends after the group's rebalance
+//     timeout ([kgo.RebalanceTimeout], read back from the client: 60 s
+//     unless [KafkaClientOpts] set another), the time the group gives a
+//     member to rejoin. Closing the source leaves the group, which revokes
+//     every partition: Revoked is called then too, from Close.
+//   - Lost, when partitions were lost (or were revoked after their
+//     Assigned failed: their state was never whole), after the source
+//     forgot them, so no save of them is committed meanwhile.
+//
+// Revoked and Lost are called only for partitions Assigned was called
+// for: Run sets its hooks before its first Read, which is when the source
+// joins the group (Resume checks the brokers and topics but joins no
+// group), so a pipeline hears of every partition it is assigned.
+//
+// # Lag while the pipeline is back-pressured
+//
+// Fetches tell the source its partitions' high watermarks only when Read
+// polls them, which a back-pressured pipeline does not do. So while the
+// source is open, a goroutine lists the end offsets of the assigned
+// partitions every [KafkaLagInterval] (at once after an assignment, never
+// while nothing is assigned), and [KafkaSource.HighWatermark], with it the
+// pipeline's lag gauge, is at most about that far behind the brokers. A
+// high watermark only moves forward: a fetch or listing that answered with
+// a lower value than one already known is ignored.
 //
 // # Opening, errors, Resume
 //
-// The source opens on the first Read (or Resume): it checks, within
-// [KafkaTimeout], that a broker answers and that every topic exists, and
-// then joins the group. An unreachable broker is a [*KafkaError] naming the
-// brokers; a missing topic a [*PartitionError] for [AllPartitions] of that
-// topic wrapping [log.ErrUnknownTopic]: a topic that does not exist when
-// the timeout ends is an error, not a silent wait. Both are retryable
+// The source opens on the first Read: it checks, within [KafkaTimeout],
+// that a broker answers and that every topic exists, and then joins the
+// group (Resume makes the same checks, and leaves the join to Read). An
+// unreachable broker is a [*KafkaError] naming the brokers; a missing
+// topic a [*PartitionError] for [AllPartitions] of that topic wrapping
+// [log.ErrUnknownTopic]: a topic that does not exist when the timeout
+// ends is an error, not a silent wait. Both are retryable
 // (stream.ConsumeForever and stream.Forever back off and try again, as for
 // a log topic not yet created). A fetch error from the client comes back
 // from Read as a *PartitionError naming the topic and partition (a
 // *KafkaError when it concerns no partition), also retryable. Once joined,
 // a broker that goes away is retried by the client: Read waits.
 //
-// Resume (stream.Resumer) opens the client again after Close: the group
-// resumes from its commits. The store passed to Resume is used only to
-// check it is not nil: positions always come from the group's commits,
-// which is where this source saves them. A pipeline that also saves to
-// another store (a FileStore, for example) keeps it up to date, but a
-// KafkaSource never reads it.
+// Resume (stream.Resumer) prepares the source again after Close: the next
+// Read joins the group, which resumes from its commits. The store passed
+// to Resume is used only to check it is not nil: positions always come
+// from the group's commits, which is where this source saves them. A
+// pipeline that also saves to another store (a FileStore, for example)
+// keeps it up to date, but a KafkaSource never reads it.
 //
 // # Concurrency
 //
 // Read, Resume and Close are called by one goroutine at a time, as for
-// every source; Save, Load and Stats may be called concurrently with them.
+// every source; Save, Load, Stats, HighWatermark, SetPositions and
+// SetRebalanceHooks may be called concurrently with them.
 type KafkaSource struct {
 	brokers []string
 	group   string
@@ -196,10 +243,18 @@ type KafkaSource struct {
 
 	pending error // an error that came with records, returned by the next Read
 
-	// listing counts the goroutines listing the end offsets of newly
-	// assigned partitions (listHighWatermarks); Close waits for them
-	// before it closes adm.
+	hooks stream.RebalanceHooks // Run's (SetRebalanceHooks), or nil
+	// assignErr is the error of the last Assigned that failed, returned
+	// by Read through pending; the group session kgo ended for it comes
+	// back from a poll too, wrapping it, and is not returned again.
+	assignErr error
+
+	// listing counts the goroutine refreshing the high watermarks
+	// (refreshHighWatermarks, kafka_lag.go); Close stops it (stopLag) and
+	// waits for it before it closes adm.
 	listing sync.WaitGroup
+	stopLag context.CancelFunc // ends the refresh; nil while closed
+	lagWake chan struct{}      // asks the refresh to list now (an assignment), capacity 1
 
 	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
 }
@@ -211,17 +266,23 @@ type topicPartition struct {
 
 // kafkaPart is the state of an assigned partition.
 type kafkaPart struct {
+	// announced is true once the Assigned hook was called for this
+	// assignment of the partition (onOffsetsFetched): only then are
+	// Revoked and Lost called for it. failed is true when that Assigned
+	// returned an error: the partition is then reported Lost, never
+	// Revoked, since the pipeline's state of it is not whole.
+	announced, failed bool
 	// ready is false between the assignment and the fetch of the group's
 	// commit: no save is committed then, since its floor is not known.
 	ready bool
 	// floor is the highest offset committed for the partition that this
 	// member knows of in this assignment (the commit it started from, or
-	// its own last commit); -1 for none. A save at or below it is dropped.
+	// the start the Assigned hook asked for, or its own last commit); -1
+	// for none. A save at or below it is dropped.
 	floor int64
-	// hwm is the partition's high watermark as the last fetch of it said,
-	// or, before a fetch returned records of it, as listing its end offset
-	// at the assignment did (listHighWatermarks); -1 while neither has
-	// answered (HighWatermark, telemetry.go).
+	// hwm is the partition's high watermark: the highest that a fetch of
+	// it or a listing of its end offset (refreshHighWatermarks) reported;
+	// -1 while none has answered (HighWatermark, telemetry.go).
 	hwm int64
 }
 
@@ -230,6 +291,7 @@ var (
 	_ stream.Source[log.Record] = (*KafkaSource)(nil)
 	_ stream.Resumer            = (*KafkaSource)(nil)
 	_ stream.PositionsAware     = (*KafkaSource)(nil)
+	_ stream.Assignable         = (*KafkaSource)(nil)
 	_ checkpoint.Store          = (*KafkaSource)(nil)
 )
 
@@ -266,6 +328,7 @@ func Kafka(brokers []string, group string, topics []string, opts ...KafkaOption)
 		topics:   append([]string(nil), topics...),
 		cfg:      cfg,
 		assigned: make(map[topicPartition]*kafkaPart),
+		lagWake:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -347,6 +410,7 @@ func (s *KafkaSource) open(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.cl = cl
+	s.startRefreshLocked(adm)
 	s.mu.Unlock()
 	return nil
 }
@@ -420,82 +484,56 @@ func (s *KafkaSource) checkTopics(ctx context.Context, adm *kgo.Client) error {
 }
 
 // onAssigned records newly assigned partitions; their saves wait for the
-// group's commit (onOffsetsFetched). It starts listing their end offsets
-// in the background, so that their high watermarks are known before a
-// fetch returns records of them, or when none ever does.
-func (s *KafkaSource) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+// group's commit (onOffsetsFetched). It has their end offsets listed at
+// once (refreshHighWatermarks), so that their high watermarks are known
+// before a fetch returns records of them, or when none ever does.
+func (s *KafkaSource) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	parts := make(map[topicPartition]*kafkaPart)
 	for t, ps := range assigned {
 		for _, p := range ps {
-			st := &kafkaPart{floor: -1, hwm: -1}
-			s.assigned[topicPartition{t, p}] = st
-			parts[topicPartition{t, p}] = st
+			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1}
 		}
 	}
-	if s.adm != nil && len(parts) > 0 {
-		s.listing.Add(1)
-		go s.listHighWatermarks(ctx, s.adm, parts)
+	select {
+	case s.lagWake <- struct{}{}:
+	default: // a listing is asked for already
 	}
 }
 
-// listHighWatermarks lists the end offsets (ListOffsets, latest) of the
-// partitions of one assignment and records each as the partition's high
-// watermark unless a fetch reported one first. kgo hands out no fetch of a
-// partition without new records, so without this the high watermark of an
-// empty partition, or of one the group has read to its end, would stay
-// unknown. ctx is the group client's, cancelled when it closes. A failed
-// listing leaves the high watermarks unknown until a fetch reports them.
-func (s *KafkaSource) listHighWatermarks(ctx context.Context, adm *kgo.Client, parts map[topicPartition]*kafkaPart) {
-	defer s.listing.Done()
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
-	var topics []string
-	seen := make(map[string]bool)
-	for tp := range parts {
-		if !seen[tp.topic] {
-			seen[tp.topic] = true
-			topics = append(topics, tp.topic)
-		}
-	}
-	listed, err := kadm.NewClient(adm).ListEndOffsets(ctx, topics...)
+// onOffsetsFetched learns where each new assignment starts, the group's
+// commit: saves below it would move the commit back. With Run's hooks set
+// it first calls Assigned with the starts (see the type's doc, and
+// callAssigned), and a partition starts where the hook moved its start.
+// kgo calls it once the commits are fetched and before it fetches a record
+// of the partitions; ctx ends when the group session begins revoking.
+func (s *KafkaSource) onOffsetsFetched(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	starts, moved, err := s.callAssigned(ctx, offsets)
 	if err != nil {
-		return
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for tp, st := range parts {
-		o, ok := listed.Lookup(tp.topic, tp.partition)
-		// Only for the same assignment (not revoked and assigned again
-		// since), and only while no fetch has said more recently.
-		if ok && o.Err == nil && o.Offset >= 0 && s.assigned[tp] == st && st.hwm < 0 {
-			st.hwm = o.Offset
+	for i, ps := range starts {
+		st := s.assigned[topicPartition{ps.Topic, ps.Partition}]
+		if st == nil {
+			continue
 		}
-	}
-}
-
-// onOffsetsFetched learns where each new assignment starts: saves below it
-// would move the group's commit back.
-func (s *KafkaSource) onOffsetsFetched(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for t, ps := range offsets {
-		for p, o := range ps {
-			if st := s.assigned[topicPartition{t, p}]; st != nil {
-				st.ready = true
-				if at := o.EpochOffset().Offset; at >= 0 {
-					st.floor = at
-				}
-			}
+		st.ready = true
+		st.floor = ps.Offset
+		if moved[i] >= 0 {
+			offsets[ps.Topic][ps.Partition] = kgo.NewOffset().At(moved[i])
+			st.floor = moved[i]
 		}
 	}
 	return offsets, nil
 }
 
-// onRevoked commits the finished positions of the revoked partitions, then
-// forgets them: a later Save for them is dropped.
+// onRevoked calls the Revoked hook for the revoked partitions (callRevoked),
+// then commits their finished positions and forgets them: a later Save for
+// them is dropped.
 func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.callRevoked(ctx, cl, revoked)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commitFinishedLocked(ctx, cl, revoked)
@@ -509,11 +547,12 @@ func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map
 	}
 }
 
-// onLost forgets lost partitions without committing: the group has given
-// them to another member already.
+// onLost forgets lost partitions without committing, the group has given
+// them to another member already, then calls the Lost hook for them.
 func (s *KafkaSource) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	hooks := s.hooks
+	whole, failed := s.announcedLocked(lost)
 	for t, ps := range lost {
 		for _, p := range ps {
 			if _, ok := s.assigned[topicPartition{t, p}]; ok {
@@ -521,6 +560,11 @@ func (s *KafkaSource) onLost(_ context.Context, _ *kgo.Client, lost map[string][
 				s.lost.Add(1)
 			}
 		}
+	}
+	s.mu.Unlock()
+	if parts := append(whole, failed...); hooks != nil && len(parts) > 0 {
+		sortParts(parts)
+		hooks.Lost(parts)
 	}
 }
 
@@ -733,20 +777,19 @@ func (s *KafkaSource) Load(ctx context.Context, topic string, partition int32) (
 // cleanup or a shutdown path may do) makes Read return an error wrapping
 // kgo.ErrClientClosed, never use the client Close let go of.
 func (s *KafkaSource) Read(ctx context.Context) ([]stream.Element[log.Record], error) {
-	s.mu.Lock()
-	err := s.pending
-	s.pending = nil
-	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
 	for {
+		// Before every poll: a failed Assigned sets pending while a poll
+		// waits, and ends the poll.
 		s.mu.Lock()
-		cl := s.cl
+		cl, err := s.cl, s.pending
+		s.pending = nil
 		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		if cl == nil {
 			return nil, s.kafkaErr(kgo.ErrClientClosed)
 		}
@@ -774,7 +817,17 @@ func (s *KafkaSource) Read(ctx context.Context) ([]stream.Element[log.Record], e
 // assigned, and returns the first error of the poll.
 func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.Element[log.Record], error) {
 	var ferr error
-	if errs := fetches.Errors(); len(errs) > 0 {
+	errs := fetches.Errors()
+	if len(errs) > 0 {
+		// The group session kgo ended because Assigned failed: that error
+		// reached Read through pending already.
+		s.mu.Lock()
+		if s.assignErr != nil {
+			errs = slices.DeleteFunc(errs, func(fe kgo.FetchError) bool { return errors.Is(fe.Err, s.assignErr) })
+		}
+		s.mu.Unlock()
+	}
+	if len(errs) > 0 {
 		fe := errs[0]
 		switch {
 		case errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded):
@@ -799,7 +852,7 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		st := s.assigned[topicPartition{p.Topic, p.Partition}]
 		if st != nil && p.Err == nil {
-			st.hwm = p.HighWatermark
+			st.hwm = max(st.hwm, p.HighWatermark) // a listing may have said more since
 		}
 		if len(p.Records) == 0 {
 			return
@@ -838,11 +891,15 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 	return elems, ferr
 }
 
-// Resume opens the source again if it was closed (stream.Resumer); the
-// group resumes from its commits. store must not be nil, but is otherwise
-// not read: positions come from the group (see the type's doc). On an open
-// source Resume closes it first (committing finished positions, as Close
-// does), so records handed out but not committed are read again.
+// Resume prepares the source to be read again after Close
+// (stream.Resumer): it checks, as opening does, that a broker answers and
+// that every topic exists, returning the same errors. The group is joined
+// by the next Read, and resumes from its commits: not here, so that no
+// partition is assigned before the pipeline that Reads has set its hooks
+// (see the type's doc, "Rebalances"). store must not be nil, but is
+// otherwise not read: positions come from the group. On an open source
+// Resume closes it first (committing finished positions, as Close does),
+// so records handed out but not committed are read again.
 func (s *KafkaSource) Resume(ctx context.Context, store checkpoint.Store) error {
 	if store == nil {
 		return s.kafkaErr(ErrNilStore)
@@ -858,35 +915,43 @@ func (s *KafkaSource) Resume(ctx context.Context, store checkpoint.Store) error 
 	s.mu.Lock()
 	s.pending = nil
 	s.mu.Unlock()
-	return s.open(ctx)
+	adm, err := s.admin()
+	if err != nil {
+		return err
+	}
+	return s.checkTopics(ctx, adm)
 }
 
-// Close commits the finished positions of the assigned partitions (when a
-// pipeline is running, or has just ended), leaves the group and closes the
-// client. The source may be opened again by Read or Resume. Close returns
-// nil.
+// Close leaves the group, which revokes every assigned partition: the
+// Revoked hook is called for them (from Close's goroutine, see the type's
+// doc), then their finished positions are committed (when a pipeline is
+// running, or has just ended). Then it closes the clients. The source may
+// be opened again by Read or Resume. Close returns nil.
 func (s *KafkaSource) Close() error {
 	s.mu.Lock()
-	cl, adm := s.cl, s.adm
-	if cl != nil {
-		s.commitFinishedLocked(context.Background(), cl, nil)
-	}
-	s.cl, s.adm = nil, nil
+	cl, adm, stopLag := s.cl, s.adm, s.stopLag
 	s.mu.Unlock()
 	if cl != nil {
-		// Leaving the group revokes every partition: onRevoked commits
-		// what finished since (nothing, normally) and forgets them.
+		// Leaving the group revokes every partition: onRevoked calls the
+		// Revoked hook, commits and forgets them. s.mu is not held, and
+		// s.cl stays set meanwhile, so that what the hook saves reaches
+		// the group.
 		cl.CloseAllowingRebalance()
 	}
-	// Closing cl cancelled the listings' context; they end before adm
-	// closes under them.
+	s.mu.Lock()
+	s.cl, s.adm, s.stopLag = nil, nil, nil
+	s.mu.Unlock()
+	// The high watermarks' refresh ends before adm closes under it.
+	if stopLag != nil {
+		stopLag()
+	}
 	s.listing.Wait()
 	if adm != nil {
 		adm.Close()
 	}
 	s.mu.Lock()
 	clear(s.assigned)
-	s.pending = nil
+	s.pending, s.assignErr = nil, nil
 	s.mu.Unlock()
 	return nil
 }

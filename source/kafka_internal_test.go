@@ -59,3 +59,26 @@ func TestKafkaRecordsOfRevokedOrLostPartitionsAreNotHandedOn(t *testing.T) {
 	assert.Equal(t, int64(1), s.Stats().Revoked)
 	assert.Equal(t, int64(1), s.Stats().Lost)
 }
+
+// TestKafkaFetchNeverMovesAHighWatermarkBack ensures a fetch that reports
+// a lower high watermark than one already known (a listing of the end
+// offset answered after the fetch was sent) leaves the higher one: the lag
+// gauge never shows records as gone that a listing already counted.
+func TestKafkaFetchNeverMovesAHighWatermarkBack(t *testing.T) {
+	s := &KafkaSource{assigned: map[topicPartition]*kafkaPart{
+		{"t", 0}: {ready: true, floor: -1, hwm: 10},
+		{"t", 1}: {ready: true, floor: -1, hwm: -1},
+	}, cfg: kafkaConfig{timeout: DefaultKafkaTimeout}}
+	f := fetchOf("t", 2, 0, 1)
+	for i := range f[0].Topics[0].Partitions {
+		f[0].Topics[0].Partitions[i].HighWatermark = 2
+	}
+	_, err := s.take(context.Background(), f)
+	require.NoError(t, err)
+	hwm, ok := s.HighWatermark("t", 0)
+	assert.True(t, ok)
+	assert.Equal(t, int64(10), hwm, "the listing's higher value stays")
+	hwm, ok = s.HighWatermark("t", 1)
+	assert.True(t, ok)
+	assert.Equal(t, int64(2), hwm, "the fetch's value where none was known")
+}

@@ -43,13 +43,14 @@ func (s *TopicSource) HighWatermark(topic string, partition int32) (hwm int64, o
 var _ stream.HighWatermarker = (*KafkaSource)(nil)
 
 // HighWatermark returns the high watermark of a partition assigned to this
-// member: as the last fetch that returned records of it reported, or, until
-// one did, as listing the partition's end offset when it was assigned
-// reported. So an empty partition reports (0, true) once that listing has
-// answered, shortly after the assignment. ok is false for a partition not
+// member: the highest that a fetch of it or a listing of its end offset
+// reported. The source lists the end offsets of its assigned partitions at
+// once after an assignment and then every [KafkaLagInterval], also while
+// Read is not called (a back-pressured pipeline), so the value is at most
+// about that far behind the brokers, and an empty partition reports
+// (0, true) shortly after the assignment. ok is false for a partition not
 // assigned to this member, and for an assigned one while neither a fetch
-// nor the listing has answered (the listing failed, or is still on its
-// way). It is safe to call from any goroutine.
+// nor a listing has answered. It is safe to call from any goroutine.
 func (s *KafkaSource) HighWatermark(topic string, partition int32) (hwm int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
