@@ -38,6 +38,7 @@ type kafkaConfig struct {
 	clientOpts []kgo.Opt     // KafkaClientOpts
 	maxRecords int           // KafkaMaxRecords
 	timeout    time.Duration // KafkaTimeout
+	stateDir   string        // KafkaStateDir: the changelogs' local snapshot cache; "" for none
 }
 
 // KafkaStart sets where a partition the group has never committed starts:
@@ -202,6 +203,8 @@ type KafkaSource struct {
 	listing sync.WaitGroup
 
 	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
+
+	changelog kafkaChangelog // the checkpoint.ChangelogStore's clients and caches (kafka_changelog.go)
 }
 
 type topicPartition struct {
@@ -888,5 +891,6 @@ func (s *KafkaSource) Close() error {
 	clear(s.assigned)
 	s.pending = nil
 	s.mu.Unlock()
+	s.closeChangelog() // after leaving the group: a revocation may save state
 	return nil
 }

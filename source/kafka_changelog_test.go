@@ -1,0 +1,505 @@
+package source_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/source"
+)
+
+// restored is what a restore handed fn, applied as a stateful stage
+// applies it: a nil value deletes the key.
+type restored struct {
+	state map[string]string
+	calls int
+}
+
+// restore runs RestoreChanges into a fresh map.
+func restore(t *testing.T, src *source.KafkaSource, stage, topic string, partition int32) restored {
+	t.Helper()
+	r := restored{state: map[string]string{}}
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	require.NoError(t, src.RestoreChanges(ctx, stage, topic, partition, func(key, value []byte) error {
+		r.calls++
+		if value == nil {
+			delete(r.state, string(key))
+		} else {
+			r.state[string(key)] = string(value)
+		}
+		return nil
+	}))
+	return r
+}
+
+func saveChanges(t *testing.T, src *source.KafkaSource, changes ...checkpoint.Change) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	require.NoError(t, src.SaveChanges(ctx, changes))
+}
+
+// keyChanges returns changes of keys k<from>..k<to-1> of stage's state of
+// topic-partition to values tag-<i>.
+func keyChanges(stage, topic string, partition int32, from, to int, tag string) []checkpoint.Change {
+	var out []checkpoint.Change
+	for i := from; i < to; i++ {
+		out = append(out, checkpoint.Change{Stage: stage, Topic: topic, Partition: partition,
+			Key: fmt.Appendf(nil, "k%06d", i), Value: fmt.Appendf(nil, "%s-%d", tag, i)})
+	}
+	return out
+}
+
+// withAndWithoutCache runs test with a source that keeps no cache and with
+// one that keeps it in a fresh folder.
+func withAndWithoutCache(t *testing.T, test func(t *testing.T, opts ...source.KafkaOption)) {
+	t.Run("nocache", func(t *testing.T) { test(t) })
+	t.Run("cache", func(t *testing.T) { test(t, source.KafkaStateDir(t.TempDir())) })
+}
+
+// TestChangelogRestoreGivesEachKeysLastValue ensures a restore leaves each
+// key at its last saved value, deleted keys gone and empty values kept
+// apart from deletions, whether changes came in one save or several.
+func TestChangelogRestoreGivesEachKeysLastValue(t *testing.T) {
+	withAndWithoutCache(t, func(t *testing.T, opts ...source.KafkaOption) {
+		brokers := startKafka(t, 3, "orders")
+		src := newKafkaSource(t, brokers, "g", []string{"orders"}, opts...)
+		saveChanges(t, src,
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("a"), Value: []byte("1")},
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("b"), Value: []byte("1")},
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("a"), Value: []byte("2")}, // same call
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte(""), Value: []byte("empty key")},
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 2, Key: []byte("a"), Value: []byte("other partition")},
+		)
+		saveChanges(t, src,
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("b"), Value: nil}, // deleted
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("c"), Value: []byte{}},
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("d"), Value: []byte("x")},
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("d"), Value: nil},
+			checkpoint.Change{Stage: "count", Topic: "orders", Partition: 1, Key: []byte("e"), Value: nil}, // never set
+		)
+		want := map[string]string{"a": "2", "": "empty key", "c": ""}
+		got := restore(t, src, "count", "orders", 1)
+		assert.Equal(t, want, got.state)
+
+		// A fresh source (another process) restores the same from Kafka.
+		other := newKafkaSource(t, brokers, "g", []string{"orders"}, opts...)
+		assert.Equal(t, want, restore(t, other, "count", "orders", 1).state)
+		assert.Equal(t, map[string]string{"a": "other partition"}, restore(t, other, "count", "orders", 2).state)
+		assert.Zero(t, restore(t, other, "count", "orders", 0).calls, "partition 0 has nothing saved")
+		assert.Zero(t, restore(t, other, "sum", "orders", 1).calls, "another stage has nothing saved")
+	})
+}
+
+// TestChangelogRestoreWithoutCacheGivesEveryChangeInOrder ensures a
+// restore without a cache hands fn the changes as saved, a deleted key's
+// with a nil value (the contract allows either; this pins what it does).
+func TestChangelogRestoreWithoutCacheGivesEveryChangeInOrder(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	src := newKafkaSource(t, brokers, "g", []string{"orders"})
+	saveChanges(t, src,
+		checkpoint.Change{Stage: "s", Topic: "orders", Key: []byte("a"), Value: []byte("1")},
+		checkpoint.Change{Stage: "s", Topic: "orders", Key: []byte("a"), Value: nil},
+		checkpoint.Change{Stage: "s", Topic: "orders", Key: []byte("b"), Value: []byte{}},
+	)
+	type kv struct {
+		key     string
+		value   []byte
+		deleted bool
+	}
+	var got []kv
+	require.NoError(t, src.RestoreChanges(context.Background(), "s", "orders", 0, func(key, value []byte) error {
+		got = append(got, kv{string(key), bytes.Clone(value), value == nil})
+		return nil
+	}))
+	assert.Equal(t, []kv{{"a", []byte("1"), false}, {"a", nil, true}, {"b", []byte{}, false}}, got)
+}
+
+// TestChangelogTopicsSharingAChangelogStayApart ensures two source topics
+// whose partition 0 shares the stage's changelog partition restore only
+// their own keys, also when the keys are the same.
+func TestChangelogTopicsSharingAChangelogStayApart(t *testing.T) {
+	withAndWithoutCache(t, func(t *testing.T, opts ...source.KafkaOption) {
+		brokers := startKafka(t, 2, "a", "ab")
+		src := newKafkaSource(t, brokers, "g", []string{"a", "ab"}, opts...)
+		saveChanges(t, src,
+			checkpoint.Change{Stage: "s", Topic: "a", Key: []byte("k"), Value: []byte("from a")},
+			checkpoint.Change{Stage: "s", Topic: "ab", Key: []byte("k"), Value: []byte("from ab")},
+			// "a" + key "bk" must not read as "ab" + key "k".
+			checkpoint.Change{Stage: "s", Topic: "a", Key: []byte("bk"), Value: []byte("from a, bk")},
+		)
+		saveChanges(t, src, checkpoint.Change{Stage: "s", Topic: "ab", Key: []byte("k"), Value: nil})
+		assert.Equal(t, map[string]string{"k": "from a", "bk": "from a, bk"}, restore(t, src, "s", "a", 0).state)
+		assert.Empty(t, restore(t, src, "s", "ab", 0).state)
+	})
+}
+
+// TestChangelogTopicIsCompactedWithThePartitionsOfTheLargestSourceTopic
+// ensures SaveChanges creates the changelog topic named after the group
+// and the stage, compacted, with as many partitions as the largest source
+// topic, and a change of source partition P lands in its partition P.
+func TestChangelogTopicIsCompactedWithThePartitionsOfTheLargestSourceTopic(t *testing.T) {
+	brokers := startKafka(t, 2, "small")
+	adm := kadmClient(t, brokers)
+	ctx := context.Background()
+	_, err := adm.CreateTopic(ctx, 5, -1, nil, "large")
+	require.NoError(t, err)
+	src := newKafkaSource(t, brokers, "billing", []string{"small", "large"})
+	name, err := src.ChangelogTopic("per-user")
+	require.NoError(t, err)
+	assert.Equal(t, "billing-per-user-changelog", name)
+
+	saveChanges(t, src, checkpoint.Change{Stage: "per-user", Topic: "large", Partition: 3, Key: []byte("k"), Value: []byte("v")})
+	details, err := adm.ListTopics(ctx, name)
+	require.NoError(t, err)
+	require.NoError(t, details[name].Err)
+	assert.Len(t, details[name].Partitions, 5)
+	configs, err := adm.DescribeTopicConfigs(ctx, name)
+	require.NoError(t, err)
+	cfg, err := configs.On(name, nil)
+	require.NoError(t, err)
+	policy := ""
+	for _, c := range cfg.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	assert.Equal(t, "compact", policy)
+	ends, err := adm.ListEndOffsets(ctx, name)
+	require.NoError(t, err)
+	for p := int32(0); p < 5; p++ {
+		o, _ := ends.Lookup(name, p)
+		assert.Equal(t, map[bool]int64{true: 1, false: 0}[p == 3], o.Offset, "changelog partition %d", p)
+	}
+}
+
+// TestChangelogGrowsWithASourceTopic ensures a change of a partition the
+// changelog does not have yet (the source topic grew) adds partitions
+// instead of failing.
+func TestChangelogGrowsWithASourceTopic(t *testing.T) {
+	brokers := startKafka(t, 2, "orders")
+	src := newKafkaSource(t, brokers, "g", []string{"orders"})
+	saveChanges(t, src, checkpoint.Change{Stage: "s", Topic: "orders", Partition: 1, Key: []byte("k"), Value: []byte("v1")})
+	_, err := kadmClient(t, brokers).UpdatePartitions(context.Background(), 4, "orders")
+	require.NoError(t, err)
+	saveChanges(t, src, checkpoint.Change{Stage: "s", Topic: "orders", Partition: 3, Key: []byte("k"), Value: []byte("v3")})
+	assert.Equal(t, map[string]string{"k": "v3"}, restore(t, src, "s", "orders", 3).state)
+	assert.Equal(t, map[string]string{"k": "v1"}, restore(t, src, "s", "orders", 1).state)
+}
+
+// TestChangelogRestoreOfAMissingTopicCallsNothing ensures a stage that never
+// saved (no changelog topic) restores nothing and creates no topic.
+func TestChangelogRestoreOfAMissingTopicCallsNothing(t *testing.T) {
+	withAndWithoutCache(t, func(t *testing.T, opts ...source.KafkaOption) {
+		brokers := startKafka(t, 1, "orders")
+		src := newKafkaSource(t, brokers, "g", []string{"orders"}, opts...)
+		assert.Zero(t, restore(t, src, "never", "orders", 0).calls)
+		details, err := kadmClient(t, brokers).ListTopics(context.Background(), "g-never-changelog")
+		require.NoError(t, err)
+		assert.Error(t, details["g-never-changelog"].Err, "a restore must not create the topic")
+	})
+}
+
+// TestChangelogSaveRefusesAnInvalidChangeAndSavesNoneOfTheCall ensures an
+// invalid change fails the whole call with ErrInvalidChange before any is
+// written.
+func TestChangelogSaveRefusesAnInvalidChangeAndSavesNoneOfTheCall(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	src := newKafkaSource(t, brokers, "g", []string{"orders"})
+	good := checkpoint.Change{Stage: "s", Topic: "orders", Key: []byte("k"), Value: []byte("v")}
+	for name, bad := range map[string]checkpoint.Change{
+		"nil key":            {Stage: "s", Topic: "orders", Key: nil, Value: []byte("v")},
+		"empty stage":        {Stage: "", Topic: "orders", Key: []byte("k")},
+		"stage with a slash": {Stage: "a/b", Topic: "orders", Key: []byte("k")},
+		"empty topic":        {Stage: "s", Topic: "", Key: []byte("k")},
+		"negative partition": {Stage: "s", Topic: "orders", Partition: -1, Key: []byte("k")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := src.SaveChanges(context.Background(), []checkpoint.Change{good, bad})
+			require.ErrorIs(t, err, checkpoint.ErrInvalidChange)
+		})
+	}
+	assert.Zero(t, src.ChangelogStats().SavedChanges)
+	assert.Zero(t, restore(t, src, "s", "orders", 0).calls, "the valid change before the invalid one was saved")
+	err := src.RestoreChanges(context.Background(), "a/b", "orders", 0, func(_, _ []byte) error { return nil })
+	require.ErrorIs(t, err, checkpoint.ErrInvalidChange)
+	err = src.RestoreChanges(context.Background(), "s", "orders", -1, func(_, _ []byte) error { return nil })
+	require.ErrorIs(t, err, checkpoint.ErrInvalidChange)
+}
+
+// TestChangelogTopicNameTooLongIsAnErrorNamingGroupAndStage ensures a
+// group and stage whose changelog name Kafka would refuse fail with an
+// error that says which.
+func TestChangelogTopicNameTooLongIsAnErrorNamingGroupAndStage(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	group := strings.Repeat("g", 200)
+	stage := strings.Repeat("s", 45)
+	src := newKafkaSource(t, brokers, group, []string{"orders"})
+	err := src.SaveChanges(context.Background(), []checkpoint.Change{{Stage: stage, Topic: "orders", Key: []byte("k")}})
+	require.ErrorIs(t, err, log.ErrInvalidTopic)
+	var ce *source.ChangelogError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, group, ce.Group)
+	assert.Equal(t, stage, ce.Stage)
+	assert.Contains(t, err.Error(), "is 256 bytes long")
+
+	bad := newKafkaSource(t, brokers, "team a", []string{"orders"}) // a space: a legal group, not a legal topic
+	_, err = bad.ChangelogTopic("s")
+	require.ErrorIs(t, err, log.ErrInvalidTopic)
+	assert.Contains(t, err.Error(), `group "team a"`)
+}
+
+// TestChangelogRestoreReturnsTheFirstErrorOfFn ensures fn's error stops
+// the restore and comes back wrapped, naming the stage and partition.
+func TestChangelogRestoreReturnsTheFirstErrorOfFn(t *testing.T) {
+	withAndWithoutCache(t, func(t *testing.T, opts ...source.KafkaOption) {
+		brokers := startKafka(t, 1, "orders")
+		src := newKafkaSource(t, brokers, "g", []string{"orders"}, opts...)
+		saveChanges(t, src, keyChanges("s", "orders", 0, 0, 10, "v")...)
+		boom := errors.New("boom")
+		calls := 0
+		err := src.RestoreChanges(context.Background(), "s", "orders", 0, func(_, _ []byte) error {
+			calls++
+			if calls == 3 {
+				return boom
+			}
+			return nil
+		})
+		require.ErrorIs(t, err, boom)
+		assert.Equal(t, 3, calls)
+		assert.Contains(t, err.Error(), "stage s changelog g-s-changelog partition 0")
+	})
+}
+
+// TestChangelogRestoreHonoursTheContext ensures a restore with a context
+// already done returns the context's error and calls nothing.
+func TestChangelogRestoreHonoursTheContext(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	src := newKafkaSource(t, brokers, "g", []string{"orders"})
+	saveChanges(t, src, keyChanges("s", "orders", 0, 0, 10, "v")...)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := src.RestoreChanges(ctx, "s", "orders", 0, func(_, _ []byte) error { t.Error("fn called"); return nil })
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestChangelogCacheMakesARestoreReadOnlyTheTail ensures that with a state
+// folder a second restore loads the snapshot and reads from Kafka only
+// the records saved since, by another process, and that changes this
+// process saved after its restore are in its cache already.
+func TestChangelogCacheMakesARestoreReadOnlyTheTail(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	dir := t.TempDir()
+	a := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	saveChanges(t, a, keyChanges("s", "orders", 0, 0, 1000, "v1")...)
+	got := restore(t, a, "s", "orders", 0)
+	require.Len(t, got.state, 1000)
+	st := a.ChangelogStats()
+	assert.EqualValues(t, 1000, st.RestoredRecords, "the first restore reads the whole changelog")
+	assert.EqualValues(t, 1, st.CacheSnapshots)
+
+	// Saved after the restore, by the process that restored: appended to
+	// its cache, so a restart reads nothing from Kafka.
+	saveChanges(t, a, keyChanges("s", "orders", 0, 900, 1100, "v2")...)
+	require.NoError(t, a.Close())
+	b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	got = restore(t, b, "s", "orders", 0)
+	want := map[string]string{}
+	for i := range 1100 {
+		want[fmt.Sprintf("k%06d", i)] = fmt.Sprintf("v%d-%d", map[bool]int{true: 2, false: 1}[i >= 900], i)
+	}
+	assert.Equal(t, want, got.state)
+	assert.Equal(t, 1100, got.calls, "each key once")
+	assert.Zero(t, b.ChangelogStats().RestoredRecords, "the cache was up to date")
+
+	// Saved by another process without the cache (the partition moved
+	// away and back): b reads only those 50 records.
+	other := newKafkaSource(t, brokers, "g", []string{"orders"})
+	saveChanges(t, other, keyChanges("s", "orders", 0, 1050, 1100, "v3")...)
+	got = restore(t, b, "s", "orders", 0)
+	for i := 1050; i < 1100; i++ {
+		want[fmt.Sprintf("k%06d", i)] = fmt.Sprintf("v3-%d", i)
+	}
+	assert.Equal(t, want, got.state)
+	assert.EqualValues(t, 50, b.ChangelogStats().RestoredRecords, "only the tail is read from Kafka")
+	assert.Zero(t, b.ChangelogStats().CacheIgnored)
+}
+
+// cacheFile returns the one cache file under dir.
+func cacheFile(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.cache"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	return files[0]
+}
+
+// TestChangelogCacheDamageIsIgnoredAndTheRestoreStaysCorrect ensures a
+// damaged cache file costs only a longer restore: a byte flipped in the
+// snapshot makes it ignored whole; a batch cut short at the end (a crash
+// while appending) drops only that batch.
+func TestChangelogCacheDamageIsIgnoredAndTheRestoreStaysCorrect(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		damage      func(t *testing.T, path string)
+		ignored     int64 // cache files ignored
+		fromKafka   int64 // records the restore reads from Kafka
+		snapshotted bool
+	}{
+		{"flipped byte in snapshot", func(t *testing.T, path string) {
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			b[len(b)/3] ^= 0x40 // inside the snapshot: the appended batch is small
+			require.NoError(t, os.WriteFile(path, b, 0o644))
+		}, 1, 600, true},
+		{"last batch cut short", func(t *testing.T, path string) {
+			info, err := os.Stat(path)
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(path, info.Size()-7))
+		}, 0, 100, false},
+		{"garbage header", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, []byte("not a cache file at all"), 0o644))
+		}, 1, 600, true},
+		{"empty file", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path, nil, 0o644))
+		}, 1, 600, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := startKafka(t, 1, "orders")
+			dir := t.TempDir()
+			a := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+			saveChanges(t, a, keyChanges("s", "orders", 0, 0, 500, "v1")...)
+			restore(t, a, "s", "orders", 0)                                    // writes the snapshot
+			saveChanges(t, a, keyChanges("s", "orders", 0, 450, 550, "v2")...) // appended as one batch
+			require.NoError(t, a.Close())
+			tc.damage(t, cacheFile(t, dir))
+
+			b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+			got := restore(t, b, "s", "orders", 0)
+			want := map[string]string{}
+			for i := range 550 {
+				want[fmt.Sprintf("k%06d", i)] = fmt.Sprintf("v%d-%d", map[bool]int{true: 2, false: 1}[i >= 450], i)
+			}
+			assert.Equal(t, want, got.state)
+			st := b.ChangelogStats()
+			assert.Equal(t, tc.ignored, st.CacheIgnored)
+			assert.Equal(t, tc.fromKafka, st.RestoredRecords)
+			assert.Equal(t, tc.snapshotted, st.CacheSnapshots == 1, "a new snapshot replaces an ignored file")
+
+			// The file is whole again: the next restore reads nothing.
+			c := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+			assert.Equal(t, want, restore(t, c, "s", "orders", 0).state)
+			assert.Zero(t, c.ChangelogStats().RestoredRecords)
+			assert.Zero(t, c.ChangelogStats().CacheIgnored)
+		})
+	}
+}
+
+// TestChangelogCacheOfARecreatedTopicIsIgnored ensures a cache file written
+// for a changelog topic that was since deleted and created again (its
+// offsets start over and may even reach the cache's) is not applied.
+func TestChangelogCacheOfARecreatedTopicIsIgnored(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	dir := t.TempDir()
+	a := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	saveChanges(t, a, keyChanges("s", "orders", 0, 0, 20, "old")...)
+	restore(t, a, "s", "orders", 0) // the cache reflects offset 20
+	require.NoError(t, a.Close())
+
+	adm := kadmClient(t, brokers)
+	_, err := adm.DeleteTopic(context.Background(), "g-s-changelog")
+	require.NoError(t, err)
+	b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	// 30 new records: the new topic's end (30) is past the cache's offset,
+	// so only the topic ID tells the incarnations apart.
+	eventually(t, "the changelog is recreated", func() bool {
+		return b.SaveChanges(context.Background(), keyChanges("s", "orders", 0, 100, 130, "new")) == nil
+	})
+	got := restore(t, b, "s", "orders", 0)
+	want := map[string]string{}
+	for i := 100; i < 130; i++ {
+		want[fmt.Sprintf("k%06d", i)] = fmt.Sprintf("new-%d", i)
+	}
+	assert.Equal(t, want, got.state)
+	assert.EqualValues(t, 1, b.ChangelogStats().CacheIgnored)
+}
+
+// TestChangelogCacheIsRewrittenOnceTheBatchesOutgrowTheSnapshot ensures the
+// batches appended after a snapshot do not grow the file without bound:
+// once they outgrow the snapshot (by 1 MiB) the file is one snapshot
+// again, and still restores the state.
+func TestChangelogCacheIsRewrittenOnceTheBatchesOutgrowTheSnapshot(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	dir := t.TempDir()
+	a := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	saveChanges(t, a, keyChanges("s", "orders", 0, 0, 100, "v0")...)
+	restore(t, a, "s", "orders", 0)
+	// 100 keys rewritten over and over: about 40 KiB per save.
+	for round := 1; round <= 40; round++ {
+		var cs []checkpoint.Change
+		for i := range 1000 {
+			cs = append(cs, checkpoint.Change{Stage: "s", Topic: "orders", Key: fmt.Appendf(nil, "k%06d", i%100),
+				Value: fmt.Appendf(nil, "round-%d-%d-%s", round, i, strings.Repeat("x", 20))})
+		}
+		saveChanges(t, a, cs...)
+	}
+	st := a.ChangelogStats()
+	assert.GreaterOrEqual(t, st.CacheSnapshots, int64(2), "the restore's snapshot and at least one rewrite")
+	info, err := os.Stat(cacheFile(t, dir))
+	require.NoError(t, err)
+	assert.Less(t, info.Size(), int64(2<<20), "the file stays below twice the state plus 1 MiB")
+	require.NoError(t, a.Close())
+
+	b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	got := restore(t, b, "s", "orders", 0)
+	require.Len(t, got.state, 100)
+	assert.Equal(t, "round-40-999-"+strings.Repeat("x", 20), got.state["k000099"])
+	assert.Zero(t, b.ChangelogStats().RestoredRecords)
+}
+
+// TestChangelogRecordsCarryTheGroupGeneration ensures a member in its group
+// stamps its changes with its generation, for later fencing.
+func TestChangelogRecordsCarryTheGroupGeneration(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	produce(t, brokers, []*kgo.Record{{Topic: "orders", Value: []byte("x")}})
+	src := newKafkaSource(t, brokers, "g", []string{"orders"})
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	elems, err := src.Read(ctx) // joins the group
+	require.NoError(t, err)
+	require.Len(t, elems, 1)
+	saveChanges(t, src, checkpoint.Change{Stage: "s", Topic: "orders", Key: []byte("k"), Value: []byte("v")})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("g-s-changelog"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	fetches := cl.PollFetches(ctx)
+	require.NoError(t, fetches.Err())
+	recs := fetches.Records()
+	require.Len(t, recs, 1)
+	require.Len(t, recs[0].Headers, 1)
+	assert.Equal(t, "strom.generation", recs[0].Headers[0].Key)
+	assert.Regexp(t, `^[0-9]+$`, string(recs[0].Headers[0].Value))
+}
+
+func kadmClient(t *testing.T, brokers []string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
