@@ -1,17 +1,13 @@
 package source
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 )
 
 // The local snapshot cache of a KafkaSource's changelogs ([KafkaStateDir]).
@@ -25,8 +21,8 @@ import (
 // state (each live key's last value) followed by batches of changes
 // appended since, and says which changelog offset it reflects: every
 // record of the source topic in the changelog partition below that
-// offset is in it. A restore loads it and reads the changelog only from
-// that offset to the end.
+// offset is in it. A restore hands its changes on and reads the changelog
+// only from that offset to the end, appending what it reads as a batch.
 //
 // # Format
 //
@@ -44,8 +40,11 @@ import (
 // An entries frame whose offset is -1 continues in the next frame; one
 // whose offset is >= 0 ends a group (the snapshot, or one batch of
 // changes) and says the file reflects the changelog below that offset
-// once the group is applied. The first group is the snapshot; the ones
-// after it are batches appended by SaveChanges.
+// once the group is applied. The first group is the snapshot (empty in a
+// file a restore created: the whole changelog then follows as its first
+// batch); the ones after it are batches appended by restores and by
+// SaveChanges, and a compaction (changelogCache.compact) rewrites them
+// all as one snapshot.
 //
 // # Damage
 //
@@ -56,10 +55,12 @@ import (
 // snapshot, and the restore reads the changelog from its offset. A file
 // with no complete snapshot, another header (another changelog topic, a
 // recreated one with a new topic ID, another partition), an unknown
-// version, or an offset beyond the changelog's end is ignored as a whole.
-// Snapshots are written to a temporary file, fsynced, renamed over the
-// old one and the folder fsynced; appended batches are not fsynced (a
-// crash may cut them, which the checksums detect).
+// version, or an offset beyond the changelog's end or below its start is
+// ignored as a whole. A compaction's snapshot is written to a temporary
+// file, fsynced, renamed over the old one and the folder fsynced; a new
+// file and the batches appended are not fsynced (a crash may cut them,
+// which the checksums detect, or lose the new file: a smaller cache, never
+// a wrong one).
 
 const (
 	cacheVersion       = 1
@@ -67,17 +68,17 @@ const (
 	cacheKindEntries   = 2
 	cacheFrameOverhead = 4 + 4 + 1 + 8 // bodyLen, crc, kind, offset
 
-	// cacheChunkBytes bounds the payload of one entries frame, so that a
-	// bit flipped in a large snapshot is found without buffering more
-	// than this to write it. 1 MiB.
+	// cacheChunkBytes bounds the payload of one entries frame, so that
+	// writing a snapshot or a batch buffers no more than this, and damage
+	// costs no more than the frame's group. 1 MiB.
 	cacheChunkBytes = 1 << 20
 
 	// cacheCompactSlackBytes is how far the batches appended after a
-	// snapshot may outgrow the snapshot before SaveChanges rewrites the
-	// file as one new snapshot: the file stays below twice the state plus
-	// 1 MiB, and each rewrite (whose cost grows with the state) comes
-	// after at least as many appended bytes as the state holds, so its
-	// cost per changed key stays constant.
+	// snapshot may outgrow the snapshot before a background compaction
+	// rewrites the file as one new snapshot: the file stays below twice
+	// the state plus 1 MiB, and each rewrite (whose cost grows with the
+	// state) comes after at least as many appended bytes as the state
+	// holds, so its cost per changed key stays constant.
 	cacheCompactSlackBytes = 1 << 20
 )
 
@@ -104,26 +105,41 @@ func cachePath(dir string, hdr *cacheHeader) string {
 
 // cacheContents is what readCache found in a file.
 type cacheContents struct {
-	state     *changelogState
-	offset    int64 // the changelog offset the state reflects
-	validLen  int64 // bytes up to the end of the last complete group
-	snapBytes int64 // bytes up to the end of the snapshot
-	entries   int64 // entries decoded, superseded ones included
+	frames    [][]byte // payloads of the entries frames of the complete groups, in order; alias the file's bytes
+	offset    int64    // the changelog offset they reflect
+	validLen  int64    // bytes up to the end of the last complete group
+	snapBytes int64    // bytes up to the end of the snapshot
+	entries   int64    // entries in frames, superseded ones included
+}
+
+// each calls fn with every entry of the file, oldest first (value nil for
+// a deleted key), and stops at fn's first error, returning it.
+func (c *cacheContents) each(fn func(key, value []byte) error) error {
+	for _, p := range c.frames {
+		if _, err := decodeCacheEntries(p, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readCache reads the cache file at path, which must have been written
-// for want. It returns an error wrapping fs.ErrNotExist when there is no
-// file, errCacheMismatch or errCacheDamaged when it is ignored (see the
-// Damage section above), or another read error.
-func readCache(path string, want *cacheHeader) (*cacheContents, error) {
+// for want, up to its byte limit (all of it when limit < 0). It returns an
+// error wrapping fs.ErrNotExist when there is no file, errCacheMismatch or
+// errCacheDamaged when it is ignored (see the Damage section above), or
+// another read error.
+func readCache(path string, want *cacheHeader, limit int64) (*cacheContents, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	if limit >= 0 && limit < int64(len(data)) {
+		data = data[:limit]
+	}
 	var (
 		c       = cacheContents{offset: -1}
 		pos     int
-		pending [][]byte // payloads of the entries frames of the group not yet ended
+		pending int // frames of the group not yet ended, at the end of c.frames
 		header  bool
 	)
 	for {
@@ -146,29 +162,28 @@ func readCache(path string, want *cacheHeader) (*cacheContents, error) {
 		if kind != cacheKindEntries {
 			return nil, fmt.Errorf("%w: %s: frame of kind %d at byte %d", errCacheDamaged, path, kind, pos)
 		}
-		pending = append(pending, payload)
+		// The checksum held: an entry that does not decode is a bug, not
+		// damage; the file is ignored all the same.
+		n, err := decodeCacheEntries(payload, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: frame ending at byte %d: %w", errCacheDamaged, path, pos, err)
+		}
+		c.frames = append(c.frames, payload)
+		c.entries += n
+		pending++
 		if offset < 0 {
 			continue
 		}
-		if c.state == nil {
-			c.state = newChangelogState(len(data) / 40) // about a 16 B key and value with their lengths
-		}
-		for _, p := range pending {
-			n, err := decodeCacheEntries(p, c.state.put)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", errCacheDamaged, path, err)
-			}
-			c.entries += n
-		}
-		pending = pending[:0]
+		pending = 0
 		c.offset, c.validLen = offset, int64(pos)
 		if c.snapBytes == 0 {
 			c.snapBytes = c.validLen
 		}
 	}
-	if c.state == nil {
+	if c.offset < 0 {
 		return nil, fmt.Errorf("%w: %s: no complete snapshot", errCacheDamaged, path)
 	}
+	c.frames = c.frames[:len(c.frames)-pending]
 	return &c, nil
 }
 
@@ -224,9 +239,10 @@ func cutUvarintBytes(p []byte) (b, rest []byte, ok bool) {
 	return p[k:end:end], p[end:], true
 }
 
-// decodeCacheEntries calls put with every entry of an entries payload
-// (value nil for a deleted key) and returns how many there were.
-func decodeCacheEntries(p []byte, put func(key, value []byte)) (int64, error) {
+// decodeCacheEntries calls fn (when not nil) with every entry of an
+// entries payload (value nil for a deleted key) and returns how many
+// there were, or fn's first error.
+func decodeCacheEntries(p []byte, fn func(key, value []byte) error) (int64, error) {
 	var n int64
 	for len(p) > 0 {
 		key, rest, ok := cutUvarintBytes(p)
@@ -243,7 +259,11 @@ func decodeCacheEntries(p []byte, put func(key, value []byte)) (int64, error) {
 			end := int(vl - 1)
 			value, rest = rest[:end:end], rest[end:]
 		}
-		put(key, value)
+		if fn != nil {
+			if err := fn(key, value); err != nil {
+				return n, err
+			}
+		}
 		p = rest
 		n++
 	}
@@ -330,198 +350,4 @@ func (e *cacheEncoder) take() []byte {
 		e.start = 0
 	}
 	return out
-}
-
-// writeCacheSnapshot writes state, reflecting the changelog below offset,
-// as a new cache file at path: to a temporary file in the same folder,
-// fsynced, renamed over path, and the folder fsynced. It returns the file,
-// open and positioned at its end for the batches SaveChanges appends, and
-// its size.
-func writeCacheSnapshot(path string, hdr *cacheHeader, state *changelogState, offset int64) (*os.File, int64, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, 0, err
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return nil, 0, err
-	}
-	tmp := f.Name()
-	fail := func(err error) (*os.File, int64, error) {
-		_ = f.Close()
-		_ = os.Remove(tmp)
-		return nil, 0, fmt.Errorf("source: write changelog cache %s: %w", path, err)
-	}
-	w := bufio.NewWriterSize(f, 2*cacheChunkBytes)
-	var size int64
-	e := cacheEncoder{start: -1}
-	flush := func() error {
-		b := e.take()
-		size += int64(len(b))
-		_, err := w.Write(b)
-		return err
-	}
-	e.header(hdr)
-	var werr error
-	if state != nil {
-		_ = state.each(func(key, value []byte) error {
-			e.entry(key, value)
-			if e.start < 0 { // a frame ended
-				werr = flush()
-			}
-			return werr
-		})
-	}
-	if werr != nil {
-		return fail(werr)
-	}
-	e.endGroup(offset)
-	if err := flush(); err != nil {
-		return fail(err)
-	}
-	if err := w.Flush(); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(dir); err != nil {
-		_ = f.Close()
-		return nil, 0, fmt.Errorf("source: write changelog cache %s: %w", path, err)
-	}
-	return f, size, nil
-}
-
-// removeCacheTemps removes the temporary files a writeCacheSnapshot of
-// path left when its process died before the rename.
-func removeCacheTemps(path string) {
-	dir, prefix := filepath.Dir(path), filepath.Base(path)+".tmp-"
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), prefix) {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
-// syncDir fsyncs the folder dir, making the creations, renames and
-// removals of entries in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close() // the fsync error is the one to report
-		return err
-	}
-	return d.Close()
-}
-
-// errCacheClosed is returned by appendBatch on a cache closed meanwhile.
-var errCacheClosed = errors.New("source: changelog cache closed")
-
-// changelogCache is a cache file open for the batches SaveChanges appends,
-// from the restore that brought it up to date until the partition leaves
-// this member's assignment, a write fails, or the source closes.
-type changelogCache struct {
-	hdr   cacheHeader
-	path  string
-	owner *kafkaPart // the assignment the restore ran for (nil: the source was not in its group)
-
-	mu        sync.Mutex // guards what follows
-	f         *os.File   // positioned at the end; nil once closed
-	size      int64      // bytes of the file
-	snapBytes int64      // bytes of its header and snapshot
-	offset    int64      // the changelog offset the file reflects
-}
-
-// appendCacheTail opens the file of cc at path for appending, cuts what
-// follows its last complete group (a batch a crash cut short), and appends
-// tail as one batch reflecting the changelog below end.
-func appendCacheTail(path string, hdr *cacheHeader, cc *cacheContents, tail []stateEntry, end int64) (*changelogCache, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Truncate(cc.validLen); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(cc.validLen, io.SeekStart); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	h := &changelogCache{hdr: *hdr, path: path, f: f, size: cc.validLen, snapBytes: cc.snapBytes, offset: cc.offset}
-	if end > cc.offset || len(tail) > 0 {
-		if _, err := h.appendBatch(tail, end); err != nil {
-			h.close(false)
-			return nil, err
-		}
-	}
-	return h, nil
-}
-
-// appendBatch appends entries (a nil value deletes its key) as one batch
-// reflecting the changelog below end, without fsync. Once the batches
-// outgrow the snapshot by cacheCompactSlackBytes it rewrites the file as
-// one snapshot, and reports it in compacted. After an error the caller
-// must close the cache: the file may end in a partial batch, which the
-// next restore cuts.
-func (h *changelogCache) appendBatch(entries []stateEntry, end int64) (compacted bool, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.f == nil {
-		return false, errCacheClosed
-	}
-	e := cacheEncoder{start: -1}
-	for _, en := range entries {
-		e.entry(en.key, en.value)
-	}
-	e.endGroup(end)
-	b := e.take()
-	if _, err := h.f.Write(b); err != nil {
-		return false, fmt.Errorf("source: append to changelog cache %s: %w", h.path, err)
-	}
-	h.size += int64(len(b))
-	h.offset = end
-	if h.size-h.snapBytes <= h.snapBytes+cacheCompactSlackBytes {
-		return false, nil
-	}
-	return true, h.rewriteLocked()
-}
-
-// rewriteLocked rewrites the file as one snapshot of what it holds.
-func (h *changelogCache) rewriteLocked() error {
-	cc, err := readCache(h.path, &h.hdr)
-	if err != nil {
-		return err
-	}
-	if cc.offset != h.offset {
-		return fmt.Errorf("%w: %s reads back at offset %d, %d written", errCacheDamaged, h.path, cc.offset, h.offset)
-	}
-	f, size, err := writeCacheSnapshot(h.path, &h.hdr, cc.state, cc.offset)
-	if err != nil {
-		return err
-	}
-	_ = h.f.Close()
-	h.f, h.size, h.snapBytes = f, size, size
-	return nil
-}
-
-// close closes the file, fsyncing it first when sync is true.
-func (h *changelogCache) close(sync bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.f == nil {
-		return
-	}
-	if sync {
-		_ = h.f.Sync()
-	}
-	_ = h.f.Close()
-	h.f = nil
 }
