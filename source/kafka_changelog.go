@@ -154,7 +154,7 @@ type kafkaChangelog struct {
 	known  map[string]changelogTopicInfo     // changelog topics found or created by SaveChanges
 	caches map[changelogPart]*changelogCache // cache files open for appending
 
-	bgCtx    context.Context    // cancelled by Close; nil while closed
+	bgCtx    context.Context    // cancelled by Close; nil until the first client and after Close
 	bgCancel context.CancelFunc // cancels bgCtx
 	bg       sync.WaitGroup     // background compactions, which Close waits for
 
@@ -273,7 +273,9 @@ func (s *KafkaSource) changelogClient() (*kgo.Client, error) {
 		return nil, s.kafkaErr(err)
 	}
 	c.cl = cl
-	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	if c.bgCtx == nil {
+		c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	}
 	return cl, nil
 }
 
@@ -386,14 +388,20 @@ func (s *KafkaSource) SaveChanges(ctx context.Context, changes []checkpoint.Chan
 		bytes += int64(len(key) + len(c.Value))
 	}
 	results := cl.ProduceSync(ctx, ptrs...)
-	var first error
-	failed := make(map[changelogPart]bool)
+	var (
+		first  error
+		failed = make(map[changelogPart]bool)
+		reset  bool // a changelog topic was deleted
+	)
 	for i, r := range results {
 		if r.Err == nil {
 			continue
 		}
 		c := &changes[i]
 		failed[changelogPart{c.Stage, c.Topic, c.Partition}] = true
+		if errors.Is(r.Err, kerr.UnknownTopicOrPartition) || errors.Is(r.Err, kerr.UnknownTopicID) {
+			reset = true
+		}
 		if first == nil {
 			if ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) {
 				first = ctx.Err()
@@ -408,7 +416,26 @@ func (s *KafkaSource) SaveChanges(ctx context.Context, changes []checkpoint.Chan
 		s.changelog.savedBytes.Add(bytes)
 	}
 	s.appendToCaches(changes, recs, failed)
+	if reset {
+		s.resetChangelogClient(cl)
+	}
 	return first
+}
+
+// resetChangelogClient closes cl, the changelog client, and forgets the
+// topics SaveChanges made, so that the next save makes them again with a
+// new client. A save found a changelog topic deleted: the client would
+// otherwise go on producing to the topic's old ID (UNKNOWN_TOPIC_ID), as
+// kgo v1.22.3 did on kfake for as long as the test waited (60 s), even
+// with ForceMetadataRefresh. A restore using cl meanwhile fails.
+func (s *KafkaSource) resetChangelogClient(cl *kgo.Client) {
+	c := &s.changelog
+	c.mu.Lock()
+	if c.cl == cl {
+		c.cl, c.known = nil, nil
+	}
+	c.mu.Unlock()
+	cl.Close()
 }
 
 // generation returns the group generation of the source's member, when it
@@ -762,7 +789,7 @@ func (s *KafkaSource) restoreCached(ctx context.Context, r *changelogReader, par
 	}
 	h.owner = owner
 	c.mu.Lock()
-	if c.cl == nil { // closed meanwhile
+	if c.bgCtx == nil { // closed meanwhile
 		c.mu.Unlock()
 		h.close(false)
 		return nil

@@ -2,11 +2,13 @@ package source
 
 // changelogState is one stage's state of one source partition as its
 // changelog holds it once compacted: each key's last value, in the order
-// of those last changes, with deleted keys gone. A restore that keeps a
-// local snapshot cache builds it (from the snapshot and the changelog's
-// tail) to hand fn each key once and to write the next snapshot. Keys
-// and values are not copied: they alias the buffers they were read
-// from, which the state keeps alive.
+// of those last changes, with deleted keys gone. A cache compaction
+// builds it from the file's snapshot and batches to write the next
+// snapshot. Keys and values are not copied: they alias the file's bytes,
+// which the state keeps alive. Restores do not build it: they hand fn
+// every change in order, which the contract allows, and which on
+// 1,000,000 keys took 0.05 s where building this map first took 1.0 s
+// (BenchmarkChangelogRestore/cache).
 type changelogState struct {
 	entries []stateEntry     // in the order of each key's last change; dead ones are holes
 	index   map[string]int32 // key -> its slot
@@ -76,9 +78,6 @@ func (st *changelogState) compact() {
 	clear(st.entries[len(live):])
 	st.entries, st.dead = live, 0
 }
-
-// len returns the number of live keys.
-func (st *changelogState) len() int { return len(st.entries) - st.dead }
 
 // each calls fn with every live key and value, in the order of their last
 // changes, and stops at fn's first error, returning it.

@@ -431,26 +431,28 @@ func TestChangelogCacheDamageIsIgnoredAndTheRestoreStaysCorrect(t *testing.T) {
 	}
 }
 
-// TestChangelogCacheOfARecreatedTopicIsIgnored ensures a cache file written
-// for a changelog topic that was since deleted and created again (its
-// offsets start over and may even reach the cache's) is not applied.
+// TestChangelogCacheOfARecreatedTopicIsIgnored ensures a source whose
+// changelog topic was deleted makes it again at its next save, and that a
+// cache file written for the old topic (whose offsets start over and may
+// even pass the cache's) is not applied.
 func TestChangelogCacheOfARecreatedTopicIsIgnored(t *testing.T) {
 	brokers := startKafka(t, 1, "orders")
 	dir := t.TempDir()
 	a := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
 	saveChanges(t, a, keyChanges("s", "orders", 0, 0, 20, "old")...)
 	restore(t, a, "s", "orders", 0) // the cache reflects offset 20
-	require.NoError(t, a.Close())
 
 	adm := kadmClient(t, brokers)
 	_, err := adm.DeleteTopic(context.Background(), "g-s-changelog")
 	require.NoError(t, err)
-	b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
-	// 30 new records: the new topic's end (30) is past the cache's offset,
-	// so only the topic ID tells the incarnations apart.
+	// The source that made the topic finds it gone and makes it again;
+	// 30 new records put the new topic's end (30) past the cache's
+	// offset, so only the topic ID tells the incarnations apart.
 	eventually(t, "the changelog is recreated", func() bool {
-		return b.SaveChanges(context.Background(), keyChanges("s", "orders", 0, 100, 130, "new")) == nil
+		return a.SaveChanges(context.Background(), keyChanges("s", "orders", 0, 100, 130, "new")) == nil
 	})
+	require.NoError(t, a.Close())
+	b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
 	got := restore(t, b, "s", "orders", 0)
 	want := map[string]string{}
 	for i := 100; i < 130; i++ {
