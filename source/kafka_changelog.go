@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -95,8 +96,13 @@ var _ checkpoint.ChangelogStore = (*KafkaSource)(nil)
 // it is damaged before its snapshot ends (a frame fails its CRC32C), when
 // it belongs to another incarnation of the changelog topic (its topic ID,
 // from the metadata, differs: the topic was deleted and created again),
-// and when its offset is beyond the changelog's end or below its start (a
-// broker without topic IDs, a truncated log). Damage after the snapshot
+// when its offset is beyond the changelog's end or below its start (a
+// broker without topic IDs, a truncated log), and when it was last
+// brought up to date (its modification time) longer ago than the
+// changelog's delete.retention.ms, [DefaultDeleteRetention] unless the
+// topic says otherwise: compaction may since have removed a tombstone
+// written after the file's offset, and the file would keep a deleted key
+// alive. Damage after the snapshot
 // costs only the batches from the first damaged frame on. The restore
 // then rewrites the file. [KafkaSource.ChangelogStats] counts the files
 // ignored and the cache's write errors, which never fail a restore or a
@@ -737,6 +743,9 @@ func (s *KafkaSource) restoreCached(ctx context.Context, r *changelogReader, par
 	case err == nil && (cc.offset > end || cc.offset < start):
 		c.ignored.Add(1)
 		cc = nil
+	case err == nil && s.cacheOutlivedTombstones(ctx, r.adm, r.name, path):
+		c.ignored.Add(1)
+		cc = nil
 	case err == nil:
 		c.cached.Add(cc.entries)
 	case !errors.Is(err, fs.ErrNotExist):
@@ -806,6 +815,41 @@ func (s *KafkaSource) restoreCached(ctx context.Context, r *changelogReader, par
 		s.compactInBackground(h)
 	}
 	return nil
+}
+
+// DefaultDeleteRetention is Kafka's default delete.retention.ms, 24 hours:
+// how long a compacted topic keeps a tombstone at least. A cache file last
+// brought up to date longer ago than the changelog's delete.retention.ms
+// (this, when the topic does not say) is ignored.
+const DefaultDeleteRetention = 24 * time.Hour
+
+// cacheOutlivedTombstones reports whether the cache file at path was last
+// brought up to date (its modification time) at least the changelog's
+// delete.retention.ms ago. Compaction may then have removed a tombstone
+// written after the file's offset, and the file would keep alive a key
+// the changelog deleted. The time is looked up within the timeout; when
+// the topic does not say, DefaultDeleteRetention applies.
+func (s *KafkaSource) cacheOutlivedTombstones(ctx context.Context, adm *kadm.Client, name, path string) bool {
+	info, err := os.Stat(path)
+	if err != nil {
+		return true
+	}
+	retention := DefaultDeleteRetention
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	if configs, err := adm.DescribeTopicConfigs(ctx, name); err == nil {
+		if rc, err := configs.On(name, nil); err == nil {
+			for _, c := range rc.Configs {
+				if c.Key != "delete.retention.ms" {
+					continue
+				}
+				if ms, err := strconv.ParseInt(c.MaybeValue(), 10, 64); err == nil && ms >= 0 {
+					retention = time.Duration(ms) * time.Millisecond
+				}
+			}
+		}
+	}
+	return time.Since(info.ModTime()) >= retention
 }
 
 // compactInBackground runs h.compact in a goroutine that Close cancels and
@@ -935,7 +979,10 @@ func (r *changelogReader) read(ctx context.Context, from, end int64, fn func(*kg
 			if err := r.backoff(ctx); err != nil {
 				return err
 			}
-			if info, found, err := lookupChangelog(ctx, r.adm, r.name); err == nil && found && r.partition < info.partitions {
+			mctx, cancel := context.WithTimeout(ctx, r.s.cfg.timeout)
+			info, found, err := lookupChangelog(mctx, r.adm, r.name)
+			cancel()
+			if err == nil && found && r.partition < info.partitions {
 				if info.id != r.info.id {
 					return fmt.Errorf("the topic was recreated during the restore (topic ID %x, now %x)", r.info.id, info.id)
 				}
@@ -953,15 +1000,17 @@ func (r *changelogReader) read(ctx context.Context, from, end int64, fn func(*kg
 			lastErr = err
 			continue
 		}
-		r.s.changelog.restored.Add(int64(len(fp.Records)))
-		for _, rec := range fp.Records {
+		for i, rec := range fp.Records {
 			if rec.Offset >= end {
+				r.s.changelog.restored.Add(int64(i))
 				return nil
 			}
 			if err := fn(rec); err != nil {
+				r.s.changelog.restored.Add(int64(i + 1))
 				return err
 			}
 		}
+		r.s.changelog.restored.Add(int64(len(fp.Records)))
 		if next > off {
 			off, progressed, lastErr = next, time.Now(), nil
 		} else if lastErr == nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // errCacheClosed is returned by appendBatch on a cache closed meanwhile.
@@ -105,9 +106,18 @@ func (h *changelogCache) writeRestored(b []byte) {
 // finish ends the restore's tail as one batch reflecting the changelog
 // below end, and reports whether the file now wants a compaction.
 func (h *changelogCache) finish(end int64) (compact bool, err error) {
-	if h.werr == nil {
+	switch {
+	case h.werr != nil:
+	case end > h.offset || h.enc.start >= 0:
 		h.enc.endGroup(end)
 		h.writeRestored(h.enc.take())
+	default:
+		// Nothing new: the file is up to date as of now, which its
+		// modification time must say (cacheOutlivedTombstones).
+		now := time.Now()
+		if err := os.Chtimes(h.path, now, now); err != nil {
+			h.werr = err
+		}
 	}
 	h.enc = cacheEncoder{}
 	if h.werr != nil {

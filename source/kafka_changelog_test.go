@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -460,6 +461,39 @@ func TestChangelogCacheOfARecreatedTopicIsIgnored(t *testing.T) {
 	}
 	assert.Equal(t, want, got.state)
 	assert.EqualValues(t, 1, b.ChangelogStats().CacheIgnored)
+}
+
+// TestChangelogCacheOlderThanTheTombstoneRetentionIsIgnored ensures a cache
+// file last brought up to date longer ago than the changelog keeps
+// tombstones (delete.retention.ms, 24 h by default) is ignored: Kafka may
+// have compacted away a deletion saved after it, which reading only the
+// tail would miss.
+func TestChangelogCacheOlderThanTheTombstoneRetentionIsIgnored(t *testing.T) {
+	brokers := startKafka(t, 1, "orders")
+	dir := t.TempDir()
+	a := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	saveChanges(t, a, keyChanges("s", "orders", 0, 0, 10, "v")...)
+	restore(t, a, "s", "orders", 0)
+	require.NoError(t, a.Close())
+
+	// A day and a minute old: ignored.
+	old := time.Now().Add(-24*time.Hour - time.Minute)
+	require.NoError(t, os.Chtimes(cacheFile(t, dir), old, old))
+	b := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	assert.Len(t, restore(t, b, "s", "orders", 0).state, 10)
+	assert.EqualValues(t, 1, b.ChangelogStats().CacheIgnored)
+	assert.EqualValues(t, 10, b.ChangelogStats().RestoredRecords)
+	require.NoError(t, b.Close())
+
+	// A restore that found nothing new still marks the file as up to
+	// date now.
+	require.NoError(t, os.Chtimes(cacheFile(t, dir), time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)))
+	c := newKafkaSource(t, brokers, "g", []string{"orders"}, source.KafkaStateDir(dir))
+	restore(t, c, "s", "orders", 0)
+	info, err := os.Stat(cacheFile(t, dir))
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), info.ModTime(), time.Minute)
+	assert.Zero(t, c.ChangelogStats().CacheIgnored)
 }
 
 // TestChangelogCacheIsCompactedOnceTheBatchesOutgrowTheSnapshot ensures
