@@ -162,6 +162,7 @@ func BenchmarkChangelogRestore(b *testing.B) {
 		other := changelogSource(b, kc, "")
 		restoreCount(b, src)
 		waitCompacted(b, src)
+		warm := src.ChangelogStats().RestoredRecords
 		round := 0
 		timed(b, func() {
 			round++
@@ -169,6 +170,9 @@ func BenchmarkChangelogRestore(b *testing.B) {
 				b.Fatal(err)
 			}
 		}, func() int { return restoreCount(b, src) })
+		if read := src.ChangelogStats().RestoredRecords - warm; read != int64(b.N*changelogTail) {
+			b.Fatalf("the restores timed read %d records from Kafka, want %d (the tails)", read, b.N*changelogTail)
+		}
 	})
 	b.Run("cache-cold", func(b *testing.B) {
 		var src *source.KafkaSource
