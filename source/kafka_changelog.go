@@ -616,6 +616,11 @@ func lookupChangelog(ctx context.Context, adm *kadm.Client, name string) (change
 // leader, not a consumer, and so knows exactly where the partition ends
 // even when compaction removed its last records.
 //
+// Restores of different partitions or stages may run at once, and beside
+// SaveChanges; a restore of one stage's partition must not run beside
+// another of the same, or beside a save of its changes (a pipeline
+// restores a partition before any of its records reach the stage).
+//
 // It returns an error wrapping [checkpoint.ErrInvalidChange] for an
 // invalid stage, topic or partition; a [*ChangelogError] when the
 // changelog cannot be read (the metadata within [KafkaTimeout]; a fetch
@@ -937,7 +942,9 @@ func (s *KafkaSource) appendToCaches(changes []checkpoint.Change, recs []kgo.Rec
 		}
 		compact, err := h.appendBatch(entries, end)
 		if err != nil {
-			c.cacheErrors.Add(1)
+			if !errors.Is(err, errCacheClosed) { // closed meanwhile: a restore of it began
+				c.cacheErrors.Add(1)
+			}
 			s.dropCache(part)
 			continue
 		}
