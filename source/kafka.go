@@ -39,6 +39,7 @@ type kafkaConfig struct {
 	clientOpts []kgo.Opt     // KafkaClientOpts
 	maxRecords int           // KafkaMaxRecords
 	timeout    time.Duration // KafkaTimeout
+	stateDir   string        // KafkaStateDir: the changelogs' local snapshot cache; "" for none
 }
 
 // KafkaStart sets where a partition the group has never committed starts:
@@ -257,6 +258,8 @@ type KafkaSource struct {
 	lagWake chan struct{}      // asks the refresh to list now (an assignment), capacity 1
 
 	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
+
+	changelog kafkaChangelog // the checkpoint.ChangelogStore's clients and caches (kafka_changelog.go)
 }
 
 type topicPartition struct {
@@ -953,5 +956,6 @@ func (s *KafkaSource) Close() error {
 	clear(s.assigned)
 	s.pending, s.assignErr = nil, nil
 	s.mu.Unlock()
+	s.closeChangelog() // after leaving the group: a revocation may save state
 	return nil
 }
