@@ -219,6 +219,7 @@ func rows() []row {
 	rs = append(rs, damagedLengthRows()...)
 	rs = append(rs, pipelineRows()...)
 	rs = append(rs, statefulRows()...)
+	rs = append(rs, scaleOutRows()...)
 	rs = append(rs, relayRows()...)
 	return append(rs, cliRows()...)
 }
@@ -334,6 +335,33 @@ func damagedLengthRows() []row {
 		}
 	}
 	return rs
+}
+
+// scaleOutRows are issue 18's figures, from internal/bench, on an
+// in-process kfake: a partition's state moving to another member (restore
+// to the first record applied, the issue's goal 1 s + 0.3 s per GiB: goal-x
+// below 1 meets it), the changelog store's restore alone, the checkpoint
+// cost of a Window whose state is saved per partition as changes, and the
+// windowed count through Kafka on 3 members against 1 (on 2 cores: the
+// cost of distribution, not scaling).
+func scaleOutRows() []row {
+	secs := func(v float64) string { return fmt.Sprintf("%.2f s", v) }
+	goal := func(v float64) string { return fmt.Sprintf("%.2fx the goal", v) }
+	below1 := func(v float64) bool { return v < 1 }
+	return []row{
+		{figure: "partition of 1,000,000 keys moves: assignment to first record applied", bench: "BenchmarkPartitionMove/nocache", unit: "move-s", formatter: secs},
+		{figure: "  same, against the goal (1 s + 0.3 s/GiB)", bench: "BenchmarkPartitionMove/nocache", unit: "goal-x", target: "< 1", formatter: goal, meets: below1},
+		{figure: "  same, with the local snapshot cache", bench: "BenchmarkPartitionMove/cache", unit: "move-s", formatter: secs},
+		{figure: "  same, against the goal", bench: "BenchmarkPartitionMove/cache", unit: "goal-x", target: "< 1", formatter: goal, meets: below1},
+		{figure: "changelog restore alone, 1,000,000 keys", bench: "BenchmarkChangelogRestore/nocache", unit: "restore-s", formatter: secs},
+		{figure: "  same, from the cache", bench: "BenchmarkChangelogRestore/cache", unit: "restore-s", formatter: secs},
+		{figure: "window state saved per partition as changes, default policy (vs no store)", bench: "BenchmarkWindowChangelog/default", unit: "save-ns/record", formatter: perRecordNanos},
+		{figure: "  bytes per changed key", bench: "BenchmarkWindowChangelog/default", unit: "B/changed-key", formatter: bytesPerKey},
+		{figure: "changelog save, 10,000 changed keys: per key", bench: "BenchmarkChangelogSave/nocache", unit: "ns/key", formatter: nanos},
+		{figure: "windowed count through Kafka, 1 member", bench: "BenchmarkKafkaWindow/members=1", unit: "records/s", formatter: rate},
+		{figure: "  same, 3 members (2 cores: distribution's cost)", bench: "BenchmarkKafkaWindow/members=3", unit: "records/s",
+			baseline: "BenchmarkKafkaWindow/members=1", baseUnit: "records/s", formatter: rate},
+	}
 }
 
 func statefulRows() []row {

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strom-dev/strom/kafkatest"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
+	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
+)
+
+// kafkaWindowRecords is BenchmarkKafkaWindow's input: 120,000 records of
+// 1,000 keys on 12 partitions, as the scale scenario's.
+const (
+	kafkaWindowRecords    = 120_000
+	kafkaWindowPartitions = 12
+)
+
+// BenchmarkKafkaWindow is issue 18's windowed count through Kafka on 1 and
+// on 3 members of one consumer group (goroutines of this process, each with
+// its own clients, on an in-process kfake): a tumbling 1-minute count per
+// key, its state in changelog topics, positions committed to the group.
+// One op is the whole input, produced once every member owns partitions,
+// from the first record produced to the group's commits at the end of
+// every partition. On 2 cores
+// the 3 members share the same CPUs: the figure is the overhead of
+// distribution (three clients, rebalances, changelog writes per member),
+// not scaling, which needs machines.
+func BenchmarkKafkaWindow(b *testing.B) {
+	kc, err := kafkatest.Start(kafkatest.Partitions(kafkaWindowPartitions))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(kc.Close)
+	recs := make([]log.Record, kafkaWindowRecords)
+	for i := range recs {
+		recs[i] = log.Record{Key: fmt.Appendf(nil, "key-%04d", i%statefulKeys), Value: []byte("v"), Timestamp: eventBase + int64(i)}
+	}
+	adm, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers()...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(adm.Close)
+	for _, members := range []int{1, 3} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
+			var elapsed time.Duration
+			for range b.N {
+				group, in := relayName("window"), relayName("window-in")
+				if err := kc.Create(context.Background(), in, kafkaWindowPartitions); err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				errs := make(chan error, members)
+				for range members {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						src, err := source.Kafka(kc.Brokers(), group, []string{in})
+						if err != nil {
+							errs <- err
+							return
+						}
+						k := stream.KeyBy(stream.From(src), func(r log.Record) string { return string(r.Key) }).FollowsPartitioning()
+						err = stream.Window(k, stream.Tumbling(windowSize), stream.Count[log.Record]()).
+							To(sink.Func(func(context.Context, []stream.WindowResult[string, int64]) error { return nil })).
+							Checkpointing(src).
+							Run(ctx)
+						if err != nil && ctx.Err() == nil {
+							errs <- err
+						}
+					}()
+				}
+				// Timed from a group whose members all own partitions:
+				// the input is produced then, and read as it arrives.
+				waitStable(b, adm, group, members, errs)
+				start := time.Now()
+				fillKafka(b, kc.Brokers(), in, recs)
+				waitCommitted(b, adm, group, in, kafkaWindowRecords, errs)
+				elapsed += time.Since(start)
+				cancel()
+				wg.Wait()
+			}
+			b.ReportMetric(float64(kafkaWindowRecords)*float64(b.N)/elapsed.Seconds(), "records/s")
+		})
+	}
+}
+
+// waitCommitted waits until group's commits of topic add up to n, or a
+// member fails.
+func waitCommitted(b *testing.B, adm *kgo.Client, group, topic string, n int64, errs <-chan error) {
+	b.Helper()
+	a := kadm.NewClient(adm)
+	for {
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		default:
+		}
+		offs, err := a.FetchOffsets(context.Background(), group)
+		if err == nil {
+			var sum int64
+			offs.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == topic && o.Err == nil && o.At > 0 {
+					sum += o.At
+				}
+			})
+			if sum >= n {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // a benchmark polling the group's commits: no event to wait on
+	}
+}
+
+// waitStable waits until group is Stable with members members, each
+// assigned partitions, or a member fails.
+func waitStable(b *testing.B, adm *kgo.Client, group string, members int, errs <-chan error) {
+	b.Helper()
+	a := kadm.NewClient(adm)
+	for {
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		default:
+		}
+		gs, err := a.DescribeGroups(context.Background(), group)
+		if g, ok := gs[group]; err == nil && ok && g.Err == nil && g.State == "Stable" && len(g.Members) == members {
+			all := true
+			for _, m := range g.Members {
+				if c, ok := m.Assigned.AsConsumer(); !ok || len(c.Topics) == 0 {
+					all = false
+				}
+			}
+			if all {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling the group's state: no event to wait on
+	}
+}
