@@ -93,11 +93,11 @@ type runtime struct {
 	// that restore, save and drop a partition's state. It is not held
 	// while positions are saved: a consumer group's commit waits while
 	// the group rebalances, and the rebalance waits for the hooks.
-	stateMu sync.Mutex
-	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
-	batch      []checkpoint.TopicPosition     // scratch of save: the positions to save
-	batchPts   []*checkpoint.PartitionTracker // and their trackers
-	parts      []*checkpoint.PartitionTracker
+	stateMu  sync.Mutex
+	saved    map[*checkpoint.PartitionTracker]checkpoint.Position
+	batch    []checkpoint.TopicPosition     // scratch of save: the positions to save
+	batchPts []*checkpoint.PartitionTracker // and their trackers
+	parts    []*checkpoint.PartitionTracker
 }
 
 func newRuntime(ctx context.Context, p *pipeline) *runtime {
