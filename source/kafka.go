@@ -39,6 +39,7 @@ type kafkaConfig struct {
 	clientOpts []kgo.Opt     // KafkaClientOpts
 	maxRecords int           // KafkaMaxRecords
 	timeout    time.Duration // KafkaTimeout
+	stateDir   string        // KafkaStateDir: the changelogs' local snapshot cache; "" for none
 }
 
 // KafkaStart sets where a partition the group has never committed starts:
@@ -141,6 +142,10 @@ type KafkaStats struct {
 // the session timeout, on a slow machine or with a slow broker) or the
 // group is rebalancing. The client rejoins by itself, and the pipeline
 // goes on instead of failing on the save.
+// A save that begins while partitions are being revoked is dropped too, and
+// one committing then is cancelled and dropped: kgo holds a commit back
+// while the group rebalances, and the rebalance waits for this member's
+// revocation, which commits the finished positions itself.
 // A save below the offset the current assignment of a partition started at,
 // or below what this member already committed for it, is dropped too: it
 // comes from records of an earlier assignment still finishing, and would
@@ -235,7 +240,20 @@ type KafkaSource struct {
 	topics  []string
 	cfg     kafkaConfig
 
-	mu        sync.Mutex                    // guards what follows, and orders commits with revocations
+	// commitMu orders commits: a save's with a revocation's, which must
+	// not be overtaken by an older position. Taken before mu, never
+	// while holding it.
+	commitMu sync.Mutex
+	// saving holds the cancel functions of the saves committing now: a
+	// rebalance cancels them (kgo holds a commit back while the group
+	// joins and syncs, and the rebalance waits for this member's
+	// callbacks: a save waiting there would wait for itself), and a
+	// cancelled save is dropped as a save for a partition being taken.
+	saving map[*context.CancelFunc]struct{}
+	// revoking counts the revocations running: a save that begins
+	// meanwhile is dropped at once, for the same reason.
+	revoking  int
+	mu        sync.Mutex                    // guards what follows
 	cl        *kgo.Client                   // the group member; nil while closed
 	adm       *kgo.Client                   // a plain client for metadata and Load; nil while closed
 	assigned  map[topicPartition]*kafkaPart // partitions this member owns now
@@ -257,6 +275,8 @@ type KafkaSource struct {
 	lagWake chan struct{}      // asks the refresh to list now (an assignment), capacity 1
 
 	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
+
+	changelog kafkaChangelog // the checkpoint.ChangelogStore's clients and caches (kafka_changelog.go)
 }
 
 type topicPartition struct {
@@ -533,7 +553,11 @@ func (s *KafkaSource) onOffsetsFetched(ctx context.Context, offsets map[string]m
 // then commits their finished positions and forgets them: a later Save for
 // them is dropped.
 func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.beginRevoke()
+	defer s.endRevoke()
 	s.callRevoked(ctx, cl, revoked)
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commitFinishedLocked(ctx, cl, revoked)
@@ -613,13 +637,17 @@ func (s *KafkaSource) commitFinishedLocked(ctx context.Context, cl *kgo.Client, 
 // error: the partition is being taken from this member, as at a revocation.
 // Any other refusal, or a failed request, is the error returned.
 func (s *KafkaSource) commitLocked(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.timeout)
+	committed, gone, err := commitOffsets(context.WithoutCancel(ctx), s.cfg.timeout, cl, offsets)
+	s.noteCommitsLocked(offsets, committed, gone)
+	return err
+}
+
+// commitOffsets commits offsets synchronously within timeout (or ctx), and
+// returns the partitions the group took, how many it refused because this
+// member's place is stale (memberGone), and any other failure.
+func commitOffsets(ctx context.Context, timeout time.Duration, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) (committed []topicPartition, gone int64, cerr error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var (
-		cerr      error
-		committed []topicPartition
-		gone      int64
-	)
 	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if memberGone(err) {
 			for _, ps := range offsets {
@@ -644,14 +672,19 @@ func (s *KafkaSource) commitLocked(ctx context.Context, cl *kgo.Client, offsets 
 			}
 		}
 	})
+	return committed, gone, cerr
+}
+
+// noteCommitsLocked counts a commit's outcome and raises the floor of
+// every partition the group took.
+func (s *KafkaSource) noteCommitsLocked(offsets map[string]map[int32]kgo.EpochOffset, committed []topicPartition, gone int64) {
 	s.droppedSaves.Add(gone)
 	s.commits.Add(int64(len(committed)))
 	for _, tp := range committed {
 		if st := s.assigned[tp]; st != nil {
-			st.floor = offsets[tp.topic][tp.partition].Offset
+			st.floor = max(st.floor, offsets[tp.topic][tp.partition].Offset)
 		}
 	}
-	return cerr
 }
 
 // memberGone reports whether err is the coordinator refusing a commit
@@ -684,22 +717,61 @@ func memberGone(err error) bool {
 // coordinator refuses the commit for a stale membership (see the type's
 // doc). Any other failed commit returns the error.
 func (s *KafkaSource) Save(ctx context.Context, topic string, partition int32, position checkpoint.Position) error {
+	return s.SaveBatch(ctx, []checkpoint.TopicPosition{{Topic: topic, Partition: partition, Position: position}})
+}
+
+// saveCommit commits offsets for a save, holding commitMu but not mu, with
+// a context a rebalance cancels (see KafkaSource.saving): a save cancelled
+// so is dropped, counted in DroppedSaves, and returns nil.
+func (s *KafkaSource) saveCommit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.assigned[topicPartition{topic, partition}]
-	if s.cl == nil || st == nil || !st.ready || position.Offset <= st.floor {
-		s.droppedSaves.Add(1)
+	if s.revoking > 0 {
+		for _, ps := range offsets {
+			s.droppedSaves.Add(int64(len(ps)))
+		}
+		s.mu.Unlock()
 		return nil
 	}
-	offsets := map[string]map[int32]kgo.EpochOffset{topic: {partition: {Epoch: position.Epoch, Offset: position.Offset}}}
-	if err := s.commitLocked(ctx, s.cl, offsets); err != nil {
-		var pe *PartitionError
-		if errors.As(err, &pe) {
-			return err
-		}
-		return &PartitionError{Topic: topic, Partition: partition, Err: fmt.Errorf("kafka commit: %w", err)}
+	if s.saving == nil {
+		s.saving = make(map[*context.CancelFunc]struct{})
 	}
-	return nil
+	s.saving[&cancel] = struct{}{}
+	s.mu.Unlock()
+	committed, gone, err := commitOffsets(cctx, s.cfg.timeout, cl, offsets)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.saving, &cancel)
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		// Cancelled by a rebalance: the partitions' positions are
+		// committed by the revocation, or by the next save.
+		for _, ps := range offsets {
+			gone += int64(len(ps))
+		}
+		err = nil
+	}
+	s.noteCommitsLocked(offsets, committed, gone)
+	return err
+}
+
+// beginRevoke cancels the saves committing now and drops those that begin
+// until endRevoke: a revocation begins.
+func (s *KafkaSource) beginRevoke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoking++
+	for c := range s.saving {
+		(*c)()
+	}
+}
+
+func (s *KafkaSource) endRevoke() {
+	s.mu.Lock()
+	s.revoking--
+	s.mu.Unlock()
 }
 
 var _ checkpoint.BatchStore = (*KafkaSource)(nil)
@@ -711,7 +783,7 @@ var _ checkpoint.BatchStore = (*KafkaSource)(nil)
 // it.
 func (s *KafkaSource) SaveBatch(ctx context.Context, positions []checkpoint.TopicPosition) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	cl := s.cl
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, tp := range positions {
 		st := s.assigned[topicPartition{tp.Topic, tp.Partition}]
@@ -724,13 +796,17 @@ func (s *KafkaSource) SaveBatch(ctx context.Context, positions []checkpoint.Topi
 		}
 		offsets[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: tp.Position.Epoch, Offset: tp.Position.Offset}
 	}
+	s.mu.Unlock()
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := s.commitLocked(ctx, s.cl, offsets); err != nil {
+	if err := s.saveCommit(ctx, cl, offsets); err != nil {
 		var pe *PartitionError
 		if errors.As(err, &pe) {
 			return err
+		}
+		if len(positions) == 1 {
+			return &PartitionError{Topic: positions[0].Topic, Partition: positions[0].Partition, Err: fmt.Errorf("kafka commit: %w", err)}
 		}
 		return &PartitionError{Topic: positions[0].Topic, Partition: AllPartitions, Err: fmt.Errorf("kafka commit: %w", err)}
 	}
@@ -953,5 +1029,6 @@ func (s *KafkaSource) Close() error {
 	clear(s.assigned)
 	s.pending, s.assignErr = nil, nil
 	s.mu.Unlock()
+	s.closeChangelog() // after leaving the group: a revocation may save state
 	return nil
 }

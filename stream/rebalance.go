@@ -85,8 +85,8 @@ func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error 
 	if len(rt.stateful) == 0 {
 		return nil
 	}
-	rt.saveMu.Lock()
-	defer rt.saveMu.Unlock()
+	rt.stateMu.Lock()
+	defer rt.stateMu.Unlock()
 	// Read first, then apply under the stages' locks: a restore reads
 	// from the store for as long as it takes, while records of the
 	// other partitions flow.
@@ -183,8 +183,8 @@ func (rt *runtime) releaseState(ctx context.Context, parts []TopicPartition, sav
 	if len(rt.stateful) == 0 {
 		return
 	}
-	rt.saveMu.Lock()
-	defer rt.saveMu.Unlock()
+	rt.stateMu.Lock()
+	defer rt.stateMu.Unlock()
 	set := make(map[partKey]bool, len(parts))
 	for _, tp := range parts {
 		set[partKey{tp.Topic, tp.Partition}] = true

@@ -34,6 +34,7 @@ type groupSource struct {
 	reads     int
 	starts    []stream.PartitionStart // what the last Assigned returned
 	assignErr error
+	silent    map[int32]int // a partition delivers nothing in its first this many Reads
 }
 
 type groupRec struct {
@@ -98,6 +99,9 @@ func (g *groupSource) Read(ctx context.Context) ([]stream.Element[groupRec], err
 	}
 	slices.Sort(ps)
 	for _, p := range ps {
+		if g.reads <= g.silent[p] {
+			continue
+		}
 		o := g.next[p]
 		for n := 0; n < g.batch && o < int64(len(g.parts[p])); n, o = n+1, o+1 {
 			r := g.parts[p][o]
@@ -106,7 +110,7 @@ func (g *groupSource) Read(ctx context.Context) ([]stream.Element[groupRec], err
 		}
 		g.next[p] = o
 	}
-	if len(out) == 0 && len(g.ops) <= g.reads {
+	if len(out) == 0 && len(g.ops) <= g.reads && g.reads > maxSilent(g.silent) {
 		if _, pending := g.ops[g.reads]; !pending {
 			return nil, io.EOF
 		}
@@ -337,4 +341,30 @@ func TestRunRefusesAKeyNotKnownToFollowTheGroupSourcesPartitioning(t *testing.T)
 	require.ErrorContains(t, err, `"per-key"`)
 	require.ErrorContains(t, err, "stream.Repartition")
 	require.ErrorContains(t, err, "FollowsPartitioning")
+}
+
+func maxSilent(m map[int32]int) int {
+	n := 0
+	for _, v := range m {
+		n = max(n, v)
+	}
+	return n
+}
+
+// TestASilentAssignedPartitionsRecordsAreNeverLate ensures that records of
+// a partition assigned but silent while another partition's event times
+// run an hour ahead are not late: on a consumer-group source each
+// partition's windows follow its own watermark.
+func TestASilentAssignedPartitionsRecordsAreNeverLate(t *testing.T) {
+	data := groupData(2, 200, 6)
+	for i := range data[0] {
+		data[0][i].ts += 3_600_000 // partition 0 runs an hour ahead
+	}
+	store := checkpoint.NewMemoryStore()
+	log := &resultLog{got: make(map[string][]int64)}
+	g := &groupSource{topic: "events", parts: data, store: store, batch: 50, next: map[int32]int64{},
+		silent: map[int32]int{1: 8}, // partition 1 delivers once partition 0 is all read
+		ops:    map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0, 1) }}}
+	runGroup(t, g, log) // the default late policy fails Run on a late record
+	checkCounts(t, expectedCounts(data), log)
 }

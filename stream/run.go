@@ -88,6 +88,12 @@ type runtime struct {
 
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
+	// stateMu orders the saves of state (saveState, from taking the
+	// changes to their save's end) with the assignments and revocations
+	// that restore, save and drop a partition's state. It is not held
+	// while positions are saved: a consumer group's commit waits while
+	// the group rebalances, and the rebalance waits for the hooks.
+	stateMu sync.Mutex
 	saved      map[*checkpoint.PartitionTracker]checkpoint.Position
 	batch      []checkpoint.TopicPosition     // scratch of save: the positions to save
 	batchPts   []*checkpoint.PartitionTracker // and their trackers

@@ -560,6 +560,8 @@ type pipelineState struct {
 // positions had finished, so its effect on the state was in, before the
 // snapshot was taken.
 func (rt *runtime) saveState(ctx context.Context) error {
+	rt.stateMu.Lock()
+	defer rt.stateMu.Unlock()
 	if rt.partitioned {
 		return rt.saveChanges(ctx)
 	}

@@ -9,14 +9,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
@@ -86,14 +84,6 @@ func (w scaleWorker) run(ctx context.Context) error {
 		return fmt.Errorf("torture: %s %s: %w", roleScaleWorker, w.name, err)
 	}
 	defer late.Close()
-	// TODO(issue18): the window's state goes to this FileStore, one per
-	// worker slot, because a KafkaSource is not yet a state store; once
-	// state follows its partitions through Kafka (a changelog), drop it
-	// and checkpoint to the source alone.
-	store, err := checkpoint.NewFileStore(filepath.Join(w.home, "state"))
-	if err != nil {
-		return fmt.Errorf("torture: %s %s: %w", roleScaleWorker, w.name, err)
-	}
 	err = stream.Forever(ctx, func() stream.Runner {
 		src, err := source.Kafka(w.brokers, ScaleGroup, []string{ScaleInput},
 			source.KafkaClientOpts(
@@ -108,11 +98,13 @@ func (w scaleWorker) run(ctx context.Context) error {
 		if w.stateless {
 			return stream.MapTo(in, w.relay).To(out).Checkpointing(src)
 		}
-		counts := stream.Window(stream.KeyBy(in, recordKey), stream.Tumbling(w.window), stream.Count[log.Record](),
+		// The key is the Kafka record key the generator partitioned by:
+		// declared, so that Run accepts the window per partition, whose
+		// state (in changelog topics, through the source) follows each
+		// partition to the member that owns it.
+		counts := stream.Window(stream.KeyBy(in, recordKey).FollowsPartitioning(), stream.Tumbling(w.window), stream.Count[log.Record](),
 			stream.OutOfOrderness(w.outOfOrderness), stream.LateTo[log.Record](late))
-		return stream.MapTo(counts, w.result).To(out).
-			Checkpointing(src).
-			Checkpointing(store) // TODO(issue18): see store above.
+		return stream.MapTo(counts, w.result).To(out).Checkpointing(src)
 	})
 	if err != nil {
 		return fmt.Errorf("torture: %s %s: %w", roleScaleWorker, w.name, err)
