@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ const throughName = "by-ip"
 func watchKafka(ctx context.Context, cfg config, stdout, stderr io.Writer) (*summary, error) {
 	var windows io.Writer = io.Discard
 	if cfg.dir != "" {
+		if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+			return nil, err
+		}
 		wf, err := openWindows(filepath.Join(cfg.dir, windowsFile))
 		if err != nil {
 			return nil, err
