@@ -96,7 +96,7 @@
 // member leaves the group. A window closes when a line of its partition
 // more than --out-of-order past its end arrives: the windows of a
 // partition's last lines wait for later lines. make demo-scale
-// (cmd: internal/cmd/demoscale) runs it on 3 processes over an in-process
+// (internal/cmd/demoscale) runs it on 3 processes over an in-process
 // Kafka, kills one with kill -9, adds a fourth, and checks the alerts
 // against one process.
 //

@@ -231,7 +231,11 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "  late       %d lines\n", r.Late)
 	fmt.Fprintf(&b, "  workers    %s\n", strings.Join(r.PerWorker, "; "))
-	fmt.Fprintf(&b, "  timings    one process %v; on the group %v (each kill holds its partitions for the 2 s session and 2 s rebalance timeouts); whole run %v\n",
-		r.Reference.Round(time.Millisecond), r.Distributed.Round(100*time.Millisecond), r.Total.Round(100*time.Millisecond))
+	pause := ""
+	if r.Kills > 0 {
+		pause = " (a kill holds the killed worker's partitions for the 2 s session and 2 s rebalance timeouts)"
+	}
+	fmt.Fprintf(&b, "  timings    one process %v; on the group %v%s; whole run %v\n",
+		r.Reference.Round(time.Millisecond), r.Distributed.Round(100*time.Millisecond), pause, r.Total.Round(100*time.Millisecond))
 	return b.String()
 }
