@@ -16,7 +16,10 @@ SHELL := /bin/bash
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
 #                                               minutes on 2 cores); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
 #                                               every 0.2 to 1 s, must reach the end within 100 kills (--slow-kills), and its first
-#                                               checkpoint with a 2 ms handler is timed; TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
+#                                               checkpoint with a 2 ms handler is timed; then scenario scale: a windowed count on 12 Kafka
+#                                               partitions by worker processes of one group joining, leaving and kill -9ed (1, 3, 2, 3 workers,
+#                                               3 kills), every (window, key) checked against counts computed apart (about 12 s);
+#                                               TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
 #   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
 #                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked

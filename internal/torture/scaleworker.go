@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +91,11 @@ func (w scaleWorker) run(ctx context.Context) error {
 				kgo.ClientID(w.name), // the supervisor picks a kill's victim among the group's members by it
 				kgo.SessionTimeout(w.session),
 				kgo.HeartbeatInterval(w.session/10),
-				kgo.RebalanceTimeout(w.rebalance)))
+				kgo.RebalanceTimeout(w.rebalance)),
+			// The local snapshot cache of the partitions' state: a
+			// worker restarted in its folder (a pod with its volume)
+			// restores from it plus the changelog's tail.
+			source.KafkaStateDir(filepath.Join(w.home, "state")))
 		if err != nil {
 			return failedRunner{err}
 		}
