@@ -19,6 +19,10 @@ import (
 // signal, in Kafka mode.
 const drainTimeout = 10 * time.Second
 
+// stateDir is, in --dir, the local snapshot cache of the changelogs in
+// Kafka mode (source.KafkaStateDir).
+const stateDir = "state"
+
 // throughName names the repartition topic of --repartition: GROUP-by-ip-repartition.
 const throughName = "by-ip"
 
@@ -28,7 +32,8 @@ const throughName = "by-ip"
 // source.Topic and the source as the checkpoint store, which keeps the
 // window's state per partition in a changelog topic, so that a partition
 // and its windows move together between the group's processes. Results go
-// to cfg.dir's windows.jsonl when cfg.dir is set.
+// to cfg.dir's windows.jsonl when cfg.dir is set, which also keeps the
+// local snapshot cache of the windows' changelogs.
 //
 // The window is keyed by the attempt's source IP. Without cfg.repartition
 // the topic's records must be keyed by it (the key follows the
@@ -55,6 +60,13 @@ func watchKafka(ctx context.Context, cfg config, stdout, stderr io.Writer) (*sum
 	if cfg.rebalanceTimeout > 0 {
 		clientOpts = append(clientOpts, kgo.RebalanceTimeout(cfg.rebalanceTimeout))
 	}
+	opts := []source.KafkaOption{source.KafkaClientOpts(clientOpts...)}
+	if cfg.dir != "" {
+		// A local snapshot cache of the windows' changelogs: a partition
+		// that comes back to this process (or to one started again on
+		// this --dir) restores from it and the changelog's tail.
+		opts = append(opts, source.KafkaStateDir(filepath.Join(cfg.dir, stateDir)))
+	}
 	brokers := strings.Split(cfg.brokers, ",")
 	where := func(f stream.Failure) string {
 		return fmt.Sprintf("a line (%s/%d offset %d)", f.Topic, f.Partition, f.Offset)
@@ -65,7 +77,7 @@ func watchKafka(ctx context.Context, cfg config, stdout, stderr io.Writer) (*sum
 	// A source failure the client does not heal by itself (brokers gone
 	// past KafkaTimeout) rebuilds the pipeline from the group's commits.
 	err := stream.Forever(ctx, func() stream.Runner {
-		src, err := source.Kafka(brokers, cfg.group, []string{cfg.topic}, source.KafkaClientOpts(clientOpts...))
+		src, err := source.Kafka(brokers, cfg.group, []string{cfg.topic}, opts...)
 		if err != nil {
 			return failed{err}
 		}

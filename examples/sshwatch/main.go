@@ -124,8 +124,11 @@
 //	                    the client's (45s): how long a killed member holds its partitions
 //	--rebalance-timeout D the group rebalance timeout, default the client's (60s)
 //
-// With --brokers, --dir is optional and holds only windows.jsonl: the
-// positions and the windows' state are in Kafka.
+// With --brokers, --dir is optional and holds windows.jsonl and, in
+// DIR/state, a local snapshot cache of the windows' changelogs: the
+// positions and the windows' state are in Kafka, and a partition that
+// comes back to a process on this --dir restores from the cache and the
+// changelog's tail only (source.KafkaStateDir).
 //
 // Exit status: 0 when the whole input was handled (with --brokers: when a
 // signal stopped it), 1 on a failure or (without --brokers) a signal, 2
