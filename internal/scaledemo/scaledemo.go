@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -168,6 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	t0 := time.Now()
 	if err := r.drive(ctx); err != nil {
+		r.dumpAll()
 		r.killAll()
 		return r.rep, err
 	}
@@ -589,6 +591,26 @@ func (r *run) stopAll(ctx context.Context) error {
 	}
 	r.event("stopped %s with SIGTERM", strings.Join(names(running), ", "))
 	return errors.Join(errs...)
+}
+
+// dumpAll sends SIGQUIT to every worker still running, on the way out of
+// a failed run: the Go runtime prints every goroutine's stack to the
+// worker's stderr file, and exits. It waits for them, a few seconds at
+// most.
+func (r *run) dumpAll() {
+	running := r.running()
+	for _, w := range running {
+		w.signalled = true
+		_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	deadline := time.After(10 * time.Second)
+	for _, w := range running {
+		select {
+		case <-w.done:
+		case <-deadline:
+			return
+		}
+	}
 }
 
 // killAll kills every worker still running, on the way out of a failed run.
