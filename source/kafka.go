@@ -145,7 +145,8 @@ type KafkaStats struct {
 // A save that begins while partitions are being revoked is dropped too, and
 // one committing then is cancelled and dropped: kgo holds a commit back
 // while the group rebalances, and the rebalance waits for this member's
-// revocation, which commits the finished positions itself.
+// revocation, which commits the finished positions of every assigned
+// partition itself.
 // A save below the offset the current assignment of a partition started at,
 // or below what this member already committed for it, is dropped too: it
 // comes from records of an earlier assignment still finishing, and would
@@ -560,7 +561,11 @@ func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.commitFinishedLocked(ctx, cl, revoked)
+	// Every assigned partition, not only the revoked ones: the saves
+	// dropped while the revocation ran (see saveCommit) may have held
+	// positions of partitions this member keeps, and the pipeline, told
+	// they were saved, saves them again only once they move.
+	s.commitFinishedLocked(ctx, cl, nil)
 	for t, ps := range revoked {
 		for _, p := range ps {
 			if _, ok := s.assigned[topicPartition{t, p}]; ok {

@@ -176,6 +176,22 @@ func (s *supervisor) unexpected(e exit) {
 	s.violate("%s (incarnation %d) exited by itself: %v (see %s.stderr)", e.c.name, e.inc, e.err, e.c.name)
 }
 
+// dumpStacks makes every relay still running print its goroutines and
+// exit (SIGQUIT: the Go runtime writes every goroutine's stack to stderr,
+// the child's NAME.stderr), so that a relay that stopped making progress
+// says where it stands.
+func (s *supervisor) dumpStacks() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.children {
+		if c.running && (c.role == roleRelay || c.role == roleRelayBack) {
+			c.signalled = true
+			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+			s.wait(c, 10*time.Second)
+		}
+	}
+}
+
 // killAll kills every child still running, on the way out of a failed run.
 func (s *supervisor) killAll() {
 	s.mu.Lock()

@@ -559,7 +559,9 @@ func (s *supervisor) finish(ctx context.Context) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("torture: the relay back did not commit all of %s within %v: commits %v", RelayTopic, s.cfg.CatchUp, s.back.committed)
+			committed := fmt.Sprint(s.back.committed)
+			s.dumpStacks()
+			return fmt.Errorf("torture: the relay back did not commit all of %s within %v: commits %v (the relays' goroutines are dumped at the end of relay.stderr and relay-back.stderr)", RelayTopic, s.cfg.CatchUp, committed)
 		}
 		select {
 		case <-ctx.Done():
