@@ -1,6 +1,9 @@
 package source
 
-import "io/fs"
+import (
+	"context"
+	"io/fs"
+)
 
 // IdentityOf returns the device and inode of info as a FileIdentity, for
 // tests.
@@ -12,4 +15,10 @@ func IdentityOf(info fs.FileInfo) FileIdentity { return identityOf(info, nil) }
 func SetWaitingHook(fn func()) (reset func()) {
 	waitingHook = fn
 	return func() { waitingHook = nil }
+}
+
+// LoseForTest runs the source's loss callback for topic-partition, as kgo
+// does when the member's session expired.
+func (s *KafkaSource) LoseForTest(topic string, partition int32) {
+	s.onLost(context.Background(), nil, map[string][]int32{topic: {partition}})
 }

@@ -253,12 +253,15 @@ type KafkaSource struct {
 	saving map[*context.CancelFunc]struct{}
 	// revoking counts the revocations running: a save that begins
 	// meanwhile is dropped at once, for the same reason.
-	revoking  int
-	mu        sync.Mutex                    // guards what follows
-	cl        *kgo.Client                   // the group member; nil while closed
-	adm       *kgo.Client                   // a plain client for metadata and Load; nil while closed
-	assigned  map[topicPartition]*kafkaPart // partitions this member owns now
-	positions stream.Positions              // the running pipeline's, or nil
+	revoking int
+	// droppedInRevoke: a save was dropped or cancelled for a revocation
+	// since the last revocation's commit.
+	droppedInRevoke bool
+	mu              sync.Mutex                    // guards what follows
+	cl              *kgo.Client                   // the group member; nil while closed
+	adm             *kgo.Client                   // a plain client for metadata and Load; nil while closed
+	assigned        map[topicPartition]*kafkaPart // partitions this member owns now
+	positions       stream.Positions              // the running pipeline's, or nil
 
 	pending error // an error that came with records, returned by the next Read
 
@@ -561,11 +564,15 @@ func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Every assigned partition, not only the revoked ones: the saves
-	// dropped while the revocation ran (see saveCommit) may have held
-	// positions of partitions this member keeps, and the pipeline, told
-	// they were saved, saves them again only once they move.
-	s.commitFinishedLocked(ctx, cl, nil)
+	// After a save dropped for a revocation (see saveCommit), every
+	// assigned partition, not only the revoked ones: the save may have
+	// held positions of partitions this member keeps, and the pipeline,
+	// told they were saved, saves them again only once they move.
+	which := revoked
+	if s.droppedInRevoke {
+		which, s.droppedInRevoke = nil, false
+	}
+	s.commitFinishedLocked(ctx, cl, which)
 	for t, ps := range revoked {
 		for _, p := range ps {
 			if _, ok := s.assigned[topicPartition{t, p}]; ok {
@@ -738,6 +745,7 @@ func (s *KafkaSource) saveCommit(ctx context.Context, cl *kgo.Client, offsets ma
 		for _, ps := range offsets {
 			s.droppedSaves.Add(int64(len(ps)))
 		}
+		s.droppedInRevoke = true
 		s.mu.Unlock()
 		return nil
 	}
@@ -756,6 +764,7 @@ func (s *KafkaSource) saveCommit(ctx context.Context, cl *kgo.Client, offsets ma
 		for _, ps := range offsets {
 			gone += int64(len(ps))
 		}
+		s.droppedInRevoke = true
 		err = nil
 	}
 	s.noteCommitsLocked(offsets, committed, gone)

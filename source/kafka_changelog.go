@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -330,6 +331,13 @@ func (s *KafkaSource) closeChangelog() {
 // generation, or a restore that drops records of an older generation
 // found after a newer one.
 //
+// A change of a partition of one of the source's own topics that this
+// member does not own now (while it is in its group) is dropped, counted in
+// [KafkaStats].DroppedSaves: a member that knows the partition was taken
+// (revoked, or lost when its session expired) never writes its state again;
+// the new owner's is the one saved. A member that does not know yet is
+// fenced only by a transaction (exactly-once, a later step).
+//
 // It returns an error wrapping [checkpoint.ErrInvalidChange] for a change
 // with an invalid stage name, topic or partition or a nil key, writing
 // none of them then; a [*ChangelogError] naming the stage, the changelog
@@ -338,6 +346,7 @@ func (s *KafkaSource) closeChangelog() {
 // saved); ctx.Err() when ctx ends first. A save may take as long as ctx
 // allows; making a topic waits at most [KafkaTimeout].
 func (s *KafkaSource) SaveChanges(ctx context.Context, changes []checkpoint.Change) error {
+	changes = s.ownChanges(changes)
 	if len(changes) == 0 {
 		return nil
 	}
@@ -1102,4 +1111,34 @@ func (r *changelogReader) backoff(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// ownChanges returns changes without those of partitions of the source's
+// topics that this member does not own now, when it is in its group (see
+// SaveChanges). The changes of other topics (a Repartition's topic, whose
+// state this source's changelog keeps) pass.
+func (s *KafkaSource) ownChanges(changes []checkpoint.Change) []checkpoint.Change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl == nil {
+		return changes
+	}
+	var kept []checkpoint.Change
+	for i := range changes {
+		c := &changes[i]
+		if slices.Contains(s.topics, c.Topic) && s.assigned[topicPartition{c.Topic, c.Partition}] == nil {
+			if kept == nil {
+				kept = append(make([]checkpoint.Change, 0, len(changes)), changes[:i]...)
+			}
+			s.droppedSaves.Add(1)
+			continue
+		}
+		if kept != nil {
+			kept = append(kept, *c)
+		}
+	}
+	if kept == nil {
+		return changes
+	}
+	return kept
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
 )
 
 // restored is what a restore handed fn, applied as a stateful stage
@@ -561,4 +562,38 @@ func kadmClient(t *testing.T, brokers []string) *kadm.Client {
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// TestKafkaChangelogDropsChangesOfPartitionsThisMemberDoesNotOwn ensures
+// that a member in its group never writes the state of a partition of its
+// topics that it does not own (revoked or lost since the changes were
+// taken), while the changes of partitions it owns, and of other topics (a
+// Repartition's), are saved.
+func TestKafkaChangelogDropsChangesOfPartitionsThisMemberDoesNotOwn(t *testing.T) {
+	brokers := startKafka(t, 2, "owned")
+	produceN(t, brokers, "owned", 4, 0, 1)
+	src := newKafkaSource(t, brokers, "g-owned", []string{"owned"})
+	rec := &hookRecorder{}
+	src.SetRebalanceHooks(rec)
+	readUntil(t, src, func(got []stream.Element[log.Record]) bool { return len(got) >= 8 })
+	// Both partitions are this member's; pretend partition 1 was taken
+	// by losing it the way kgo reports a loss.
+	src.LoseForTest("owned", 1)
+	err := src.SaveChanges(context.Background(), []checkpoint.Change{
+		{Stage: "count", Topic: "owned", Partition: 0, Key: []byte("a"), Value: []byte("1")},
+		{Stage: "count", Topic: "owned", Partition: 1, Key: []byte("b"), Value: []byte("2")},
+		{Stage: "count", Topic: "other", Partition: 1, Key: []byte("c"), Value: []byte("3")},
+	})
+	require.NoError(t, err)
+	got := func(topic string, p int32) map[string]string {
+		m := map[string]string{}
+		require.NoError(t, src.RestoreChanges(context.Background(), "count", topic, p, func(k, v []byte) error {
+			m[string(k)] = string(v)
+			return nil
+		}))
+		return m
+	}
+	require.Equal(t, map[string]string{"a": "1"}, got("owned", 0))
+	require.Empty(t, got("owned", 1), "partition 1 is not this member's: its state is not written")
+	require.Equal(t, map[string]string{"c": "3"}, got("other", 1), "another topic's state passes")
 }

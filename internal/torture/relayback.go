@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -209,4 +210,30 @@ func (s *supervisor) checkBack() error {
 		}
 	}
 	return nil
+}
+
+// describeBackGroup describes BackGroup for a failure's message: its state
+// and each member's client and host with the partitions assigned to it.
+func (s *supervisor) describeBackGroup() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups, err := s.kafka.adm.DescribeGroups(ctx, BackGroup)
+	if err != nil {
+		return fmt.Sprintf("not described: %v", err)
+	}
+	g, ok := groups[BackGroup]
+	if !ok || g.Err != nil {
+		return fmt.Sprintf("not described: %v", g.Err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s)", g.State, g.Protocol)
+	for _, m := range g.Members {
+		fmt.Fprintf(&b, ", member %s@%s", m.MemberID, m.ClientHost)
+		if a, isConsumer := m.Assigned.AsConsumer(); isConsumer {
+			for _, t := range a.Topics {
+				fmt.Fprintf(&b, " %s%v", t.Topic, t.Partitions)
+			}
+		}
+	}
+	return b.String()
 }

@@ -560,8 +560,9 @@ func (s *supervisor) finish(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			committed := fmt.Sprint(s.back.committed)
+			group := s.describeBackGroup()
 			s.dumpStacks()
-			return fmt.Errorf("torture: the relay back did not commit all of %s within %v: commits %v (the relays' goroutines are dumped at the end of relay.stderr and relay-back.stderr)", RelayTopic, s.cfg.CatchUp, committed)
+			return fmt.Errorf("torture: the relay back did not commit all of %s within %v: commits %v; group %s (the relays' goroutines are dumped at the end of relay.stderr and relay-back.stderr)", RelayTopic, s.cfg.CatchUp, committed, group)
 		}
 		select {
 		case <-ctx.Done():
