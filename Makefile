@@ -4,6 +4,8 @@ SHELL := /bin/bash
 #   make demo                                   the end-to-end demo on synthetic events
 #   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
 #   make demo-sshwatch [INPUT=sshd.log]         failed SSH logins per IP per minute, uninterrupted and killed -9
+#   make demo-scale [INPUT=sshd.log]            sshwatch on 3 processes of a Kafka group (in-process Kafka), one killed -9,
+#                                               a fourth added: the alerts must equal one process's (FLAGS=--repartition ...)
 #   make demo INPUT=file.log KEY='regex'        the demo on the lines of a file
 #   make test                                   go vet + every test with the race detector (under 3 minutes on 2 cores)
 #   make soak                                   the log's long loops at full strength (STROM_SOAK=1): the follow
@@ -60,7 +62,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch test soak torture fuzz bench lint build
+.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture fuzz bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -70,6 +72,9 @@ demo-relay:
 
 demo-sshwatch:
 	@./examples/sshwatch/demo.sh
+
+demo-scale:
+	@./scripts/demo-scale.sh
 
 test:
 	$(GO) vet ./... && $(GO) test -race ./...
@@ -100,4 +105,4 @@ lint:
 
 build:
 	$(GO) build ./...
-	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./examples/projection ./examples/sshwatch ./internal/cmd/kafkatool ./cmd/strom
+	$(GO) build -o bin/ ./examples/publisher ./examples/consumer ./examples/check ./examples/relay ./examples/projection ./examples/sshwatch ./internal/cmd/kafkatool ./internal/cmd/demoscale ./cmd/strom

@@ -143,6 +143,16 @@
 // passed to Resume. [KafkaClientOpts] passes franz-go options (TLS, SASL,
 // timings) through; [KafkaMaxRecords] bounds a batch.
 //
+// A stateful stage keyed by anything but the topic's Kafka key needs the
+// records of a key in one partition first: [KafkaSource.Through] is the
+// stream.Through that stream.Repartition sends them through, a repartition
+// topic GROUP-NAME-repartition written by key and read back by another
+// member of the same group:
+//
+//	via, err := src.Through("by-ip")
+//	...
+//	counts := stream.Window(stream.Repartition(attempts, ip, via), stream.Tumbling(time.Minute), ...)
+//
 // # Lines of a file
 //
 // [Lines] yields the lines of a file as strings, in batches of up to 500

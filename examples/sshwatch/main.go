@@ -67,9 +67,42 @@
 // over a --dir that finished prints nothing new. SIGINT or SIGTERM stops a
 // run at once (exit 1), keeping what it saved.
 //
+// # On N processes, over Kafka
+//
+// With --brokers, sshwatch reads the lines from the Kafka topic --topic
+// instead of a file, as a member of the consumer group --group, and runs
+// the same pipeline: the only change is the source, source.Kafka instead
+// of source.Topic, which is also the checkpoint store. Start it several
+// times, on one machine or on several, and the group shares the topic's
+// partitions among them; each window's state lives in a changelog topic
+// in Kafka and follows its partition when the group moves it (a process
+// killed with kill -9, or one that joins), so that together the processes
+// print the alerts one process prints over the same lines:
+//
+//	sshwatch --brokers localhost:9092 --topic ssh --group sshwatch --json
+//
+// The window is keyed by source IP, so every line of an IP must reach one
+// process. Either the topic is keyed by the line's source IP (the
+// pipeline declares it: stream.KeyBy(...).FollowsPartitioning()), or
+// --repartition sends the attempts through a repartition topic keyed by IP
+// first (GROUP-by-ip-repartition, stream.Repartition over
+// KafkaSource.Through), whatever the topic's keys. A repartition topic
+// interleaves the lines of every process as they arrive, so its windows
+// need an --out-of-order that covers how far apart in event time the
+// processes may be (make demo-scale gives 24h, more than its input spans).
+//
+// It runs until SIGTERM or SIGINT, which stops it cleanly (exit 0): the
+// records in flight finish, their positions and windows are saved, and the
+// member leaves the group. A window closes when a line of its partition
+// more than --out-of-order past its end arrives: the windows of a
+// partition's last lines wait for later lines. make demo-scale
+// (internal/cmd/demoscale) runs it on 3 processes over an in-process
+// Kafka, kills one with kill -9, adds a fourth, and checks the alerts
+// against one process.
+//
 // # Flags
 //
-//	--input FILE        the log file (required); read whole into memory
+//	--input FILE        the log file (required without --brokers); read whole into memory
 //	--dir DIR           keep the log, checkpoints and windows.jsonl here, to resume
 //	                    after a kill; default a temporary directory removed at exit.
 //	                    DIR/sshwatch.json records the input (size, SHA-256), the
@@ -83,9 +116,23 @@
 //	--pace D            publish lines D apart (on average, 16 per append) and handle
 //	                    them D apart (one line per batch), default 0: for tests and
 //	                    demos that kill it mid-way
+//	--brokers B1,B2     read the lines from Kafka at these brokers instead of --input
+//	--topic T           the Kafka topic of the lines, default ssh
+//	--group G           the consumer group, default sshwatch
+//	--repartition       count per IP through a repartition topic (a topic not keyed by IP)
+//	--session-timeout D the group session timeout (Kafka's session.timeout.ms), default
+//	                    the client's (45s): how long a killed member holds its partitions
+//	--rebalance-timeout D the group rebalance timeout, default the client's (60s)
 //
-// Exit status: 0 when the whole input was handled, 1 on a failure or a
-// signal, 2 for a usage error (-h and --help print the usage and exit 0).
+// With --brokers, --dir is optional and holds windows.jsonl and, in
+// DIR/state, a local snapshot cache of the windows' changelogs: the
+// positions and the windows' state are in Kafka, and a partition that
+// comes back to a process on this --dir restores from the cache and the
+// changelog's tail only (source.KafkaStateDir).
+//
+// Exit status: 0 when the whole input was handled (with --brokers: when a
+// signal stopped it), 1 on a failure or (without --brokers) a signal, 2
+// for a usage error (-h and --help print the usage and exit 0).
 package main
 
 import (
@@ -113,12 +160,23 @@ type config struct {
 	partitionsSet bool // --partitions was given
 	outOfOrder    time.Duration
 	pace          time.Duration
+
+	// Kafka mode (kafka.go): brokers set.
+	brokers          string // comma-separated; "" reads --input through the log
+	topic            string
+	group            string
+	repartition      bool
+	sessionTimeout   time.Duration // 0: the client's default
+	rebalanceTimeout time.Duration // 0: the client's default
 }
 
 func main() { service.Main("sshwatch", parseFlags, run) }
 
 const usage = `Usage: sshwatch --input FILE [--dir DIR] [--threshold N] [--year Y] [--json]
                 [--partitions N] [--out-of-order D] [--pace D]
+       sshwatch --brokers B1,B2 [--topic T] [--group G] [--repartition] [--dir DIR]
+                [--threshold N] [--year Y] [--json] [--out-of-order D]
+                [--session-timeout D] [--rebalance-timeout D]
 
 Counts failed SSH password attempts per source IP in one-minute windows of the
 lines' own timestamps (read as UTC in --year) and prints the windows with
@@ -133,7 +191,13 @@ at-least-once: after a kill the set of alerts is the same as without one, but
 some may be printed twice. Every window (not only alerts) is appended to
 DIR/windows.jsonl.
 
-Exit status: 0 done, 1 failure or signal, 2 usage error.
+With --brokers it reads the lines from a Kafka topic as a member of a consumer
+group, and runs until SIGTERM or SIGINT (exit 0): start it N times to share
+the topic's partitions; the windows follow their partitions between the
+processes. The topic must be keyed by source IP, or give --repartition.
+
+Exit status: 0 done (or, with --brokers, stopped by a signal), 1 failure or
+signal, 2 usage error.
 
 Flags:
 `
@@ -153,6 +217,12 @@ func parseFlags(args []string) (config, error) {
 	partitions := fs.Int("partitions", 1, "partitions of the topic (line i goes to i % N); an existing --dir keeps its own (another given is refused)")
 	outOfOrder := fs.Duration("out-of-order", 10*time.Second, "how far lines may be out of time order before they are late")
 	pace := fs.Duration("pace", 0, "publish and handle lines this far apart, on average (for tests and demos that kill it mid-way)")
+	brokers := fs.String("brokers", "", "read the lines from the Kafka brokers `B1,B2` (host:port) instead of --input")
+	topic := fs.String("topic", "ssh", "with --brokers: the Kafka `topic` of the lines")
+	group := fs.String("group", "sshwatch", "with --brokers: the consumer `group`")
+	repartition := fs.Bool("repartition", false, "with --brokers: count per IP through a repartition topic (for a topic not keyed by source IP)")
+	session := fs.Duration("session-timeout", 0, "with --brokers: the group session timeout (default the client's, 45s)")
+	rebalance := fs.Duration("rebalance-timeout", 0, "with --brokers: the group rebalance timeout (default the client's, 60s)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -160,18 +230,31 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := config{input: *input, dir: *dir, threshold: *threshold, year: *year, json: *asJSON,
-		partitions: *partitions, outOfOrder: *outOfOrder, pace: *pace}
+		partitions: *partitions, outOfOrder: *outOfOrder, pace: *pace,
+		brokers: *brokers, topic: *topic, group: *group, repartition: *repartition,
+		sessionTimeout: *session, rebalanceTimeout: *rebalance}
+	kafkaOnly := ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "year":
 			cfg.yearSet = true
 		case "partitions":
 			cfg.partitionsSet = true
+		case "topic", "group", "repartition", "session-timeout", "rebalance-timeout":
+			kafkaOnly = f.Name
 		}
 	})
 	switch {
-	case cfg.input == "":
-		return config{}, errors.New("--input is required")
+	case cfg.brokers != "" && cfg.input != "":
+		return config{}, errors.New("--input and --brokers: give one (the lines come from the file or from Kafka)")
+	case cfg.brokers != "" && cfg.partitionsSet:
+		return config{}, errors.New("--partitions applies to the log of --input; a Kafka topic has its own")
+	case cfg.brokers == "" && kafkaOnly != "":
+		return config{}, fmt.Errorf("--%s applies with --brokers only", kafkaOnly)
+	case cfg.brokers == "" && cfg.input == "":
+		return config{}, errors.New("--input is required (or --brokers)")
+	case cfg.sessionTimeout < 0 || cfg.rebalanceTimeout < 0:
+		return config{}, errors.New("--session-timeout and --rebalance-timeout must not be negative")
 	case cfg.threshold < 1:
 		return config{}, fmt.Errorf("--threshold %d: must be at least 1", cfg.threshold)
 	case cfg.year < 1 || cfg.year > 9999:
@@ -182,6 +265,9 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("--out-of-order %s: must not be negative", cfg.outOfOrder)
 	case cfg.pace < 0:
 		return config{}, fmt.Errorf("--pace %s: must not be negative", cfg.pace)
+	}
+	if cfg.brokers != "" {
+		return cfg, nil
 	}
 	// Checked before anything is created: a typo must not leave a new,
 	// empty --dir behind.
@@ -198,6 +284,9 @@ func parseFlags(args []string) (config, error) {
 func run(cfg config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.brokers != "" {
+		return runKafka(ctx, cfg)
+	}
 	where := cfg.dir
 	if cfg.dir == "" {
 		dir, err := os.MkdirTemp("", "sshwatch-")
@@ -215,6 +304,17 @@ func run(cfg config) error {
 	}
 	if ctx.Err() != nil {
 		return errors.New("stopped by a signal before the end of the input; run again with the same --dir to go on")
+	}
+	return err
+}
+
+// runKafka runs Kafka mode until a signal, and prints a summary to stderr.
+func runKafka(ctx context.Context, cfg config) error {
+	sum, err := watchKafka(ctx, cfg, os.Stdout, os.Stderr)
+	if sum != nil {
+		fmt.Fprintf(os.Stderr, "sshwatch: read %d lines from %s (group %s): %d failed password attempts, %d windows, %d alerts (threshold %d), %d late, %d skipped\n",
+			sum.Lines.Load(), cfg.topic, cfg.group, sum.Attempts.Load(), sum.Windows.Load(), sum.Alerts.Load(), cfg.threshold,
+			sum.Late.Load(), sum.Skipped.Load())
 	}
 	return err
 }

@@ -296,28 +296,43 @@ func TestParseAttemptReadsSshdFailures(t *testing.T) {
 }
 
 // TestParseFlagsRejectsBadUsage ensures usage errors (exit status 2 through
-// service.Main) and that --help is flag.ErrHelp (exit 0).
+// service.Main), among them the flags of one mode given in the other
+// (--input with --brokers, --partitions with Kafka, --group or
+// --repartition without), and that --help is flag.ErrHelp (exit 0).
 func TestParseFlagsRejectsBadUsage(t *testing.T) {
 	_, err := parseFlags([]string{"--help"})
 	require.ErrorIs(t, err, flag.ErrHelp)
 	f := filepath.Join(t.TempDir(), "auth.log")
 	require.NoError(t, os.WriteFile(f, nil, 0o644))
 	for args, msg := range map[string]string{
-		"":                              "--input is required",
-		"--input F --threshold 0":       "--threshold 0",
-		"--input F --partitions 0":      "--partitions 0",
-		"--input F --out-of-order -1s":  "--out-of-order -1s",
-		"--input F --pace -1ms":         "--pace -1ms",
-		"--input F extra":               `unexpected argument "extra"`,
-		"--input F --year 0":            "--year 0",
-		"--input F --threshold five":    "invalid value",
-		"--input F --no-such-flag true": "flag provided but not defined",
-		"--input /no/such/file":         "--input: open /no/such/file: no such file or directory",
+		"":                                       "--input is required",
+		"--input F --threshold 0":                "--threshold 0",
+		"--input F --partitions 0":               "--partitions 0",
+		"--input F --out-of-order -1s":           "--out-of-order -1s",
+		"--input F --pace -1ms":                  "--pace -1ms",
+		"--input F extra":                        `unexpected argument "extra"`,
+		"--input F --year 0":                     "--year 0",
+		"--input F --threshold five":             "invalid value",
+		"--input F --no-such-flag true":          "flag provided but not defined",
+		"--input /no/such/file":                  "--input: open /no/such/file: no such file or directory",
+		"--input F --brokers b:9092":             "--input and --brokers: give one",
+		"--brokers b:9092 --partitions 2":        "--partitions applies to the log of --input",
+		"--input F --repartition":                "--repartition applies with --brokers only",
+		"--input F --group g":                    "--group applies with --brokers only",
+		"--brokers b:9092 --session-timeout -1s": "must not be negative",
 	} {
 		_, err := parseFlags(strings.Fields(strings.ReplaceAll(args, "F", f)))
 		require.Error(t, err, args)
 		assert.Contains(t, err.Error(), msg, args)
 	}
+	kcfg, err := parseFlags([]string{"--brokers", "b1:9092,b2:9092", "--repartition", "--session-timeout", "2s"})
+	require.NoError(t, err, "Kafka mode needs no --input")
+	assert.Equal(t, "ssh", kcfg.topic)
+	assert.Equal(t, "sshwatch", kcfg.group)
+	assert.True(t, kcfg.repartition)
+	assert.Equal(t, 2*time.Second, kcfg.sessionTimeout)
+	assert.Zero(t, kcfg.rebalanceTimeout, "the client's default")
+
 	cfg, err := parseFlags([]string{"--input", f, "--year", "2020"})
 	require.NoError(t, err)
 	assert.True(t, cfg.yearSet)

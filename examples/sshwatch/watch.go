@@ -106,40 +106,50 @@ func watch(ctx context.Context, cfg config, stdout, stderr io.Writer) (*summary,
 	}
 	defer wf.Close()
 
-	err = pipeline(lg, store, meta, cfg, sum, wf, stdout, stderr).Run(ctx)
+	opts := []source.TopicOption{source.Replay()}
+	if cfg.pace > 0 {
+		opts = append(opts, source.MaxBytes(1)) // one line at a time, so a test can kill it between any two
+	}
+	// source.Topic hands out a batch of one partition at a time; the
+	// window's watermark waits until every partition with lines has been
+	// read from (stream.PartitionLister), so the first batch of one does
+	// not make the lines of the others late.
+	in := stream.From(source.Topic(lg, topicName, source.FromStore(store), opts...))
+	where := func(f stream.Failure) string {
+		return fmt.Sprintf("line %d (%s/%d offset %d)", lineIndex(f.Offset, f.Partition, meta.Partitions)+1, f.Topic, f.Partition, f.Offset)
+	}
+	byIP := func(as *stream.Stream[attempt]) *stream.Keyed[string, attempt] { return stream.KeyBy(as, attemptIP) }
+	err = pipeline(in, byIP, meta.Year, cfg, sum, where, wf, stdout, stderr).Checkpointing(store).Run(ctx)
 	if err != nil {
 		return sum, err
 	}
 	return sum, ctx.Err() // a signal stopped it before the end: not done
 }
 
-// pipeline builds the window pipeline over the topic in lg:
+// attemptIP is the window's key: the attempt's source IP.
+func attemptIP(a attempt) string { return a.IP }
+
+// pipeline builds the window pipeline over lines, whichever source they
+// come from (the log in --dir, or a Kafka topic: kafka.go):
 //
-//	lines of every partition, from the checkpoint
+//	the lines
 //	  -> failed password attempts (other lines dropped)
-//	  -> per source IP, one-minute tumbling windows of event time, summed
-//	  -> every result to windows.jsonl
+//	  -> per source IP (byIP), one-minute tumbling windows of event time, summed
+//	  -> every result to windows
 //	  -> results of threshold or more to stdout
 //
-// checkpointed to store, which also keeps the window's state.
-func pipeline(lg *log.Log, store *checkpoint.FileStore, meta dirMeta, cfg config,
-	sum *summary, windows, stdout, stderr io.Writer) *stream.Stream[stream.WindowResult[string, int64]] {
-	opts := []source.TopicOption{source.Replay()}
-	if cfg.pace > 0 {
-		opts = append(opts, source.MaxBytes(1)) // one line at a time, so a test can kill it between any two
-	}
+// The caller checkpoints it to a store that also keeps the window's state.
+// where names a line that failed to parse, for the warning.
+func pipeline(lines *stream.Stream[log.Record], byIP func(*stream.Stream[attempt]) *stream.Keyed[string, attempt], year int,
+	cfg config, sum *summary, where func(stream.Failure) string, windows, stdout, stderr io.Writer) *stream.Stream[stream.WindowResult[string, int64]] {
 	pc := newPacer(cfg.pace)
-	// source.Topic hands out a batch of one partition at a time; the
-	// window's watermark waits until every partition with lines has been
-	// read from (stream.PartitionLister), so the first batch of one does
-	// not make the lines of the others late.
-	recs := stream.From(source.Topic(lg, topicName, source.FromStore(store), opts...)).Tap(func(ctx context.Context, _ log.Record) error {
+	recs := lines.Tap(func(ctx context.Context, _ log.Record) error {
 		sum.Lines.Add(1)
 		return pc.wait(ctx)
 	})
 
 	attempts := stream.FlatMap(recs, func(_ context.Context, r log.Record) ([]attempt, error) {
-		a, ok, err := parseAttempt(string(r.Value), meta.Year)
+		a, ok, err := parseAttempt(string(r.Value), year)
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -147,8 +157,7 @@ func pipeline(lg *log.Log, store *checkpoint.FileStore, meta dirMeta, cfg config
 		return []attempt{a}, nil
 	}, stream.Name("parse"), stream.Skip(), stream.OnError(func(f stream.Failure) {
 		sum.Skipped.Add(1)
-		fmt.Fprintf(stderr, "sshwatch: skipped line %d (%s/%d offset %d): %v\n",
-			lineIndex(f.Offset, f.Partition, meta.Partitions)+1, f.Topic, f.Partition, f.Offset, f.Err)
+		fmt.Fprintf(stderr, "sshwatch: skipped %s: %v\n", where(f), f.Err)
 	}))
 
 	late := sink.Func(func(_ context.Context, as []attempt) error {
@@ -159,7 +168,7 @@ func pipeline(lg *log.Log, store *checkpoint.FileStore, meta dirMeta, cfg config
 		}
 		return nil
 	})
-	results := stream.Window(stream.KeyBy(attempts, func(a attempt) string { return a.IP }),
+	results := stream.Window(byIP(attempts),
 		window, stream.Sum(func(a attempt) int64 { return a.Count }),
 		stream.EventTime(func(a attempt) time.Time { return a.Time }),
 		stream.OutOfOrderness(cfg.outOfOrder),
@@ -209,8 +218,7 @@ func pipeline(lg *log.Log, store *checkpoint.FileStore, meta dirMeta, cfg config
 			}
 			sum.Alerts.Add(int64(len(rs)))
 			return nil
-		}), stream.Name("alerts")).
-		Checkpointing(store)
+		}), stream.Name("alerts"))
 }
 
 // openWindows opens the windows file for appending. A kill inside a write
