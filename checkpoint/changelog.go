@@ -21,7 +21,10 @@ import (
 // RestoreChanges must give back, for each key, the value of its last
 // change (a store may give the earlier changes too, in order, or drop
 // them: a compacted topic does), and nothing of a deleted key, or its
-// tombstone.
+// tombstone. A store should give the last changes whole, with those they
+// replaced, for a while (Kafka's min.compaction.lag.ms): the pipeline
+// closes each save with a change of its own and, at a restore, undoes the
+// changes of a save a crash cut short, which needs what they replaced.
 //
 // A pipeline saves its changes (SaveChanges) at every checkpoint before it
 // saves the positions they reflect, so that a saved position never passes

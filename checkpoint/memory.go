@@ -24,8 +24,11 @@ type changelogKey struct {
 }
 
 // memoryChangelog is the changes of one stage's state of one partition,
-// compacted as Kafka compacts a changelog topic: each key's last change,
-// in the order of those last changes.
+// in the order they were saved, compacted as Kafka compacts a changelog
+// topic: an earlier change of a key is dropped once a later one exists,
+// except among the last memoryCompactionLag changes, which are kept whole
+// as Kafka keeps its active segment (a reader of the tail sees what each
+// key held before the last changes, which a save cut short needs).
 type memoryChangelog struct {
 	entries []memoryChange
 	index   map[string]int // key -> its entry
@@ -147,9 +150,14 @@ func (m *MemoryStore) SaveChanges(_ context.Context, changes []Change) error {
 	return nil
 }
 
+// memoryCompactionLag is how many of the last changes of a partition a
+// MemoryStore never compacts (Kafka's min.compaction.lag, counted in
+// changes).
+const memoryCompactionLag = 4096
+
 func (cl *memoryChangelog) add(key, value []byte) {
 	if i, ok := cl.index[string(key)]; ok {
-		cl.entries[i] = memoryChange{dead: true}
+		cl.entries[i].dead = true // kept until compacted: see memoryChangelog
 		cl.dead++
 	}
 	var v []byte
@@ -158,22 +166,30 @@ func (cl *memoryChangelog) add(key, value []byte) {
 	}
 	cl.index[string(key)] = len(cl.entries)
 	cl.entries = append(cl.entries, memoryChange{key: append([]byte(nil), key...), value: v})
-	if cl.dead > 1024 && cl.dead > len(cl.entries)/2 {
+	if cl.dead > memoryCompactionLag && cl.dead > len(cl.entries)/2 {
+		old := len(cl.entries) - memoryCompactionLag
 		live := cl.entries[:0]
-		for _, e := range cl.entries {
-			if !e.dead {
-				cl.index[string(e.key)] = len(live)
-				live = append(live, e)
+		dead := 0
+		for i, e := range cl.entries {
+			if e.dead && i < old {
+				continue
 			}
+			if e.dead {
+				dead++
+			} else {
+				cl.index[string(e.key)] = len(live)
+			}
+			live = append(live, e)
 		}
 		clear(cl.entries[len(live):])
-		cl.entries, cl.dead = live, 0
+		cl.entries, cl.dead = live, dead
 	}
 }
 
-// RestoreChanges calls fn with the last change of every key saved for
-// stage's state of topic-partition, in the order of those changes
-// (checkpoint.ChangelogStore), a deleted key's with a nil value. It
+// RestoreChanges calls fn with the changes saved for stage's state of
+// topic-partition in the order they were saved (checkpoint.ChangelogStore):
+// each key's last change, and the earlier changes compaction has not
+// dropped yet (see memoryChangelog), a deleted key's with a nil value. It
 // returns fn's first error, wrapped with the stage and partition.
 func (m *MemoryStore) RestoreChanges(ctx context.Context, stage, topic string, partition int32, fn func(key, value []byte) error) error {
 	if err := validateName(ErrInvalidChange, stage); err != nil {
@@ -189,9 +205,6 @@ func (m *MemoryStore) RestoreChanges(ctx context.Context, stage, topic string, p
 	}
 	m.mu.Unlock()
 	for _, e := range entries {
-		if e.dead {
-			continue
-		}
 		if err := fn(e.key, e.value); err != nil {
 			return fmt.Errorf("checkpoint: restore the state %q of %s/%d: %w", stage, topic, partition, err)
 		}

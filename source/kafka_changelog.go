@@ -209,7 +209,8 @@ func (s *KafkaSource) ChangelogStats() KafkaChangelogStats {
 // # Changelog topics
 //
 // Each stateful stage has one changelog topic. SaveChanges creates it
-// when it is missing, with cleanup.policy=compact, the broker's default
+// when it is missing, with cleanup.policy=compact, min.compaction.lag.ms of
+// an hour (changelogCompactionLag), the broker's default
 // replication factor, and as many partitions as the largest partition
 // count among the source's topics; it adds partitions when a change names
 // a partition beyond them (a source topic grew). The change of source
@@ -221,6 +222,13 @@ func (s *KafkaSource) ChangelogStats() KafkaChangelogStats {
 // which compaction removes in time). An existing topic's configuration is
 // not checked: one that is not compacted keeps every change, and restores
 // read them all.
+// changelogCompactionLag is the min.compaction.lag.ms of the changelog
+// topics SaveChanges creates: a change stays in the log whole for an hour
+// after a later change of its key, so that a restore that finds the changes
+// of a save cut short by a crash (after the partition's last marks) can
+// undo them to what they replaced (stream's partition state).
+const changelogCompactionLag = time.Hour
+
 func (s *KafkaSource) ChangelogTopic(stage string) (string, error) {
 	if err := topicname.Validate(stage); err != nil {
 		return "", &ChangelogError{Group: s.group, Stage: stage, Partition: AllPartitions,
@@ -526,8 +534,8 @@ func (s *KafkaSource) ensureChangelog(ctx context.Context, cl *kgo.Client, stage
 			}
 		default:
 			parts := max(need, s.sourcePartitions(tctx, adm))
-			compact := "compact"
-			resp, err := adm.CreateTopics(tctx, parts, -1, map[string]*string{"cleanup.policy": &compact}, name)
+			compact, lag := "compact", strconv.FormatInt(changelogCompactionLag.Milliseconds(), 10)
+			resp, err := adm.CreateTopics(tctx, parts, -1, map[string]*string{"cleanup.policy": &compact, "min.compaction.lag.ms": &lag}, name)
 			if err == nil {
 				err = resp[name].Err
 			}

@@ -272,44 +272,59 @@ func (st *aggStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func(pa
 	return dst, nil
 }
 
-func (st *aggStage[K, T, A]) restorePartLocked(pk partKey, changes []stateChange) (int64, error) {
-	c := &st.core
-	closed, meta, torn := splitChanges(changes)
+func (st *aggStage[K, T, A]) restorer(pk partKey) partRestorer {
 	tb := st.newTable()
+	return &aggRestorer[K, T, A]{st: st, pk: pk, tb: tb, r: newTableRestore[K, A](tb.accs)}
+}
+
+// aggRestorer rebuilds an Aggregate's table of one partition (see
+// partRestorer).
+type aggRestorer[K comparable, T, A any] struct {
+	st *aggStage[K, T, A]
+	pk partKey
+	tb *aggTable[K, A]
+	r  tableRestore[K, A]
+}
+
+func (ar *aggRestorer[K, T, A]) apply(key, value []byte) error {
+	if isMeta(key) {
+		ar.r.closed(value)
+		return nil
+	}
+	st, c := ar.st, &ar.st.core
+	k, err := decodeKey(st.kc, key)
+	if err != nil {
+		return fmt.Errorf("stream: state of stage %q for %s/%d: %w: %w", c.name, ar.pk.topic, ar.pk.partition, checkpoint.ErrCorrupt, err)
+	}
+	if value == nil {
+		ar.r.remove(k)
+		return nil
+	}
+	acc, err := st.ac.decode(value)
+	if err != nil {
+		return fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode the accumulator of %v: %w", c.name, ar.pk.topic, ar.pk.partition, ErrStateMismatch, k, err)
+	}
+	ar.r.set(k, acc)
+	return nil
+}
+
+func (ar *aggRestorer[K, T, A]) installLocked() (int64, error) {
+	st, tb := ar.st, ar.tb
+	// Keys a torn save changed are written again at the next save.
+	for _, k := range ar.r.rollback() {
+		tb.dirty[k] = struct{}{}
+		tb.changed = true
+	}
+	st.dropPartLocked(ar.pk)
 	next := int64(-1)
-	if meta != nil {
-		m, err := c.restoreMeta(pk, meta, st.header())
+	if ar.r.meta != nil {
+		m, err := st.core.restoreMeta(ar.pk, ar.r.meta, st.header())
 		if err != nil {
 			return -1, err
 		}
 		next = m.Part.Next
-		for _, ch := range closed {
-			if len(ch.key) == 1 && ch.key[0] == metaKey {
-				continue
-			}
-			k, err := decodeKey(st.kc, ch.key)
-			if err != nil {
-				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: %w", c.name, pk.topic, pk.partition, checkpoint.ErrCorrupt, err)
-			}
-			if ch.value == nil {
-				delete(tb.accs, k)
-				continue
-			}
-			acc, err := st.ac.decode(ch.value)
-			if err != nil {
-				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode the accumulator of %v: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, k, err)
-			}
-			tb.accs[k] = acc
-		}
 	}
-	// Keys a torn save changed are written again at the next save.
-	for _, key := range torn {
-		if k, err := decodeKey(st.kc, key); err == nil {
-			tb.dirty[k] = struct{}{}
-			tb.changed = true
-		}
-	}
-	st.tables[pk] = tb
+	st.tables[ar.pk] = tb
 	st.lastT = nil
 	return next, nil
 }

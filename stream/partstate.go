@@ -37,9 +37,6 @@ import (
 // follow the source's partitioning, so that all of its records are in one
 // partition's table.
 
-// stateChange is one change read back from a ChangelogStore.
-type stateChange struct{ key, value []byte }
-
 const (
 	metaKey byte = 0x00 // the key of a table's meta change
 	dataKey byte = 0x01 // the first byte of a state key's change
@@ -71,26 +68,77 @@ func (c *stateCore) dataChange(pk partKey, key, value []byte) checkpoint.Change 
 	return checkpoint.Change{Stage: c.name, Topic: pk.topic, Partition: pk.partition, Key: key, Value: value}
 }
 
-// splitChanges cuts the changes of a table read back from a store into
-// those a meta change closed and the last meta change (nil: none), and
-// returns the keys of the changes after it, which no meta change closed.
-func splitChanges(changes []stateChange) (closed []stateChange, meta []byte, torn [][]byte) {
-	last := -1
-	for i, ch := range changes {
-		if len(ch.key) == 1 && ch.key[0] == metaKey {
-			last = i
+// partRestorer rebuilds a stage's table of one partition from the changes
+// a ChangelogStore gives back, decoded as they are read (apply), outside the
+// stage's lock while the other partitions' records flow, and then puts it
+// in place under the lock (installLocked), returning the offset the state
+// reflects (-1: nothing saved). apply must not keep key or value.
+type partRestorer interface {
+	apply(key, value []byte) error
+	installLocked() (next int64, err error)
+}
+
+// isMeta reports whether key is the key of a table's meta change.
+func isMeta(key []byte) bool { return len(key) == 1 && key[0] == metaKey }
+
+// tableRestore applies the changes of a table's keys to m as a restore
+// reads them, remembering what each key held before the changes read
+// since the last meta change: those changes belong to a save a crash cut
+// short, and rollback undoes them at the end.
+type tableRestore[K comparable, V any] struct {
+	m    map[K]V
+	undo map[K]undoEntry[V] // since the last meta change
+	meta []byte             // the last meta change's value, a copy
+}
+
+type undoEntry[V any] struct {
+	v   V
+	had bool
+}
+
+func newTableRestore[K comparable, V any](m map[K]V) tableRestore[K, V] {
+	return tableRestore[K, V]{m: m, undo: make(map[K]undoEntry[V])}
+}
+
+func (r *tableRestore[K, V]) note(k K) {
+	if _, ok := r.undo[k]; !ok {
+		v, had := r.m[k]
+		r.undo[k] = undoEntry[V]{v, had}
+	}
+}
+
+// set makes v the value of k.
+func (r *tableRestore[K, V]) set(k K, v V) {
+	r.note(k)
+	r.m[k] = v
+}
+
+// remove deletes k.
+func (r *tableRestore[K, V]) remove(k K) {
+	r.note(k)
+	delete(r.m, k)
+}
+
+// closed records a meta change: the changes read so far are a whole save.
+func (r *tableRestore[K, V]) closed(meta []byte) {
+	r.meta = append(r.meta[:0], meta...)
+	clear(r.undo)
+}
+
+// rollback undoes the changes read since the last meta change and returns
+// their keys.
+func (r *tableRestore[K, V]) rollback() []K {
+	torn := make([]K, 0, len(r.undo))
+	for k, u := range r.undo {
+		if u.had {
+			r.m[k] = u.v
+		} else {
+			delete(r.m, k)
 		}
+		torn = append(torn, k)
 	}
-	if last < 0 {
-		for _, ch := range changes {
-			torn = append(torn, ch.key)
-		}
-		return nil, nil, torn
-	}
-	for _, ch := range changes[last+1:] {
-		torn = append(torn, ch.key)
-	}
-	return changes[:last], changes[last].value, torn
+	clear(r.undo)
+	return torn
 }
 
 // restoreMeta decodes a table's meta change, checks it was written by a

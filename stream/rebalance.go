@@ -87,25 +87,19 @@ func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error 
 	}
 	rt.stateMu.Lock()
 	defer rt.stateMu.Unlock()
-	// Read first, then apply under the stages' locks: a restore reads
-	// from the store for as long as it takes, while records of the
-	// other partitions flow.
-	read := make([][][]stateChange, len(starts)) // [start][stage]
+	// Each table is rebuilt as the store reads it, outside the stages'
+	// locks (records of the other partitions flow meanwhile), then put in
+	// place under them.
+	rs := make([][]partRestorer, len(starts)) // [start][stage]
 	for i, s := range starts {
-		read[i] = make([][]stateChange, len(rt.stateful))
-		if rt.changelog == nil {
-			continue
-		}
+		rs[i] = make([]partRestorer, len(rt.stateful))
 		for j, st := range rt.stateful {
-			err := rt.changelog.RestoreChanges(ctx, st.stateName(), s.Topic, s.Partition, func(key, value []byte) error {
-				ch := stateChange{key: append([]byte(nil), key...)}
-				if value != nil {
-					ch.value = append([]byte{}, value...)
-				}
-				read[i][j] = append(read[i][j], ch)
-				return nil
-			})
-			if err != nil {
+			r := st.restorer(partKey{s.Topic, s.Partition})
+			rs[i][j] = r
+			if rt.changelog == nil {
+				continue
+			}
+			if err := rt.changelog.RestoreChanges(ctx, st.stateName(), s.Topic, s.Partition, r.apply); err != nil {
 				return fmt.Errorf("stream: restore the state of stage %q for %s/%d: %w", st.stateName(), s.Topic, s.Partition, err)
 			}
 		}
@@ -116,7 +110,7 @@ func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error 
 		s := &starts[i]
 		pk := partKey{s.Topic, s.Partition}
 		for j, st := range rt.stateful {
-			next, err := st.restorePartLocked(pk, read[i][j])
+			next, err := rs[i][j].installLocked()
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
@@ -367,4 +368,49 @@ func TestASilentAssignedPartitionsRecordsAreNeverLate(t *testing.T) {
 		ops:    map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0, 1) }}}
 	runGroup(t, g, log) // the default late policy fails Run on a late record
 	checkCounts(t, expectedCounts(data), log)
+}
+
+// TestAChangeNoMarksClosedIsUndoneAtRestoreAndWrittenAgain ensures that
+// changes saved after a partition's last marks (a save a crash cut short)
+// are not applied by a restore, and that the keys they touched are saved
+// again, so that they do not stay the last change of their key.
+func TestAChangeNoMarksClosedIsUndoneAtRestoreAndWrittenAgain(t *testing.T) {
+	data := groupData(1, 40, 4)
+	store := checkpoint.NewMemoryStore()
+	count := func(g *groupSource) map[string]int64 {
+		last := map[string]int64{}
+		k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(store), func(r groupRec) string { return r.key }).FollowsPartitioning()
+		err := stream.Aggregate(k, stream.Count[groupRec]()).
+			Tap(func(_ context.Context, kv stream.KV[string, int64]) error { last[kv.Key] = kv.Value; return nil }).
+			Run(context.Background())
+		require.NoError(t, err)
+		return last
+	}
+	newMember := func() *groupSource {
+		return &groupSource{topic: "events", parts: data, store: store, batch: 10, next: map[int32]int64{},
+			ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0) }}}
+	}
+	first := count(newMember())
+	key := data[0][0].key
+	want := first[key]
+	require.Positive(t, want)
+	// A save cut short: the key's new value reached the changelog, the
+	// marks that would close it did not.
+	torn := checkpoint.Change{Stage: stream.StageAggregate, Topic: "events", Partition: 0,
+		Key: append([]byte{1}, key...), Value: binary.AppendVarint(nil, 999)}
+	require.NoError(t, store.SaveChanges(context.Background(), []checkpoint.Change{torn}))
+
+	data[0] = append(data[0], groupRec{key: key, ts: data[0][len(data[0])-1].ts})
+	second := count(newMember())
+	require.Equal(t, map[string]int64{key: want + 1}, second, "the torn change is not applied")
+
+	var saved []byte
+	require.NoError(t, store.RestoreChanges(context.Background(), stream.StageAggregate, "events", 0, func(k, v []byte) error {
+		if string(k) == string(torn.Key) {
+			saved = append([]byte(nil), v...)
+		}
+		return nil
+	}))
+	got, _ := binary.Varint(saved)
+	require.Equal(t, want+1, got, "the key's last change is written again")
 }

@@ -234,15 +234,14 @@ type statefulStage interface {
 	changedLocked() bool
 	snapshotLocked() (data []byte, err error)
 
-	// Per partition (an Assignable source; partstate.go), all with the
-	// stage's lock held:
+	// Per partition (an Assignable source; partstate.go), all but
+	// restorer with the stage's lock held:
 	// changesLocked appends to dst the changes since the last save of
 	// the tables of the partitions only accepts (nil: all of them).
 	changesLocked(dst []checkpoint.Change, only func(partKey) bool) ([]checkpoint.Change, error)
-	// restorePartLocked replaces partition pk's table with what changes
-	// hold and returns the offset the state reflects (one past the last
-	// record of pk in it), -1 when nothing was saved.
-	restorePartLocked(pk partKey, changes []stateChange) (next int64, err error)
+	// restorer returns what rebuilds partition pk's table from the
+	// changes saved of it (partstate.go); called without the lock.
+	restorer(pk partKey) partRestorer
 	// dropPartLocked forgets partition pk's table and marks.
 	dropPartLocked(pk partKey)
 	// assignPartLocked tells the stage that partition pk is the

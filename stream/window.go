@@ -1373,44 +1373,58 @@ func (st *windowStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func
 	return dst, nil
 }
 
-func (st *windowStage[K, T, A]) restorePartLocked(pk partKey, changes []stateChange) (int64, error) {
-	c := &st.core
-	st.dropPartLocked(pk)
-	closed, meta, torn := splitChanges(changes)
+func (st *windowStage[K, T, A]) restorer(pk partKey) partRestorer {
 	tb := st.newTable(pk)
+	return &winRestorer[K, T, A]{st: st, pk: pk, tb: tb, r: newTableRestore[K, []*win[A]](tb.keys)}
+}
+
+// winRestorer rebuilds a Window's table of one partition (see
+// partRestorer).
+type winRestorer[K comparable, T, A any] struct {
+	st *windowStage[K, T, A]
+	pk partKey
+	tb *winTable[K, A]
+	r  tableRestore[K, []*win[A]]
+}
+
+func (wr *winRestorer[K, T, A]) apply(key, value []byte) error {
+	if isMeta(key) {
+		wr.r.closed(value)
+		return nil
+	}
+	st, c, pk := wr.st, &wr.st.core, wr.pk
+	k, err := decodeKey(st.kc, key)
+	if err != nil {
+		return fmt.Errorf("stream: state of stage %q for %s/%d: %w: %w", c.name, pk.topic, pk.partition, checkpoint.ErrCorrupt, err)
+	}
+	if value == nil {
+		wr.r.remove(k)
+		return nil
+	}
+	ws, err := st.decodeWindows(value)
+	if err != nil {
+		return fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode the windows of %v: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, k, err)
+	}
+	wr.r.set(k, ws)
+	return nil
+}
+
+func (wr *winRestorer[K, T, A]) installLocked() (int64, error) {
+	st, c, pk, tb := wr.st, &wr.st.core, wr.pk, wr.tb
+	for _, k := range wr.r.rollback() {
+		tb.dirty[k] = struct{}{}
+		tb.changed = true
+	}
+	st.dropPartLocked(pk)
 	st.tables[pk] = tb
-	st.tb = tb
 	next := int64(-1)
-	if meta != nil {
-		m, err := c.restoreMeta(pk, meta, st.header())
+	if wr.r.meta != nil {
+		m, err := c.restoreMeta(pk, wr.r.meta, st.header())
 		if err != nil {
 			return -1, err
 		}
 		next = m.Part.Next
 		tb.wm, tb.minTs = m.Watermark, m.Part.MaxTs
-		for _, ch := range closed {
-			if len(ch.key) == 1 && ch.key[0] == metaKey {
-				continue
-			}
-			k, err := decodeKey(st.kc, ch.key)
-			if err != nil {
-				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: %w", c.name, pk.topic, pk.partition, checkpoint.ErrCorrupt, err)
-			}
-			if ch.value == nil {
-				delete(tb.keys, k)
-				continue
-			}
-			ws, err := st.decodeWindows(ch.value)
-			if err != nil {
-				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode the windows of %v: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, k, err)
-			}
-			tb.keys[k] = ws
-		}
-		for k, ws := range tb.keys {
-			for _, w := range ws {
-				st.setTimer(st.due(w), k)
-			}
-		}
 		if len(m.Extra) > 0 {
 			var pend []WindowResult[K, A]
 			if err := gob.NewDecoder(bytes.NewReader(m.Extra)).Decode(&pend); err != nil {
@@ -1421,13 +1435,17 @@ func (st *windowStage[K, T, A]) restorePartLocked(pk partKey, changes []stateCha
 			}
 		}
 	}
-	for _, key := range torn {
-		if k, err := decodeKey(st.kc, key); err == nil {
-			tb.dirty[k] = struct{}{}
-			tb.changed = true
+	prev := st.tb
+	st.tb = tb
+	for k, ws := range tb.keys {
+		for _, w := range ws {
+			st.setTimer(st.due(w), k)
 		}
 	}
-	st.tb = st.one
+	st.tb = prev
+	if st.tb == nil || st.tb.pk == pk {
+		st.tb = st.one
+	}
 	return next, nil
 }
 
