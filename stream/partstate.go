@@ -82,62 +82,62 @@ type partRestorer interface {
 func isMeta(key []byte) bool { return len(key) == 1 && key[0] == metaKey }
 
 // tableRestore applies the changes of a table's keys to m as a restore
-// reads them, remembering what each key held before the changes read
-// since the last meta change: those changes belong to a save a crash cut
-// short, and rollback undoes them at the end.
+// reads them, a save at a time: the changes read since the last meta change
+// wait in pending, decoded, until the next one closes them (a slice append
+// each; recording what each key held before instead, to undo it, cost two
+// more map operations a change, a third of a million-key restore). Those
+// still pending at the end belong to a save a crash cut short: rollback
+// drops them.
 type tableRestore[K comparable, V any] struct {
-	m    map[K]V
-	undo map[K]undoEntry[V] // since the last meta change
-	meta []byte             // the last meta change's value, a copy
+	m       map[K]V
+	pending []pendingChange[K, V]
+	meta    []byte // the last meta change's value, a copy
 }
 
-type undoEntry[V any] struct {
+type pendingChange[K comparable, V any] struct {
+	k   K
 	v   V
-	had bool
+	del bool
 }
 
 func newTableRestore[K comparable, V any](m map[K]V) tableRestore[K, V] {
-	return tableRestore[K, V]{m: m, undo: make(map[K]undoEntry[V])}
-}
-
-func (r *tableRestore[K, V]) note(k K) {
-	if _, ok := r.undo[k]; !ok {
-		v, had := r.m[k]
-		r.undo[k] = undoEntry[V]{v, had}
-	}
+	return tableRestore[K, V]{m: m}
 }
 
 // set makes v the value of k.
 func (r *tableRestore[K, V]) set(k K, v V) {
-	r.note(k)
-	r.m[k] = v
+	r.pending = append(r.pending, pendingChange[K, V]{k: k, v: v})
 }
 
 // remove deletes k.
 func (r *tableRestore[K, V]) remove(k K) {
-	r.note(k)
-	delete(r.m, k)
+	r.pending = append(r.pending, pendingChange[K, V]{k: k, del: true})
 }
 
-// closed records a meta change: the changes read so far are a whole save.
+// closed records a meta change: the changes read since the last one are a
+// whole save, and are applied.
 func (r *tableRestore[K, V]) closed(meta []byte) {
+	for _, c := range r.pending {
+		if c.del {
+			delete(r.m, c.k)
+		} else {
+			r.m[c.k] = c.v
+		}
+	}
+	clear(r.pending)
+	r.pending = r.pending[:0]
 	r.meta = append(r.meta[:0], meta...)
-	clear(r.undo)
 }
 
-// rollback undoes the changes read since the last meta change and returns
+// rollback drops the changes read since the last meta change and returns
 // their keys.
 func (r *tableRestore[K, V]) rollback() []K {
-	torn := make([]K, 0, len(r.undo))
-	for k, u := range r.undo {
-		if u.had {
-			r.m[k] = u.v
-		} else {
-			delete(r.m, k)
-		}
-		torn = append(torn, k)
+	torn := make([]K, 0, len(r.pending))
+	for _, c := range r.pending {
+		torn = append(torn, c.k)
 	}
-	clear(r.undo)
+	clear(r.pending)
+	r.pending = nil
 	return torn
 }
 
