@@ -57,6 +57,11 @@
 //	                                   kfake v0.0.0-20260918054303 waits this long for a member
 //	                                   killed with kill -9 (its session expiring does not end
 //	                                   the wait), so the torture sets it to 2s
+//	--instance-id STROM_KAFKA_INSTANCE_ID  kafka-to-log: a static group member id
+//	                                   (KIP-345, kgo.InstanceID); default none. A relay
+//	                                   restarted with the same id takes its partitions back at
+//	                                   once, without a rebalance or waiting for the old
+//	                                   session to expire; give each running relay its own
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
 //	--batch       STROM_BATCH       records per read: Kafka records per poll, and about 128 bytes
 //	                                each of log records; default 256. A position is saved at most
@@ -147,6 +152,7 @@ type config struct {
 	timeout    time.Duration
 	session    time.Duration // consumer group session timeout
 	rebalance  time.Duration // consumer group rebalance timeout
+	instance   string        // static group member id; "" for a dynamic member
 	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
 
@@ -172,6 +178,7 @@ func parseFlags(args []string) (config, error) {
 	timeout := fs.Duration("timeout", env.Duration("STROM_KAFKA_TIMEOUT", sink.DefaultKafkaDeliveryTimeout), "Kafka delivery (log-to-kafka) or group and commit (kafka-to-log) timeout (env STROM_KAFKA_TIMEOUT)")
 	session := fs.Duration("session-timeout", env.Duration("STROM_KAFKA_SESSION_TIMEOUT", 45*time.Second), "consumer group session timeout of kafka-to-log (env STROM_KAFKA_SESSION_TIMEOUT)")
 	rebalance := fs.Duration("rebalance-timeout", env.Duration("STROM_KAFKA_REBALANCE_TIMEOUT", 60*time.Second), "how long a rebalance of kafka-to-log's group waits for members to rejoin (env STROM_KAFKA_REBALANCE_TIMEOUT)")
+	instance := fs.String("instance-id", env.String("STROM_KAFKA_INSTANCE_ID", ""), "static consumer group member id of kafka-to-log (env STROM_KAFKA_INSTANCE_ID)")
 	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -184,7 +191,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
-		timeout: *timeout, session: *session, rebalance: *rebalance, crashAfter: int64(crashAfter)}
+		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter)}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -330,9 +337,12 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	return func(ctx context.Context) error {
 		defer adm.Close()
 		return stream.Forever(ctx, func() stream.Runner {
+			opts := []kgo.Opt{kgo.SessionTimeout(r.cfg.session), kgo.HeartbeatInterval(r.cfg.session / 3), kgo.RebalanceTimeout(r.cfg.rebalance)}
+			if r.cfg.instance != "" {
+				opts = append(opts, kgo.InstanceID(r.cfg.instance))
+			}
 			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
-				source.KafkaMaxRecords(r.cfg.batch),
-				source.KafkaClientOpts(kgo.SessionTimeout(r.cfg.session), kgo.HeartbeatInterval(r.cfg.session/3), kgo.RebalanceTimeout(r.cfg.rebalance)))
+				source.KafkaMaxRecords(r.cfg.batch), source.KafkaClientOpts(opts...))
 			if err != nil {
 				return failed{err}
 			}

@@ -52,7 +52,7 @@ func (s *supervisor) args(c *child) []string {
 	if c.role == roleRelayBack {
 		return []string{"--direction", "kafka-to-log", "--brokers", strings.Join(s.cluster.Brokers(), ","),
 			"--dir", logDir(s.cfg.Dir), "--from", RelayTopic, "--to", BackTopic, "--partitions", strconv.Itoa(Partitions),
-			"--group", BackGroup, "--session-timeout", backSession.String(), "--rebalance-timeout", backRebalance.String(), "--addr", "127.0.0.1:0"}
+			"--group", BackGroup, "--session-timeout", backSession.String(), "--rebalance-timeout", backRebalance.String(), "--instance-id", "torture-back", "--addr", "127.0.0.1:0"}
 	}
 	if c.role == roleRelay {
 		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),
