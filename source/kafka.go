@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -340,6 +342,12 @@ func Kafka(brokers []string, group string, topics []string, opts ...KafkaOption)
 		return nil, errors.New("source: Kafka: no topics")
 	case cfg.start.kind != startEarliest && cfg.start.kind != startLatest:
 		return nil, fmt.Errorf("source: Kafka: start %s: only Earliest and Latest apply to a consumer group", cfg.start)
+	}
+	if cfg.stateDir != "" {
+		// A file there would disable the cache silently at every restore.
+		if fi, err := os.Stat(cfg.stateDir); err == nil && !fi.IsDir() {
+			return nil, fmt.Errorf("source: Kafka: KafkaStateDir %s: %w", cfg.stateDir, syscall.ENOTDIR)
+		}
 	}
 	for _, t := range topics {
 		if err := log.ValidateTopicName(t); err != nil {

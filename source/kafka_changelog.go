@@ -107,7 +107,8 @@ var _ checkpoint.ChangelogStore = (*KafkaSource)(nil)
 // costs only the batches from the first damaged frame on. The restore
 // then rewrites the file. [KafkaSource.ChangelogStats] counts the files
 // ignored and the cache's write errors, which never fail a restore or a
-// save.
+// save. [Kafka] returns an error wrapping syscall.ENOTDIR when dir exists
+// and is not a directory.
 func KafkaStateDir(dir string) KafkaOption {
 	return func(c *kafkaConfig) { c.stateDir = dir }
 }
@@ -198,6 +199,13 @@ func (s *KafkaSource) ChangelogStats() KafkaChangelogStats {
 	}
 }
 
+// changelogCompactionLag is the min.compaction.lag.ms of the changelog
+// topics SaveChanges creates: a change stays in the log whole for an hour
+// after a later change of its key, so that a restore that finds the changes
+// of a save cut short by a crash (after the partition's last marks) can
+// undo them to what they replaced (stream's partition state).
+const changelogCompactionLag = time.Hour
+
 // ChangelogTopic returns the name of stage's changelog topic,
 // "GROUP-STAGE-changelog", as Kafka Streams names a store's. It returns a
 // [*ChangelogError] wrapping [checkpoint.ErrInvalidChange] when stage
@@ -220,15 +228,10 @@ func (s *KafkaSource) ChangelogStats() KafkaChangelogStats {
 // length as a uvarint, then the name), followed by the change's key; its
 // value is the change's value, or null for a deleted key (a tombstone,
 // which compaction removes in time). An existing topic's configuration is
-// not checked: one that is not compacted keeps every change, and restores
-// read them all.
-// changelogCompactionLag is the min.compaction.lag.ms of the changelog
-// topics SaveChanges creates: a change stays in the log whole for an hour
-// after a later change of its key, so that a restore that finds the changes
-// of a save cut short by a crash (after the partition's last marks) can
-// undo them to what they replaced (stream's partition state).
-const changelogCompactionLag = time.Hour
-
+// not checked: one whose cleanup.policy is delete loses the changes its
+// retention drops, and with them state; give an existing changelog
+// cleanup.policy=compact. An existing topic with fewer partitions than a
+// change needs is given more.
 func (s *KafkaSource) ChangelogTopic(stage string) (string, error) {
 	if err := topicname.Validate(stage); err != nil {
 		return "", &ChangelogError{Group: s.group, Stage: stage, Partition: AllPartitions,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -596,4 +597,27 @@ func TestKafkaChangelogDropsChangesOfPartitionsThisMemberDoesNotOwn(t *testing.T
 	require.Equal(t, map[string]string{"a": "1"}, got("owned", 0))
 	require.Empty(t, got("owned", 1), "partition 1 is not this member's: its state is not written")
 	require.Equal(t, map[string]string{"c": "3"}, got("other", 1), "another topic's state passes")
+}
+
+// TestRunRefusesAStageWhoseChangelogTopicCannotBeNamedAtOnce ensures a group
+// or stage name that makes no legal changelog topic name fails Run at its
+// start, naming both, instead of at the first assignment as a source
+// failure that stream.Forever would retry forever.
+func TestRunRefusesAStageWhoseChangelogTopicCannotBeNamedAtOnce(t *testing.T) {
+	brokers := startKafka(t, 1, "named")
+	src, err := source.Kafka(brokers, "my group", []string{"named"})
+	require.NoError(t, err)
+	k := stream.KeyBy(stream.From(src), func(r log.Record) string { return string(r.Key) }).FollowsPartitioning()
+	err = stream.Aggregate(k, stream.Count[log.Record](), stream.Name("per-key")).Checkpointing(src).Run(context.Background())
+	require.ErrorIs(t, err, log.ErrInvalidTopic)
+	require.ErrorContains(t, err, "my group")
+	require.ErrorContains(t, err, "per-key")
+}
+
+func TestKafkaStateDirThatIsAFileIsRefusedByKafka(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "afile")
+	require.NoError(t, os.WriteFile(f, nil, 0o644))
+	_, err := source.Kafka([]string{"127.0.0.1:1"}, "g", []string{"t"}, source.KafkaStateDir(f))
+	require.ErrorIs(t, err, syscall.ENOTDIR)
+	require.ErrorContains(t, err, f)
 }

@@ -414,3 +414,16 @@ func TestAChangeNoMarksClosedIsUndoneAtRestoreAndWrittenAgain(t *testing.T) {
 	got, _ := binary.Varint(saved)
 	require.Equal(t, want+1, got, "the key's last change is written again")
 }
+
+// TestAStatefulStageOnAGroupWithoutAChangelogIsRefusedEvenWithoutCheckpointing
+// ensures Run refuses a consumer group's stateful pipeline that has no
+// store for its state at all: the group commits positions at its
+// rebalances anyway, and the next owner would start there with empty
+// windows, its counts silently too low.
+func TestAStatefulStageOnAGroupWithoutAChangelogIsRefusedEvenWithoutCheckpointing(t *testing.T) {
+	g := &groupSource{topic: "events", parts: groupData(1, 10, 2), store: checkpoint.NewMemoryStore(), batch: 10, next: map[int32]int64{}}
+	k := stream.KeyBy(stream.From[groupRec](g), func(r groupRec) string { return r.key }).FollowsPartitioning()
+	err := stream.Window(k, stream.Tumbling(time.Minute), stream.Count[groupRec]()).Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrNoStateStore)
+	require.ErrorContains(t, err, "Checkpointing(src)")
+}

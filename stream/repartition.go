@@ -74,7 +74,8 @@ func Repartition[T any, K comparable](s *Stream[T], key func(T) K, via Through) 
 	kc, vc := newCodec[K](), newCodec[T]()
 	for _, t := range []reflect.Type{reflect.TypeFor[K](), reflect.TypeFor[T]()} {
 		if err := checkSavable(t, map[reflect.Type]bool{}); err != nil && s.p.buildErr == nil {
-			s.p.buildErr = fmt.Errorf("stream: Repartition: %w: %s %w", ErrUnsavableState, t, err)
+			s.p.buildErr = fmt.Errorf("stream: Repartition cannot encode %s, which it writes to its topic: it %w (encoding/gob would drop it); export the fields, or give the type GobEncode and GobDecode (%w)",
+				t, err, ErrUnsavableState)
 		}
 	}
 	enc := chain(s, func(rt *runtime, down outlet[ThroughRecord]) outlet[T] {

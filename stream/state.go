@@ -28,8 +28,12 @@ type Keyed[K comparable, T any] struct {
 // FollowsPartitioning declares that k's key is the one the records' source
 // is partitioned by, so that all the records of a key arrive through one
 // partition: the Kafka record key a producer partitioned by (Kafka's
-// default partitioner hashes it), or a value derived from it alone. It
-// returns k.
+// default partitioner hashes it), or a value derived from it that keeps
+// records of different Kafka keys apart (the key itself, parsed or
+// reformatted). A value that merges Kafka keys (a bucket of them, a
+// prefix) does not follow the partitioning: two of its Kafka keys may sit
+// in two partitions, each counted apart; send it through [Repartition].
+// It returns k.
 //
 // On a source whose partitions move between processes (source.Kafka, a
 // consumer group), a stateful stage keeps its state per partition, and a
@@ -139,7 +143,12 @@ const (
 // which none is a [checkpoint.StateStore]: its state could not be saved
 // with the positions, and a restart would count replayed records twice.
 // checkpoint.FileStore and checkpoint.MemoryStore are StateStores.
-var ErrNoStateStore = errors.New("stream: a stateful stage needs a checkpoint.StateStore among the pipeline's checkpoint stores")
+//
+// On a source whose partitions move between processes ([Assignable]) the
+// store must be a [checkpoint.ChangelogStore], and Run asks for one even
+// without Checkpointing: the group commits positions at its rebalances
+// anyway, and the next owner would start there without the state.
+var ErrNoStateStore = errors.New("stream: a stateful stage needs a store for its state among the pipeline's checkpoint stores")
 
 // ErrStateMismatch is returned by [Stream.Run] when a stage's saved state
 // was written by another kind of stage, another window definition (a
@@ -444,14 +453,29 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 			"Send the records through a topic partitioned by the key first (stream.Repartition), or, if the key is the one the source is partitioned by "+
 			"(the Kafka record key), declare it: stream.KeyBy(s, key).FollowsPartitioning()", ErrKeyNotPartitioned, rt.p.unpartitioned[0])
 	}
-	if len(rt.p.stores) == 0 {
-		return nil // nothing is saved: state lives in memory for this run
-	}
 	if rt.partitioned && rt.changelog == nil {
 		// Per partition, the state is restored when a partition is
-		// assigned (Assigned), from a changelog.
+		// assigned (Assigned), from a changelog. Without one, the group
+		// still commits positions at its rebalances (source.Kafka does),
+		// and the next owner would start there with empty windows: a
+		// count too low, silently. So even without Checkpointing.
 		return fmt.Errorf("%w: stage %q reads a source whose partitions move between processes (a consumer group), and its state must move with them: "+
 			"checkpoint to a checkpoint.ChangelogStore (a source.Kafka source is one: Checkpointing(src))", ErrNoStateStore, rt.stateful[0].stateName())
+	}
+	if rt.partitioned {
+		// A changelog that cannot be named for a stage (a group or stage
+		// name its topic name would break) fails now, not at the first
+		// assignment, where it would look like a source failure to retry.
+		if n, ok := rt.changelog.(interface{ ChangelogTopic(string) (string, error) }); ok {
+			for _, st := range rt.stateful {
+				if _, err := n.ChangelogTopic(st.stateName()); err != nil {
+					return fmt.Errorf("stream: stage %q: %w", st.stateName(), err)
+				}
+			}
+		}
+	}
+	if len(rt.p.stores) == 0 {
+		return nil // nothing is saved: state lives in memory for this run
 	}
 	if !rt.partitioned && len(rt.stateStores) == 0 {
 		return fmt.Errorf("%w (stage %q)", ErrNoStateStore, rt.stateful[0].stateName())
