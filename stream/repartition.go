@@ -56,8 +56,12 @@ const StageRepartition = "repartition"
 // (and, on N processes, of every process) as they arrive: the event times
 // of a partition are as far out of order as the writers are apart, and a
 // Window after Repartition needs an [OutOfOrderness] that covers it (a
-// batch of the source, at least), as Kafka Streams' windows after a
-// repartition need a grace period.
+// batch of the source, at least, and, while the upstream group
+// rebalances, as much as a new owner lags behind the others), as Kafka
+// Streams' windows after a repartition need a grace period. To close the
+// last windows at the end of an input, records far ahead in event time
+// must reach every partition of via (one per key that hashes to each),
+// once every record before them was read upstream.
 //
 // Delivery is at-least-once on both sides: a record is finished upstream
 // once via's sink has it (positions of the source are saved past it only
