@@ -138,7 +138,9 @@ var (
 // Through returns a [KafkaThrough] named name, for [stream.Repartition]:
 // a repartition topic GROUP-NAME-repartition, written by a sink and read
 // back by a member of the source's group, with the source's
-// [KafkaClientOpts], [KafkaMaxRecords] and [KafkaTimeout]. Nothing is
+// [KafkaClientOpts], [KafkaMaxRecords] and [KafkaTimeout]: each process
+// running the pipeline is then two members of the group, one per topic,
+// and a rebalance moves both topics' partitions. Nothing is
 // contacted until the first write or read. It returns an error when the
 // topic's name breaks Kafka's rule (a name with characters other than
 // [a-zA-Z0-9._-], or longer than 249 with the group and the suffix).
