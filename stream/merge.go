@@ -32,6 +32,7 @@ func Merge[T any](streams ...*Stream[T]) *Stream[T] {
 		p.stages = append(p.stages, s.p.stages...)
 		p.nilSrc = p.nilSrc || s.p.nilSrc
 		p.unpartitioned = append(p.unpartitioned, s.p.unpartitioned...)
+		p.afterWindow = append(p.afterWindow, s.p.afterWindow...)
 		p.buildErr = cmp.Or(p.buildErr, s.p.buildErr)
 		for n := range s.p.stateNames {
 			if p.stateNames == nil {
@@ -43,11 +44,12 @@ func Merge[T any](streams ...*Stream[T]) *Stream[T] {
 			p.cp = s.p.cp
 		}
 	}
-	reorders := ""
+	reorders, unkeyedBy := "", ""
 	for _, s := range streams {
 		reorders = cmp.Or(reorders, s.reorders)
+		unkeyedBy = cmp.Or(unkeyedBy, s.unkeyedBy)
 	}
-	return &Stream[T]{p: p, reorders: reorders, connect: func(rt *runtime, down outlet[T]) {
+	return &Stream[T]{p: p, reorders: reorders, unkeyedBy: unkeyedBy, connect: func(rt *runtime, down outlet[T]) {
 		m := &mergeOutlet[T]{down: down, open: len(streams)}
 		for _, s := range streams {
 			s.connect(rt, m)

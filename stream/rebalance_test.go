@@ -427,3 +427,23 @@ func TestAStatefulStageOnAGroupWithoutAChangelogIsRefusedEvenWithoutCheckpointin
 	require.ErrorIs(t, err, stream.ErrNoStateStore)
 	require.ErrorContains(t, err, "Checkpointing(src)")
 }
+
+// TestAStatefulStageAfterAWindowOnAGroupIsRefused ensures that on a
+// consumer group a stateful stage fed by a Window's results, which belong
+// to no source partition, is refused instead of keeping a state that no
+// partition saves and a rebalance loses.
+func TestAStatefulStageAfterAWindowOnAGroupIsRefused(t *testing.T) {
+	g := &groupSource{topic: "events", parts: groupData(1, 10, 2), store: checkpoint.NewMemoryStore(), batch: 10, next: map[int32]int64{}}
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(g.store), func(r groupRec) string { return r.key }).FollowsPartitioning()
+	perMinute := stream.Window(k, stream.Tumbling(time.Minute), stream.Count[groupRec](), stream.Name("per-minute"))
+	busiest := stream.KeyBy(perMinute, func(r stream.WindowResult[string, int64]) string { return r.Key }).FollowsPartitioning()
+	err := stream.Reduce(busiest, func(a, b stream.WindowResult[string, int64]) stream.WindowResult[string, int64] {
+		if b.Value > a.Value {
+			return b
+		}
+		return a
+	}, stream.Name("busiest")).Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrNotPerPartition)
+	require.ErrorContains(t, err, `"busiest"`)
+	require.ErrorContains(t, err, `"per-minute"`)
+}

@@ -47,6 +47,14 @@ func (k *Keyed[K, T]) FollowsPartitioning() *Keyed[K, T] {
 	return k
 }
 
+// ErrNotPerPartition is returned by [Stream.Run] for a pipeline on a source
+// whose partitions move between processes ([Assignable]) with a stateful
+// stage fed by a [Window]'s results: they belong to no source partition,
+// so that stage's state could not be saved with a partition and would be
+// lost when the partitions move. Write the results to a topic and
+// aggregate them in a pipeline that reads it.
+var ErrNotPerPartition = errors.New("stream: a stateful stage's state cannot be kept per source partition")
+
 // ErrKeyNotPartitioned is returned by [Stream.Run] for a pipeline on a
 // source whose partitions move between processes (an [Assignable] source:
 // source.Kafka) with a stateful stage keyed by a function not known to
@@ -212,6 +220,9 @@ func registerState[K comparable, T any](k *Keyed[K, T], op, name string) {
 	s := k.s
 	if !k.follows {
 		s.p.unpartitioned = append(s.p.unpartitioned, name)
+	}
+	if s.unkeyedBy != "" {
+		s.p.afterWindow = append(s.p.afterWindow, name+"\x00"+s.unkeyedBy)
 	}
 	if s.reorders != "" {
 		panic(fmt.Sprintf("stream: %s %q needs the records of each partition in offset order, and the stage %q before it may reorder them: "+
@@ -446,6 +457,12 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 		if cl, ok := s.(checkpoint.ChangelogStore); ok && rt.changelog == nil {
 			rt.changelog = cl
 		}
+	}
+	if rt.partitioned && len(rt.p.afterWindow) > 0 {
+		stage, window, _ := strings.Cut(rt.p.afterWindow[0], "\x00")
+		return fmt.Errorf("%w: stage %q is fed by the results of window %q, which belong to no source partition: on a source whose partitions move between processes "+
+			"its state could not follow them and would be lost at a rebalance; write the window's results to a topic and aggregate them in a pipeline reading it",
+			ErrNotPerPartition, stage, window)
 	}
 	if rt.partitioned && len(rt.p.unpartitioned) > 0 {
 		return fmt.Errorf("%w: stage %q reads a source whose partitions move between processes (a consumer group) and keys records with stream.KeyBy, "+

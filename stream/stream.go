@@ -28,6 +28,10 @@ type Stream[T any] struct {
 	// a partition on out of offset order (a Parallel or KeyOrdered stage,
 	// Batch, Via), "" when none does: stateful stages need that order.
 	reorders string
+	// unkeyedBy names the first Window upstream: its results carry no
+	// source partition, so a stateful stage after it cannot keep its
+	// state per partition on a consumer group (registerState).
+	unkeyedBy string
 }
 
 // outlet is where a stage hands its output: the next stage, or Run's
@@ -63,6 +67,9 @@ type pipeline struct {
 	// unpartitioned names the stateful stages whose key is not known to
 	// follow the source's partitioning (ErrKeyNotPartitioned).
 	unpartitioned []string
+	// afterWindow names the stateful stages fed by a Window's results,
+	// which carry no source partition, with that Window: "stage\x00window".
+	afterWindow []string
 	// buildErr is a fault of the pipeline found while it was built that
 	// Run returns (Repartition of values it cannot encode).
 	buildErr error
@@ -238,7 +245,7 @@ func (r *registrar[T]) push(ctx context.Context, elems []Element[T], out outlet[
 // upstream pushes into.
 func chain[T, U any](s *Stream[T], stage func(rt *runtime, down outlet[U]) outlet[T]) *Stream[U] {
 	up := s.connect
-	return &Stream[U]{p: s.p, reorders: s.reorders, connect: func(rt *runtime, down outlet[U]) {
+	return &Stream[U]{p: s.p, reorders: s.reorders, unkeyedBy: s.unkeyedBy, connect: func(rt *runtime, down outlet[U]) {
 		up(rt, stage(rt, down))
 	}}
 }

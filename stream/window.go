@@ -325,7 +325,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 	}
 	registerState(k, StageWindow, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
-	return chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
+	return unkeyed(cfg.name, chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
 			down: down, kc: newCodec[K](), ac: newCodec[A](),
 			wake: make(chan struct{}, 1), quit: make(chan struct{})}
@@ -347,7 +347,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 			rt.spawn(st.tick)
 		}
 		return st
-	})
+	}))
 }
 
 // win is one open window of a key.
@@ -1474,4 +1474,11 @@ func (st *windowStage[K, T, A]) assignPartLocked(pk partKey) {
 		now = st.core.rt.clock.Now().UnixMilli()
 	}
 	st.core.assignPart(pk, now)
+}
+
+// unkeyed marks s as carrying the results of the Window named name, which
+// belong to no source partition (see ErrNotPerPartition), and returns it.
+func unkeyed[T any](name string, s *Stream[T]) *Stream[T] {
+	s.unkeyedBy = name
+	return s
 }
