@@ -1,7 +1,5 @@
 package stream
 
-import "time"
-
 // The waits below let stream_test wait on the progress ticker's state, a
 // condition, instead of sleeping for the wall time it takes.
 
@@ -29,8 +27,6 @@ func WaitSplitTicks() {
 // halt (the context.AfterFunc of a cancel has run).
 func WaitHalted() {
 	waitFor(func() bool {
-		ticker.mu.Lock()
-		defer ticker.mu.Unlock()
 		for rt := range ticker.rts {
 			if !rt.halted() {
 				return false
@@ -40,9 +36,13 @@ func WaitHalted() {
 	})
 }
 
+// waitFor waits, holding ticker.mu between checks, until cond (called with
+// it held) is true: the ticker broadcasts after every tick and halt.
 func waitFor(cond func() bool) {
+	ticker.mu.Lock()
+	defer ticker.mu.Unlock()
 	for !cond() {
-		time.Sleep(100 * time.Microsecond) // polls a condition; never what a test waits on
+		ticker.changedLocked().Wait()
 	}
 }
 

@@ -75,6 +75,17 @@ type progressTicker struct {
 	mu   sync.Mutex
 	rts  map[*runtime]struct{}
 	stop chan struct{} // closes the goroutine; nil while none runs
+	// changed is broadcast after every tick and every halt, for tests
+	// that wait on the ticker's state (export_test.go); nil until asked.
+	changed *sync.Cond
+}
+
+// changedLocked returns the condition broadcast after every tick and halt.
+func (t *progressTicker) changedLocked() *sync.Cond {
+	if t.changed == nil {
+		t.changed = sync.NewCond(&t.mu)
+	}
+	return t.changed
 }
 
 func (t *progressTicker) add(rt *runtime) {
@@ -110,6 +121,9 @@ func (t *progressTicker) run(stop <-chan struct{}) {
 			for rt := range t.rts {
 				rt.gen.Add(1)
 			}
+			if t.changed != nil {
+				t.changed.Broadcast()
+			}
 			t.mu.Unlock()
 		case <-stop:
 			return
@@ -122,9 +136,14 @@ func (rt *runtime) halt() {
 	for {
 		g := rt.gen.Load()
 		if g&haltBit != 0 || rt.gen.CompareAndSwap(g, g|haltBit) {
-			return
+			break
 		}
 	}
+	ticker.mu.Lock()
+	if ticker.changed != nil {
+		ticker.changed.Broadcast()
+	}
+	ticker.mu.Unlock()
 }
 
 // halted reports whether the stages must stop calling their functions.
