@@ -232,12 +232,7 @@ func (p *PartitionTracker) growLocked(need int64) bool {
 // it, or, for an offset below one begun earlier, every record in flight has
 // finished. It returns ctx's error when ctx ends first.
 func (p *PartitionTracker) WaitRoom(ctx context.Context, offset int64) error {
-	stop := context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		p.room.Broadcast()
-		p.mu.Unlock()
-	})
-	defer stop()
+	defer p.wakeWhenDone(ctx)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
@@ -257,6 +252,16 @@ func (p *PartitionTracker) WaitRoom(ctx context.Context, offset int64) error {
 		}
 		p.room.Wait()
 	}
+}
+
+// wakeWhenDone wakes the waiters on p.room when ctx ends, so that they see
+// ctx.Err(); the returned function stops that.
+func (p *PartitionTracker) wakeWhenDone(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
 }
 
 // Split records that the record at offset became n records downstream (a
@@ -352,12 +357,7 @@ func (p *PartitionTracker) Abandon(offsets ...int64) {
 // running, the position is final. It returns ctx's error when ctx ends
 // first.
 func (p *PartitionTracker) WaitSettled(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		p.room.Broadcast()
-		p.mu.Unlock()
-	})
-	defer stop()
+	defer p.wakeWhenDone(ctx)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.owing > p.abandoned {

@@ -86,9 +86,8 @@ type aggStage[K comparable, T, A any] struct {
 // aggTable is the state of one table: an accumulator per key, and, per
 // partition, the keys changed since the last save.
 type aggTable[K comparable, A any] struct {
-	accs    map[K]A
-	dirty   map[K]struct{} // per partition only
-	changed bool           // per partition only: anything since the last save
+	accs map[K]A
+	dirtyKeys[K]
 }
 
 func (st *aggStage[K, T, A]) newTable() *aggTable[K, A] {
@@ -157,10 +156,7 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 			acc = st.first(e.Value)
 		}
 		tb.accs[k] = acc
-		if tb.dirty != nil {
-			tb.dirty[k] = struct{}{}
-			tb.changed = true
-		}
+		tb.touch(k)
 		c.busy = false
 		out = append(out, Element[KV[K, A]]{Value: KV[K, A]{k, acc}, Topic: e.Topic, Partition: e.Partition,
 			Offset: e.Offset, Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
@@ -248,26 +244,18 @@ func (st *aggStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func(pa
 		if !tb.changed || pk.topic == "" || (only != nil && !only(pk)) {
 			continue
 		}
-		for k := range tb.dirty {
-			key, err := stateKey(st.kc, k)
-			if err != nil {
-				return dst, err
-			}
-			var val []byte
-			if acc, ok := tb.accs[k]; ok {
-				if val, err = st.ac.append(make([]byte, 0, 8), acc); err != nil {
-					return dst, err
+		var err error
+		dst, err = tableChanges(dst, c, pk, &tb.dirtyKeys, st.kc,
+			func(k K) ([]byte, error) {
+				if acc, ok := tb.accs[k]; ok {
+					return st.ac.append(make([]byte, 0, 8), acc)
 				}
-			}
-			dst = append(dst, c.dataChange(pk, key, val))
-		}
-		m, err := c.metaChange(pk, st.header(), math.MinInt64, nil)
+				return nil, nil
+			},
+			func() (checkpoint.Change, error) { return c.metaChange(pk, st.header(), math.MinInt64, nil) })
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, m)
-		clear(tb.dirty)
-		tb.changed = false
 	}
 	return dst, nil
 }
@@ -312,8 +300,7 @@ func (ar *aggRestorer[K, T, A]) installLocked() (int64, error) {
 	st, tb := ar.st, ar.tb
 	// Keys a torn save changed are written again at the next save.
 	for _, k := range ar.r.rollback() {
-		tb.dirty[k] = struct{}{}
-		tb.changed = true
+		tb.touch(k)
 	}
 	st.dropPartLocked(ar.pk)
 	next := int64(-1)

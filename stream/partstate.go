@@ -68,6 +68,47 @@ func (c *stateCore) dataChange(pk partKey, key, value []byte) checkpoint.Change 
 	return checkpoint.Change{Stage: c.name, Topic: pk.topic, Partition: pk.partition, Key: key, Value: value}
 }
 
+// dirtyKeys is what a table of one partition changed since its last save:
+// its keys, and whether anything (its marks too) did. dirty is nil for the
+// one table of a pipeline that is not per partition: nothing is tracked.
+type dirtyKeys[K comparable] struct {
+	dirty   map[K]struct{}
+	changed bool
+}
+
+// touch notes that k changed.
+func (d *dirtyKeys[K]) touch(k K) {
+	if d.dirty != nil {
+		d.dirty[k] = struct{}{}
+		d.changed = true
+	}
+}
+
+// tableChanges appends to dst the changes of partition pk's table, d's
+// keys (value gives a key's new encoding, nil when it is gone) and then its
+// marks (meta), and clears d.
+func tableChanges[K comparable](dst []checkpoint.Change, c *stateCore, pk partKey, d *dirtyKeys[K], kc codec[K],
+	value func(K) ([]byte, error), meta func() (checkpoint.Change, error)) ([]checkpoint.Change, error) {
+	for k := range d.dirty {
+		key, err := stateKey(kc, k)
+		if err != nil {
+			return dst, err
+		}
+		val, err := value(k)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, c.dataChange(pk, key, val))
+	}
+	m, err := meta()
+	if err != nil {
+		return dst, err
+	}
+	clear(d.dirty)
+	d.changed = false
+	return append(dst, m), nil
+}
+
 // partRestorer rebuilds a stage's table of one partition from the changes
 // a ChangelogStore gives back, decoded as they are read (apply), outside the
 // stage's lock while the other partitions' records flow, and then puts it

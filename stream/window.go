@@ -513,8 +513,7 @@ type winTable[K comparable, A any] struct {
 	minTs  int64 // the least of the partitions' greatest event times
 	// Per partition only: the keys whose windows changed since the last
 	// save, and whether anything did.
-	dirty   map[K]struct{}
-	changed bool
+	dirtyKeys[K]
 }
 
 func (st *windowStage[K, T, A]) newTable(pk partKey) *winTable[K, A] {
@@ -544,10 +543,7 @@ func (st *windowStage[K, T, A]) table(topic string, partition int32) *winTable[K
 
 // touch notes that k's windows changed, for the next save per partition.
 func (st *windowStage[K, T, A]) touch(k K) {
-	if tb := st.tb; tb.dirty != nil {
-		tb.dirty[k] = struct{}{}
-		tb.changed = true
-	}
+	st.tb.touch(k)
 }
 
 func (st *windowStage[K, T, A]) stateName() string { return st.core.name }
@@ -1341,34 +1337,28 @@ func (st *windowStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func
 		if !tb.changed || pk.topic == "" || (only != nil && !only(pk)) {
 			continue
 		}
-		for k := range tb.dirty {
-			key, err := stateKey(st.kc, k)
-			if err != nil {
-				return dst, err
-			}
-			var val []byte
-			if ws := tb.keys[k]; len(ws) > 0 {
-				if val, err = st.encodeWindows(ws); err != nil {
-					return dst, err
+		var err error
+		dst, err = tableChanges(dst, c, pk, &tb.dirtyKeys, st.kc,
+			func(k K) ([]byte, error) {
+				if ws := tb.keys[k]; len(ws) > 0 {
+					return st.encodeWindows(ws)
 				}
-			}
-			dst = append(dst, c.dataChange(pk, key, val))
-		}
-		var extra []byte
-		if pend := st.pendingOf(pk); len(pend) > 0 {
-			var buf bytes.Buffer
-			if err := gob.NewEncoder(&buf).Encode(pend); err != nil {
-				return dst, err
-			}
-			extra = buf.Bytes()
-		}
-		m, err := c.metaChange(pk, st.header(), tb.wm, extra)
+				return nil, nil
+			},
+			func() (checkpoint.Change, error) {
+				var extra []byte
+				if pend := st.pendingOf(pk); len(pend) > 0 {
+					var buf bytes.Buffer
+					if err := gob.NewEncoder(&buf).Encode(pend); err != nil {
+						return checkpoint.Change{}, err
+					}
+					extra = buf.Bytes()
+				}
+				return c.metaChange(pk, st.header(), tb.wm, extra)
+			})
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, m)
-		clear(tb.dirty)
-		tb.changed = false
 	}
 	return dst, nil
 }
@@ -1412,8 +1402,7 @@ func (wr *winRestorer[K, T, A]) apply(key, value []byte) error {
 func (wr *winRestorer[K, T, A]) installLocked() (int64, error) {
 	st, c, pk, tb := wr.st, &wr.st.core, wr.pk, wr.tb
 	for _, k := range wr.r.rollback() {
-		tb.dirty[k] = struct{}{}
-		tb.changed = true
+		tb.touch(k)
 	}
 	st.dropPartLocked(pk)
 	st.tables[pk] = tb
