@@ -118,6 +118,9 @@ func (st *aggStage[K, T, A]) table(topic string, partition int32) *aggTable[K, A
 
 func (st *aggStage[K, T, A]) stateName() string { return st.core.name }
 
+// owed is 0: an Aggregate's results are owned by the records that made them.
+func (st *aggStage[K, T, A]) owed() int { return 0 }
+
 func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
 	if elems = dropRevoked(st.core.rt, elems); len(elems) == 0 {
 		return nil

@@ -27,6 +27,8 @@ type pipelineConfig struct {
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
 	name           string
+
+	eos eosConfig // ExactlyOnce
 }
 
 func defaultPipelineConfig() pipelineConfig {

@@ -75,6 +75,9 @@ var _ RebalanceHooks = (*runtime)(nil)
 // records than the group's commit is lowered to the state's offset: the
 // records between are read again and applied, instead of skipped.
 func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error {
+	if err := rt.transactorStarts(ctx, starts); err != nil {
+		return err
+	}
 	rt.beginMu.Lock()
 	for _, s := range starts {
 		if pt := rt.tracker.Partition(s.Topic, s.Partition); pt.Revoked() {
@@ -129,6 +132,13 @@ func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error 
 // Revoked stops the records of the partitions that have not started,
 // waits for those started, saves the partitions' state and drops it.
 func (rt *runtime) Revoked(ctx context.Context, parts []TopicPartition) {
+	if rt.eos != nil {
+		// Exactly once: the transaction open now aborts (the partitions
+		// moved under it), and the new owner starts from the last one
+		// committed. Nothing is saved outside a transaction.
+		rt.Lost(parts)
+		return
+	}
 	pts := rt.revoke(parts)
 	// Once Run's goroutines have returned (the source closes after Run,
 	// and leaving the group revokes everything) nothing is left to wait
@@ -160,6 +170,7 @@ func (rt *runtime) Lost(parts []TopicPartition) {
 // revoke marks the partitions' trackers revoked.
 func (rt *runtime) revoke(parts []TopicPartition) []*checkpoint.PartitionTracker {
 	rt.revokes.Add(1)
+	rt.revokedInTxn.Store(true)
 	pts := make([]*checkpoint.PartitionTracker, 0, len(parts))
 	for _, tp := range parts {
 		pt := rt.tracker.Partition(tp.Topic, tp.Partition)

@@ -82,6 +82,7 @@ func Repartition[T any, K comparable](s *Stream[T], key func(T) K, via Through) 
 				t, err, ErrUnsavableState)
 		}
 	}
+	s.p.noteEffect("Repartition", "the records written to its topic and read back are not in the source's transaction")
 	enc := chain(s, func(rt *runtime, down outlet[ThroughRecord]) outlet[T] {
 		return &throughEncoder[T, K]{key: key, kc: kc, vc: vc, down: down}
 	})

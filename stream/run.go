@@ -86,6 +86,24 @@ type runtime struct {
 	// trackers against an assignment replacing a partition's tracker.
 	beginMu sync.Mutex
 
+	// eos is the pipeline's Transactor under ExactlyOnce (exactlyonce.go),
+	// nil otherwise. txnGate is held by a transaction's end, and read-held
+	// by what hands records in (a source's push, a processing-time
+	// Window's timer), so that nothing starts while the pipeline drains
+	// and commits. txnGen moves at every abort: a batch read before it
+	// belongs to the positions the abort rewound, and is dropped.
+	// settleWake is signalled when a Window's results still owed
+	// downstream drop to none.
+	eos        Transactor
+	txnGate    sync.RWMutex
+	txnGen     atomic.Uint64
+	settleWake chan struct{}
+	txnAborts  atomic.Int64
+	// revokedInTxn: a partition was revoked or lost since the last
+	// transaction ended; the open one cannot commit (its outputs may
+	// hold records of the partition past the position it leaves with).
+	revokedInTxn atomic.Bool
+
 	saveFailed atomic.Bool
 	saveMu     sync.Mutex // one save at a time; guards saved and parts
 	// stateMu orders the saves of state (saveState, from taking the
@@ -111,6 +129,8 @@ func newRuntime(ctx context.Context, p *pipeline) *runtime {
 		progress: make(chan struct{}, 1),
 		saveReq:  make(chan chan error),
 		saved:    make(map[*checkpoint.PartitionTracker]checkpoint.Position),
+
+		settleWake: make(chan struct{}, 1),
 	}
 	for _, src := range p.sources {
 		if _, ok := src.(Assignable); ok {
@@ -316,6 +336,14 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 			}
 		}
 	}
+	if p.cfg.eos.on {
+		if err := rt.beginTransactions(ctx); err != nil {
+			for _, src := range p.sources {
+				_ = src.Close()
+			}
+			return err
+		}
+	}
 	if err := rt.restoreState(ctx); err != nil {
 		for _, src := range p.sources {
 			_ = src.Close()
@@ -454,6 +482,9 @@ func (rt *runtime) failSave() error {
 func (rt *runtime) save() error {
 	if rt.saveFailed.Load() {
 		return errSaveFailed
+	}
+	if rt.eos != nil {
+		return rt.saveTxn()
 	}
 	rt.saveMu.Lock()
 	defer rt.saveMu.Unlock()

@@ -321,6 +321,7 @@ func MapTo[T, U any](s *Stream[T], fn func(context.Context, T) (U, error), opts 
 	mustFunc("MapTo", fn == nil)
 	cfg := newStageConfig(StageMapTo, opts)
 	ctr := s.p.counters(cfg.name)
+	s.p.noteDeadLetter(cfg)
 	wrapped := func(ctx context.Context, v T) (U, bool, error) {
 		out, err := fn(ctx, v)
 		return out, true, err
@@ -347,6 +348,7 @@ func sameSlice[T any](e []Element[T]) []Element[T] { return e }
 func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlaceStage[T], fn func(context.Context, T) (T, bool, error)) *Stream[T] {
 	cfg := newStageConfig(name, opts)
 	ctr := s.p.counters(cfg.name)
+	s.p.noteDeadLetter(cfg)
 	out := chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
 		switch {
@@ -495,6 +497,8 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 		panic("stream: Parallel and KeyOrdered do not apply to To: a sink takes a batch at a time")
 	}
 	ctr := s.p.counters(cfg.name)
+	s.p.noteSink(fmt.Sprintf("sink %q", cfg.name), sink)
+	s.p.noteDeadLetter(cfg)
 	if as, ok := sink.(AsyncSink[T]); ok {
 		if cfg.attempts > 1 {
 			panic("stream: Retry does not apply to an AsyncSink: it retries on its own (franz-go's record retries for sink.Kafka)")
@@ -592,6 +596,21 @@ func Broadcast[T any](sinks ...Sink[T]) Sink[T] {
 
 type broadcast[T any] []Sink[T]
 
+// JoinTransaction has every sink join t's transactions (TransactionalSink,
+// for ExactlyOnce): a broadcast is exactly once when each of its sinks is.
+func (b broadcast[T]) JoinTransaction(t Transactor) error {
+	for i, s := range b {
+		ts, ok := s.(TransactionalSink)
+		if !ok {
+			return fmt.Errorf("Broadcast's sink %d is a %T, which cannot write into a transaction", i, s)
+		}
+		if err := ts.JoinTransaction(t); err != nil {
+			return fmt.Errorf("Broadcast's sink %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 func (b broadcast[T]) Write(ctx context.Context, values []T) error {
 	if len(b) == 1 {
 		return b[0].Write(ctx, values)
@@ -622,6 +641,7 @@ func FlatMap[T, U any](s *Stream[T], fn func(context.Context, T) ([]U, error), o
 		panic("stream: Parallel and KeyOrdered do not apply to FlatMap: put them on a stage before or after it")
 	}
 	ctr := s.p.counters(cfg.name)
+	s.p.noteDeadLetter(cfg)
 	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
 		return &flatStage[T, U]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, fn: func(ctx context.Context, v T) ([]U, bool, error) {
 			out, err := fn(ctx, v)

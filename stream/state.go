@@ -267,6 +267,10 @@ type statefulStage interface {
 	// assignPartLocked tells the stage that partition pk is the
 	// pipeline's (it holds a Window's watermark until it delivers).
 	assignPartLocked(pk partKey)
+	// owed returns how many results the stage emitted that have not yet
+	// finished every stage after it (a Window's; 0 for the others), for
+	// ExactlyOnce's drain. The stage's lock is not held.
+	owed() int
 }
 
 // partKey names a source partition; the zero partKey stands for records

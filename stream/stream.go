@@ -70,6 +70,9 @@ type pipeline struct {
 	// afterWindow names the stateful stages fed by a Window's results,
 	// which carry no source partition, with that Window: "stage\x00window".
 	afterWindow []string
+	// effects are the parts that write outside the pipeline (sinks,
+	// flows), for ExactlyOnce's checks (exactlyonce.go).
+	effects []effect
 	// buildErr is a fault of the pipeline found while it was built that
 	// Run returns (Repartition of values it cannot encode).
 	buildErr error
@@ -108,6 +111,10 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 			rt.interrupted.Store(true)
 			return out.close(rt.stageCtx) // cancelled: read no more, drain
 		}
+		var gen uint64
+		if rt.eos != nil {
+			gen = rt.readGen()
+		}
 		elems, err := src.Read(rt.srcCtx)
 		last := false
 		switch {
@@ -123,11 +130,25 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 		default:
 			return &SourceError{Err: err}
 		}
+		if rt.eos != nil && len(elems) > 0 {
+			// Under the gate: a transaction ends before or after this
+			// batch is handed in, never while it is. A batch read before
+			// an abort rewound the source is dropped: the source reads it
+			// again from the committed positions.
+			rt.txnGate.RLock()
+			if rt.txnGen.Load() != gen {
+				rt.txnGate.RUnlock()
+				elems = nil
+			}
+		}
 		if len(elems) > 0 {
 			e := &elems[0]
 			b := rt.tel.beginBatch(rt.stageCtx, &bt, e.Topic, e.Partition, e.Offset, len(elems))
 			err := reg.push(b.ctx, elems, out)
 			rt.tel.endBatch(b, err)
+			if rt.eos != nil {
+				rt.txnGate.RUnlock()
+			}
 			if err != nil {
 				return err
 			}

@@ -322,6 +322,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 			panic(fmt.Sprintf("stream: LateTo's sink is a %T, the window's values need a stream.Sink[%T]", cfg.lateSink, *new(T)))
 		}
 		lateSink = s
+		k.s.p.noteSink(fmt.Sprintf("late sink of window %q (LateTo)", cfg.name), s)
 	}
 	registerState(k, StageWindow, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
@@ -329,7 +330,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
 			down: down, kc: newCodec[K](), ac: newCodec[A](),
 			wake: make(chan struct{}, 1), quit: make(chan struct{})}
-		st.pend = &pendingResults[K, A]{m: make(map[int64]pendingResult[K, A]), dirty: &st.core.dirty}
+		st.pend = &pendingResults[K, A]{m: make(map[int64]pendingResult[K, A]), dirty: &st.core.dirty, wake: rt.settleWake}
 		st.core.init(rt, cfg.name, ctr)
 		st.one = st.newTable(partKey{})
 		st.tables = map[partKey]*winTable[K, A]{{}: st.one}
@@ -430,6 +431,17 @@ type pendingResults[K comparable, A any] struct {
 	mu    sync.Mutex
 	m     map[int64]pendingResult[K, A] // by value: no allocation per result
 	dirty *atomic.Bool
+	wake  chan struct{} // the runtime's settleWake: signalled when m empties
+}
+
+// wakeIfEmptyLocked tells ExactlyOnce's drain that no result is owed.
+func (p *pendingResults[K, A]) wakeIfEmptyLocked() {
+	if len(p.m) == 0 && p.wake != nil {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (p *pendingResults[K, A]) Done(offsets ...int64) {
@@ -445,6 +457,7 @@ func (p *pendingResults[K, A]) Done(offsets ...int64) {
 		}
 	}
 	p.dirty.Store(true)
+	p.wakeIfEmptyLocked()
 }
 
 func (p *pendingResults[K, A]) Split(offset int64, n int) {
@@ -454,6 +467,7 @@ func (p *pendingResults[K, A]) Split(offset int64, n int) {
 		if r.count += n - 1; r.count <= 0 {
 			delete(p.m, offset)
 			p.dirty.Store(true)
+			p.wakeIfEmptyLocked()
 		} else {
 			p.m[offset] = r
 		}
@@ -547,6 +561,13 @@ func (st *windowStage[K, T, A]) touch(k K) {
 }
 
 func (st *windowStage[K, T, A]) stateName() string { return st.core.name }
+
+// owed returns how many results are still owed downstream.
+func (st *windowStage[K, T, A]) owed() int {
+	st.pend.mu.Lock()
+	defer st.pend.mu.Unlock()
+	return len(st.pend.m)
+}
 
 func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
 	if elems = dropRevoked(st.core.rt, elems); len(elems) == 0 {
@@ -1087,6 +1108,11 @@ func (st *windowStage[K, T, A]) tick() error {
 			t.Stop()
 			return nil
 		}
+		if rt.eos != nil {
+			// Windows fire between two transactions' ends, never while
+			// one drains and commits (runtime.saveTxn).
+			rt.txnGate.RLock()
+		}
 		st.mu.Lock()
 		st.out = st.out[:0]
 		st.redoLocked()
@@ -1103,6 +1129,9 @@ func (st *windowStage[K, T, A]) tick() error {
 		}
 		err := st.flushLocked(rt.stageCtx)
 		st.mu.Unlock()
+		if rt.eos != nil {
+			rt.txnGate.RUnlock()
+		}
 		if err != nil {
 			return err
 		}
