@@ -200,15 +200,11 @@ func (p *pipeline) joinTransactions(tr Transactor) error {
 // cancellation, as saves do.
 func eosCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
-// beginTransactions checks that the pipeline can run exactly once, begins
-// its transactor's transactions, has its sinks join them, and makes the
+// beginTransactions begins the transactions of the pipeline's transactor
+// (rt.eos, checked by checkExactlyOnce), has its sinks join them, and makes the
 // checkpoint a transaction's end every TransactionInterval.
 func (rt *runtime) beginTransactions(ctx context.Context) error {
-	p := rt.p
-	tr, err := p.checkExactlyOnce()
-	if err != nil {
-		return err
-	}
+	p, tr := rt.p, rt.eos
 	if err := tr.BeginTransactions(ctx); err != nil {
 		return fmt.Errorf("stream: ExactlyOnce: begin the transactions of %T: %w", tr, err)
 	}
@@ -246,7 +242,7 @@ func (rt *runtime) saveTxn() error {
 	rt.txnGate.Lock()
 	defer rt.txnGate.Unlock()
 	commit := rt.drainTxn()
-	if rt.revokedInTxn.Swap(false) {
+	if rt.revokedInTxn.Load() {
 		commit = false
 	}
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
@@ -274,6 +270,9 @@ func (rt *runtime) saveTxn() error {
 	sctx, span, start := rt.tel.beginSave(ctx, len(rt.batch))
 	committed, err := rt.eos.EndTransaction(sctx, rt.batch, commit)
 	rt.tel.endSave(span, start, err)
+	// Nothing ran while the transaction ended: a revocation then (or the
+	// rewind's own Lost) has no output in the next one.
+	rt.revokedInTxn.Store(false)
 	if err != nil {
 		rt.saveFailed.Store(true)
 		return fmt.Errorf("stream: end the transaction of %T (%d positions): %w", rt.eos, len(rt.batch), err)

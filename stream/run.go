@@ -337,12 +337,14 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		}
 	}
 	if p.cfg.eos.on {
-		if err := rt.beginTransactions(ctx); err != nil {
+		tr, err := p.checkExactlyOnce()
+		if err != nil {
 			for _, src := range p.sources {
 				_ = src.Close()
 			}
 			return err
 		}
+		rt.eos = tr
 	}
 	if err := rt.restoreState(ctx); err != nil {
 		for _, src := range p.sources {
@@ -358,6 +360,16 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		if a, ok := src.(Assignable); ok {
 			a.SetRebalanceHooks(rt)
 			defer a.SetRebalanceHooks(nil)
+		}
+	}
+	if rt.eos != nil {
+		// After the hooks are set: a transactor that is the source joins
+		// its group here, and assignments restore state through them.
+		if err := rt.beginTransactions(ctx); err != nil {
+			for _, src := range p.sources {
+				_ = src.Close()
+			}
+			return err
 		}
 	}
 	p.running.Store(rt)

@@ -1,0 +1,148 @@
+package source_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
+	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
+)
+
+// windowCounts is the pipeline the exactly-once tests run: records of in,
+// counted per key in tumbling windows of a minute of their timestamps,
+// each result written to out as key "k@windowStartMillis", value the count.
+func windowCounts(src *source.KafkaSource, out *sink.KafkaSink, opts ...stream.Option) *stream.Stream[log.Record] {
+	k := stream.KeyBy(stream.From(src, opts...), func(r log.Record) string { return string(r.Key) }).FollowsPartitioning()
+	w := stream.Window(k, stream.Tumbling(time.Minute), stream.Count[log.Record]())
+	return stream.MapTo(w, func(_ context.Context, r stream.WindowResult[string, int64]) (log.Record, error) {
+		return log.Record{Key: fmt.Appendf(nil, "%s@%d", r.Key, r.Start.UnixMilli()), Value: binary.BigEndian.AppendUint64(nil, uint64(r.Value))}, nil
+	}).To(out).Checkpointing(src)
+}
+
+// readCommitted reads every committed record of topic (read_committed,
+// up to the last stable offset) and returns the values by key, in order.
+// It fetches with raw requests, as a restore does: a consumer does not say
+// where it stands when the last offsets are transaction markers.
+func readCommitted(t *testing.T, brokers []string, topic string) map[string][]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	require.NoError(t, err)
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	require.NoError(t, err)
+	id := details[topic].ID
+	got := map[string][]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err)
+		for off := int64(0); off < o.Offset; {
+			req := kmsg.NewPtrFetchRequest()
+			req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.IsolationLevel, req.SessionEpoch = -1, 100, 1<<20, 1, -1
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = topic, id
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = o.Partition, off, 1<<20, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			require.NoError(t, err)
+			require.Len(t, resp.Topics, 1)
+			require.Len(t, resp.Topics[0].Partitions, 1)
+			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Offset: off, Topic: topic, Partition: o.Partition,
+				IsolationLevel: kgo.ReadCommitted()}, &resp.Topics[0].Partitions[0], kgo.DefaultDecompressor(), nil)
+			require.NoError(t, fp.Err)
+			for _, r := range fp.Records {
+				if r.Offset < o.Offset {
+					got[string(r.Key)] = append(got[string(r.Key)], int64(binary.BigEndian.Uint64(r.Value)))
+				}
+			}
+			require.Greater(t, next, off, "%s/%d: no progress at offset %d", topic, o.Partition, off)
+			off = next
+		}
+	})
+	return got
+}
+
+// keyedRecords returns n records over keys k0..k(keys-1), one a second of
+// event time from base, to partition (key hash) of topic, then one record
+// per key a window later that closes every window before it.
+func keyedRecords(topic string, n, keys int, base time.Time) []*kgo.Record {
+	var recs []*kgo.Record
+	for i := range n {
+		k := fmt.Sprintf("k%d", i%keys)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: fmt.Appendf(nil, "v%d", i),
+			Timestamp: base.Add(time.Duration(i) * time.Second)})
+	}
+	return recs
+}
+
+// expectedCounts is what windowCounts makes of recs: per output key, the
+// count, once.
+func expectedCounts(recs []*kgo.Record) map[string]int64 {
+	want := map[string]int64{}
+	for _, r := range recs {
+		start := r.Timestamp.Truncate(time.Minute).UnixMilli()
+		want[fmt.Sprintf("%s@%d", r.Key, start)]++
+	}
+	return want
+}
+
+func produceKeyed(t *testing.T, brokers []string, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+}
+
+func TestKafkaExactlyOnceWindowResultsCommittedOnceWithTheGroupOffsets(t *testing.T) {
+	brokers := startKafka(t, 2, "in", "out")
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := keyedRecords("in", 300, 6, base)
+	produceKeyed(t, brokers, recs)
+	// Closers: one record per key a window past the last.
+	var closers []*kgo.Record
+	for k := range 6 {
+		closers = append(closers, &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "k%d", k), Value: []byte("close"),
+			Timestamp: base.Add(time.Hour)})
+	}
+	produceKeyed(t, brokers, closers)
+	want := expectedCounts(recs)
+
+	src := newKafkaSource(t, brokers, "eos", []string{"in"}, source.KafkaTransactionalID("eos-test-1"))
+	out, err := sink.Kafka(brokers, "out")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = out.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runAsync(ctx, windowCounts(src, out, stream.ExactlyOnce()))
+	eventually(t, "every window committed", func() bool {
+		c, err := fetchCommitted(brokers, "eos", "in")
+		return err == nil && c[0]+c[1] == int64(len(recs)+len(closers))
+	})
+	cancel()
+	require.NoError(t, waitRun(t, done))
+
+	got := readCommitted(t, brokers, "out")
+	for key, n := range want {
+		require.Equal(t, []int64{n}, got[key], "window %s", key)
+	}
+	require.Len(t, got, len(want), "no result beyond the closed windows")
+	st := src.Stats()
+	require.Positive(t, st.Transactions)
+}
