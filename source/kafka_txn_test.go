@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -145,4 +148,133 @@ func TestKafkaExactlyOnceWindowResultsCommittedOnceWithTheGroupOffsets(t *testin
 	require.Len(t, got, len(want), "no result beyond the closed windows")
 	st := src.Stats()
 	require.Positive(t, st.Transactions)
+}
+
+// startKafkaCluster is startKafka returning the cluster, for faults.
+func startKafkaCluster(t *testing.T, partitions int32, topics ...string) (*kfake.Cluster, []string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()
+}
+
+// windowInput produces the records windowCounts counts, and closers a
+// window past them, and returns the results it must write, and how many
+// records it reads.
+func windowInput(t *testing.T, brokers []string, n, keys int) (want map[string]int64, total int64) {
+	t.Helper()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := keyedRecords("in", n, keys, base)
+	produceKeyed(t, brokers, recs)
+	var closers []*kgo.Record
+	for k := range keys {
+		closers = append(closers, &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "k%d", k), Value: []byte("close"),
+			Timestamp: base.Add(time.Hour)})
+	}
+	produceKeyed(t, brokers, closers)
+	return expectedCounts(recs), int64(len(recs) + len(closers))
+}
+
+// requireExactlyOnce checks that out holds each wanted result once, and
+// nothing else.
+func requireExactlyOnce(t *testing.T, brokers []string, want map[string]int64) {
+	t.Helper()
+	got := readCommitted(t, brokers, "out")
+	for key, n := range want {
+		require.Equal(t, []int64{n}, got[key], "window %s", key)
+	}
+	require.Len(t, got, len(want), "no result beyond the closed windows")
+}
+
+func TestKafkaExactlyOnceAnAbortedCommitRewindsStateAndPositionsAndWritesEachResultOnce(t *testing.T) {
+	c, brokers := startKafkaCluster(t, 2, "in", "out")
+	want, total := windowInput(t, brokers, 300, 6)
+	// The first two transactional offset commits fail with an error
+	// franz-go aborts on: their transactions hold outputs and state
+	// changes that must vanish, and the pipeline must count again from
+	// the committed (empty) state.
+	var failed atomic.Int64
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		if failed.Load() >= 2 {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		failed.Add(1)
+		req := kr.(*kmsg.TxnOffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	src := newKafkaSource(t, brokers, "eos", []string{"in"}, source.KafkaTransactionalID("eos-abort"))
+	out, err := sink.Kafka(brokers, "out")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = out.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runAsync(ctx, windowCounts(src, out, stream.ExactlyOnce()))
+	eventually(t, "every window committed", func() bool {
+		c, err := fetchCommitted(brokers, "eos", "in")
+		return err == nil && c[0]+c[1] == total
+	})
+	cancel()
+	require.NoError(t, waitRun(t, done))
+	require.EqualValues(t, 2, failed.Load())
+	require.GreaterOrEqual(t, src.Stats().Aborts, int64(2))
+	requireExactlyOnce(t, brokers, want)
+}
+
+func TestKafkaExactlyOnceRestartAfterAnAbandonedRunWritesEachResultOnce(t *testing.T) {
+	_, brokers := startKafkaCluster(t, 2, "in", "out")
+	want, total := windowInput(t, brokers, 300, 6)
+	out, err := sink.Kafka(brokers, "out")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = out.Close() })
+
+	// First run: a stage stops at the 150th record and Run is cancelled
+	// with it blocked (no drain): its transaction must abort whole.
+	src := newKafkaSource(t, brokers, "eos", []string{"in"}, source.KafkaTransactionalID("eos-restart"))
+	var seen atomic.Int64
+	reached := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	k := stream.KeyBy(stream.From(src, stream.ExactlyOnce()).Map(func(ctx context.Context, r log.Record) (log.Record, error) {
+		if seen.Add(1) == 150 {
+			close(reached)
+			<-ctx.Done()
+			return r, ctx.Err()
+		}
+		return r, nil
+	}), func(r log.Record) string { return string(r.Key) }).FollowsPartitioning()
+	w := stream.Window(k, stream.Tumbling(time.Minute), stream.Count[log.Record]())
+	p := stream.MapTo(w, func(_ context.Context, r stream.WindowResult[string, int64]) (log.Record, error) {
+		return log.Record{Key: fmt.Appendf(nil, "%s@%d", r.Key, r.Start.UnixMilli()), Value: binary.BigEndian.AppendUint64(nil, uint64(r.Value))}, nil
+	}).To(out).Checkpointing(src)
+	done := runAsync(ctx, p)
+	<-reached
+	cancel()
+	require.NoError(t, waitRun(t, done))
+
+	// Second run, same transactional id: it resumes from what the first
+	// committed, and the output holds every result once.
+	src2 := newKafkaSource(t, brokers, "eos", []string{"in"}, source.KafkaTransactionalID("eos-restart"))
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	done2 := runAsync(ctx2, windowCounts(src2, out, stream.ExactlyOnce()))
+	eventually(t, "every window committed", func() bool {
+		c, err := fetchCommitted(brokers, "eos", "in")
+		return err == nil && c[0]+c[1] == total
+	})
+	cancel2()
+	require.NoError(t, waitRun(t, done2))
+	requireExactlyOnce(t, brokers, want)
 }

@@ -122,6 +122,16 @@ type TransactionalSink interface {
 	JoinTransaction(t Transactor) error
 }
 
+// RewindingSource is a source that an aborted transaction rewinds to the
+// committed positions (source.Kafka under ExactlyOnce). StaleRead reports
+// whether the records its last Read returned were read before the latest
+// rewind: they are then dropped, not handed in, since the source reads
+// them again. Run calls it on the goroutine that called Read, right after
+// Read returned, while no transaction can end.
+type RewindingSource interface {
+	StaleRead() bool
+}
+
 // ErrNotExactlyOnce is wrapped by Run's error for an [ExactlyOnce]
 // pipeline of a shape it cannot make exactly once: the error names the
 // part (a store, a sink, a flow) and why.
@@ -219,15 +229,6 @@ func (rt *runtime) beginTransactions(ctx context.Context) error {
 	return nil
 }
 
-// readGen returns the abort generation a source's next Read belongs to,
-// read under the gate: never while a transaction ends (and perhaps
-// rewinds the source).
-func (rt *runtime) readGen() uint64 {
-	rt.txnGate.RLock()
-	defer rt.txnGate.RUnlock()
-	return rt.txnGen.Load()
-}
-
 // saveTxn is save under ExactlyOnce: with the gate held (nothing is handed
 // in), it lets every record handed in finish, saves the state's changes
 // and ends the transaction with the positions. It commits only when every
@@ -279,8 +280,6 @@ func (rt *runtime) saveTxn() error {
 	}
 	if !committed {
 		rt.txnAborts.Add(1)
-		// Batches read before the rewind are dropped (runSource).
-		rt.txnGen.Add(1)
 		if _, ok := rt.eos.(Assignable); !ok {
 			rt.saveFailed.Store(true)
 			return fmt.Errorf("%w: %T aborted the transaction of %d positions, and the pipeline cannot rewind its state while it runs",

@@ -90,13 +90,10 @@ type runtime struct {
 	// nil otherwise. txnGate is held by a transaction's end, and read-held
 	// by what hands records in (a source's push, a processing-time
 	// Window's timer), so that nothing starts while the pipeline drains
-	// and commits. txnGen moves at every abort: a batch read before it
-	// belongs to the positions the abort rewound, and is dropped.
-	// settleWake is signalled when a Window's results still owed
-	// downstream drop to none.
+	// and commits. settleWake is signalled when a Window's results still
+	// owed downstream drop to none.
 	eos        Transactor
 	txnGate    sync.RWMutex
-	txnGen     atomic.Uint64
 	settleWake chan struct{}
 	txnAborts  atomic.Int64
 	// revokedInTxn: a partition was revoked or lost since the last
