@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -277,4 +278,58 @@ func TestKafkaExactlyOnceRestartAfterAnAbandonedRunWritesEachResultOnce(t *testi
 	cancel2()
 	require.NoError(t, waitRun(t, done2))
 	requireExactlyOnce(t, brokers, want)
+}
+
+func TestKafkaExactlyOnceRevokeMidTransactionWithParallelInFlightWritesEachRecordOnce(t *testing.T) {
+	_, brokers := startKafkaCluster(t, 4, "in", "out")
+	const n = 2000
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "%d", i)}
+	}
+	produceKeyed(t, brokers, recs[:n/2])
+
+	// Each record becomes one output keyed by its input value; Parallel(8)
+	// finishes them out of order, and the first member holds records in
+	// flight while a second member joins and takes partitions from it.
+	hold := make(chan struct{})
+	var held atomic.Int64
+	pipeline := func(src *source.KafkaSource, first bool) *stream.Stream[log.Record] {
+		out, err := sink.Kafka(brokers, "out")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = out.Close() })
+		return stream.From(src, stream.ExactlyOnce()).Map(func(ctx context.Context, r log.Record) (log.Record, error) {
+			if first && r.Offset%7 == 3 && held.Add(1) <= 8 {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return r, ctx.Err()
+				}
+			}
+			return log.Record{Key: r.Value, Value: binary.BigEndian.AppendUint64(nil, 1)}, nil
+		}, stream.Parallel(8)).To(out).Checkpointing(src)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newKafkaSource(t, brokers, "eos-rv", []string{"in"}, source.KafkaTransactionalID("eos-rv-a"))
+	doneA := runAsync(ctx, pipeline(a, true))
+	eventually(t, "records held in flight", func() bool { return held.Load() >= 8 })
+	b := newKafkaSource(t, brokers, "eos-rv", []string{"in"}, source.KafkaTransactionalID("eos-rv-b"))
+	doneB := runAsync(ctx, pipeline(b, false))
+	eventually(t, "a revocation", func() bool { return a.Stats().Revoked > 0 })
+	close(hold)
+	produceKeyed(t, brokers, recs[n/2:])
+	eventually(t, "every record committed", func() bool {
+		c, err := fetchCommitted(brokers, "eos-rv", "in")
+		return err == nil && c[0]+c[1]+c[2]+c[3] == n
+	})
+	cancel()
+	require.NoError(t, waitRun(t, doneA))
+	require.NoError(t, waitRun(t, doneB))
+	require.Positive(t, a.Stats().Aborts, "the revocation aborted the transaction holding the records in flight")
+	got := readCommitted(t, brokers, "out")
+	for i := range n {
+		require.Equal(t, []int64{1}, got[strconv.Itoa(i)], "record %d", i)
+	}
+	require.Len(t, got, n)
 }
