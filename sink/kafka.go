@@ -35,11 +35,12 @@ type kafkaConfig struct {
 	client          *kgo.Client // KafkaClient: the caller's client; nil: the sink makes its own
 	opts            []kgo.Opt   // KafkaClientOpts: after the sink's own options
 	deliveryTimeout time.Duration
-	txnID           string // KafkaTransactionalID; "" for a plain producer (kafka_txn.go)
+	txnID           string        // KafkaTransactionalID; "" for a plain producer (kafka_txn.go)
+	txnTimeout      time.Duration // KafkaTransactionTimeout
 }
 
 func defaultKafkaConfig() kafkaConfig {
-	return kafkaConfig{deliveryTimeout: DefaultKafkaDeliveryTimeout}
+	return kafkaConfig{deliveryTimeout: DefaultKafkaDeliveryTimeout, txnTimeout: DefaultKafkaTransactionTimeout}
 }
 
 type kafkaOptionFunc func(*kafkaConfig)

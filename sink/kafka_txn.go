@@ -18,16 +18,14 @@ import (
 )
 
 // DefaultKafkaTransactionTimeout is the transaction timeout of a
-// transactional [KafkaSink] (kgo.TransactionTimeout, Kafka's
-// transaction.timeout.ms): 10 s, what Kafka Streams sets under
-// exactly-once, against the producer's default of 60 s (franz-go's 40 s).
-// The broker aborts a transaction still open that long after its first
-// record; a sink whose previous process died with a transaction open
-// takes it over at once anyway (see [KafkaTransactionalID]), so the
-// timeout only bounds how long a transaction of a stalled process holds
-// back read_committed readers. Pass kgo.TransactionTimeout through
-// [KafkaClientOpts] to override it; keep it well above
-// stream.TransactionInterval.
+// transactional [KafkaSink] unless [KafkaTransactionTimeout] says
+// otherwise (kgo.TransactionTimeout, Kafka's transaction.timeout.ms): 10 s,
+// Kafka Streams' setting under exactly_once_v2, against the Java
+// producer's 60 s and franz-go's 40 s. The broker aborts a transaction
+// still open that long after its first record. A sink whose previous
+// process died with a transaction open aborts it at once anyway (see
+// [KafkaTransactionalID]), so the timeout bounds how long a stalled or
+// vanished process, never restarted, holds back read_committed readers.
 const DefaultKafkaTransactionTimeout = 10 * time.Second
 
 // The interfaces a transactional KafkaSink implements: it runs the
@@ -73,7 +71,7 @@ var (
 // Its positions topic name, id + "-positions", must be a legal topic name.
 //
 // The client produces with acks=all, idempotence, and a transaction timeout
-// of [DefaultKafkaTransactionTimeout]. A transactional sink produces only
+// of [DefaultKafkaTransactionTimeout] ([KafkaTransactionTimeout]). A transactional sink produces only
 // inside transactions: outside a stream.ExactlyOnce pipeline its writes
 // fail, and its Save returns [ErrNoTransaction]. It cannot be combined with
 // [KafkaClient], and does not join another transactor's transactions
@@ -81,6 +79,19 @@ var (
 // join its own.
 func KafkaTransactionalID(id string) KafkaOption {
 	return kafkaOptionFunc(func(c *kafkaConfig) { c.txnID = id })
+}
+
+// KafkaTransactionTimeout sets how long a transaction of a sink with
+// [KafkaTransactionalID] may stay open before the broker aborts it
+// (default [DefaultKafkaTransactionTimeout]); d <= 0 keeps the default. It
+// must exceed the pipeline's stream.TransactionInterval by far: a
+// transaction also waits for the pipeline to drain.
+func KafkaTransactionTimeout(d time.Duration) KafkaOption {
+	return kafkaOptionFunc(func(c *kafkaConfig) {
+		if d > 0 {
+			c.txnTimeout = d
+		}
+	})
 }
 
 // checkTransactional checks the transactional settings of c, for Kafka.
@@ -103,7 +114,7 @@ func (c *kafkaConfig) transactionalOpts() []kgo.Opt {
 	if c.txnID == "" {
 		return nil
 	}
-	return []kgo.Opt{kgo.TransactionalID(c.txnID), kgo.TransactionTimeout(DefaultKafkaTransactionTimeout)}
+	return []kgo.Opt{kgo.TransactionalID(c.txnID), kgo.TransactionTimeout(c.txnTimeout)}
 }
 
 // newTxn returns the transaction state of a sink with c's settings, nil

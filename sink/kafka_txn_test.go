@@ -320,3 +320,22 @@ func TestKafkaCorruptPositionIsAnError(t *testing.T) {
 	require.ErrorContains(t, err, "format version 9")
 	require.ErrorIs(t, out.BeginTransactions(ctx), checkpoint.ErrCorrupt)
 }
+
+// TestKafkaTransactionTimeoutReachesTheClient ensures the transactional
+// client gets the default transaction timeout, 10 s, or the one
+// KafkaTransactionTimeout gives, and a plain sink no transactional id.
+func TestKafkaTransactionTimeoutReachesTheClient(t *testing.T) {
+	t.Parallel()
+	kc := kafkatest.NewCluster(t)
+	out := txnSink(t, kc, "relay-h")
+	assert.Equal(t, sink.DefaultKafkaTransactionTimeout, out.Client().OptValue(kgo.TransactionTimeout))
+	assert.Equal(t, "relay-h", out.Client().OptValue(kgo.TransactionalID))
+	out2, err := sink.Kafka(kc.Brokers(), "out", sink.KafkaTransactionalID("relay-i"), sink.KafkaTransactionTimeout(3*time.Second))
+	require.NoError(t, err)
+	defer out2.Close()
+	assert.Equal(t, 3*time.Second, out2.Client().OptValue(kgo.TransactionTimeout))
+	plain, err := sink.Kafka(kc.Brokers(), "out")
+	require.NoError(t, err)
+	defer plain.Close()
+	assert.Nil(t, plain.TransactionClient())
+}
