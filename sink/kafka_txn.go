@@ -160,7 +160,10 @@ func (s *KafkaSink) TransactionClient() *kgo.Client {
 // the brokers' replication factor), initializes the transactional producer
 // (Kafka's InitProducerId, which fences an earlier producer with the id and
 // aborts its open transaction), begins a transaction, and reads the
-// committed positions, which Load returns from then on.
+// committed positions, which Load returns from then on. That read goes
+// through the whole positions topic: compaction keeps it to about one
+// record per source partition, plus those written since the last
+// compaction.
 //
 // It returns an error wrapping [ErrNoTransaction] for a sink without
 // [KafkaTransactionalID], [ErrSinkClosed] after Close, an error wrapping
