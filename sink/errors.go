@@ -38,3 +38,17 @@ func (e *TopicError) Error() string {
 
 // Unwrap returns the cause.
 func (e *TopicError) Unwrap() error { return e.Err }
+
+// ErrFenced is wrapped by the errors of a transactional [KafkaSink]
+// ([KafkaTransactionalID]) once a newer producer with the same
+// transactional id began its transactions: Kafka fenced this one, whose
+// open transaction was aborted and which can never commit again. The
+// sink's BeginTransactions, EndTransaction and writes return it from then
+// on; a process that gets it should stop, since another took its place.
+var ErrFenced = errors.New("sink: fenced: a newer producer with the same transactional id took over")
+
+// ErrNoTransaction is wrapped by the error of a [KafkaSink] asked to do
+// what only its transactions do: Save of a position (a transactional sink
+// writes positions only in EndTransaction), BeginTransactions or Load of a
+// sink without [KafkaTransactionalID], EndTransaction with none open.
+var ErrNoTransaction = errors.New("sink: no Kafka transaction")
