@@ -24,7 +24,7 @@ SHELL := /bin/bash
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
 #                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked
 #                                               (add --stateless: records relayed, each must arrive)
-#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
+#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint, sink decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
@@ -47,7 +47,7 @@ FUZZMINIMIZETIME ?= 5s
 # corpora (f.Add and testdata/fuzz/<Target>/) run in make test as plain tests.
 FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentIndex log:FuzzSealMarker \
 	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
-	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState
+	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState sink:FuzzDecodeTransactionFile
 
 # make torture: kills per scenario (plain, pipeline, relay; slow has its own
 # budget, --slow-kills 100), and extra flags for internal/cmd/torture

@@ -17,6 +17,21 @@ var ErrNilFunc = errors.New("sink: nil func")
 // io.Writer.
 var ErrNilWriter = errors.New("sink: nil writer")
 
+// ErrNoTransaction is wrapped by the errors of a [LogSink] used as a
+// checkpoint store outside stream.ExactlyOnce transactions: Save always,
+// SaveState and EndTransaction before BeginTransactions.
+var ErrNoTransaction = errors.New("sink: a LogSink keeps positions and state only in stream.ExactlyOnce transactions")
+
+// ErrCommittedLost is wrapped by BeginTransactions' error when a partition
+// of the topic ends below the end its last committed transaction gave it:
+// committed records are gone (a power loss without [Synced], a topic
+// truncated or replaced by hand), and the positions committed with them
+// point past inputs whose results are lost. The error names the partition
+// and both offsets. Nothing is changed; recovering is the operator's
+// choice (deleting the TransactionFile starts the transactions again from
+// the topic as it is, and the inputs from the pipeline's start).
+var ErrCommittedLost = errors.New("sink: committed records of the log topic are gone")
+
 // TopicError is the error a [LogSink] returns when appending to or syncing its
 // topic fails. It names the topic and, when known, the partition, and wraps
 // the cause, so errors.Is sees through it (for example to
