@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/testutil"
+	"github.com/strom-dev/strom/kafkatest"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
@@ -491,4 +494,110 @@ func TestLogSinkExactlyOnceAggregateSurvivesAFailedRun(t *testing.T) {
 			require.Len(t, seen, n, "nothing but counts 1 to N of every key")
 		})
 	}
+}
+
+// TestLogSinkExactlyOnceFromKafka ensures a Kafka -> log pipeline (a
+// source.Kafka group member, the LogSink its transactor) writes each Kafka
+// record once across a failed run: run A commits 150 records; run B, after
+// 150 more were produced, fails midway, its open transaction aborted and
+// truncated; the group's offsets are then committed at the topic's end
+// (as a member committing at a revocation could leave them); run C starts
+// from the log's positions (the runtime moves an assigned partition's
+// start to the transactor's Load), not the group's, so the output holds
+// each of the 300 records once.
+func TestLogSinkExactlyOnceFromKafka(t *testing.T) {
+	ctx := context.Background()
+	kc := kafkatest.NewCluster(t, kafkatest.Partitions(3), kafkatest.Topics("in"))
+	cl := kc.Client(t)
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			r := &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "k%d", i%7), Value: fmt.Appendf(nil, "r%d", i)}
+			require.NoError(t, cl.ProduceSync(ctx, r).FirstErr())
+		}
+	}
+	lg := testutil.OpenLog(t, log.ModeMmap)
+	tp, err := lg.CreateTopic("out", 2)
+	require.NoError(t, err)
+	out := sink.Log(tp)
+	committed := func() int64 {
+		ends, _, err := sink.CommittedEnds(tp)
+		require.NoError(t, err)
+		return total(ends)
+	}
+	errBoom := errors.New("boom")
+	// run runs the pipeline until failAt records were handled (it then
+	// fails) or the log committed want outputs (it is then cancelled).
+	run := func(failAt int, want int64) error {
+		src, err := source.Kafka(kc.Brokers(), "g", []string{"in"})
+		require.NoError(t, err)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		handled := 0
+		done := make(chan error, 1)
+		go func() {
+			done <- stream.From(src, stream.ExactlyOnce(stream.TransactionInterval(10*time.Millisecond))).
+				Map(func(_ context.Context, r log.Record) (log.Record, error) {
+					handled++
+					if handled == failAt {
+						return r, errBoom
+					}
+					return log.Record{Key: r.Key, Value: r.Value}, nil
+				}).To(out).Checkpointing(out).Run(rctx)
+		}()
+		for {
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(5 * time.Millisecond):
+				if want > 0 && committed() >= want {
+					cancel()
+					return <-done
+				}
+			}
+		}
+	}
+	produce(0, 150)
+	require.NoError(t, run(-1, 150))
+	require.Equal(t, int64(150), committed())
+
+	produce(150, 300)
+	require.ErrorIs(t, run(75, -1), errBoom)
+	require.Equal(t, int64(150), committed(), "the failed run committed nothing")
+	require.Equal(t, int64(150), total(nextOffsets(t, tp)), "its records are truncated")
+	// The group's commits past the log's positions, as a member that
+	// committed its finished records at a revocation would leave them:
+	// run C must not start there.
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "in")
+	require.NoError(t, err)
+	var ahead kadm.Offsets
+	for p := range int32(3) {
+		pos, found, err := out.Load(ctx, "in", p)
+		require.NoError(t, err)
+		require.True(t, found, "partition %d has a committed position", p)
+		end, ok := ends.Lookup("in", p)
+		require.True(t, ok)
+		require.Greater(t, end.Offset, pos.Offset)
+		ahead.Add(kadm.Offset{Topic: "in", Partition: p, At: end.Offset, LeaderEpoch: -1})
+	}
+	resp, err := kadm.NewClient(cl).CommitOffsets(ctx, "g", ahead)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+
+	require.NoError(t, run(-1, 300))
+	seen := map[string]int{}
+	for _, v := range topicValues(t, tp) {
+		seen[v]++
+	}
+	for i := range 300 {
+		require.Equal(t, 1, seen[fmt.Sprintf("r%d", i)], "record r%d", i)
+	}
+	require.Len(t, seen, 300)
+}
+
+func total(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

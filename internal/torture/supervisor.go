@@ -135,13 +135,16 @@ func (c *Config) defaults() error {
 		if c.ProbeWork <= 0 {
 			c.ProbeWork = 2 * time.Millisecond
 		}
+	case ScenarioEOSLog:
+		c.eosLogDefaults()
+		minWait, maxWait = 0, 30*time.Millisecond
 	case ScenarioScale:
 		c.scaleDefaults()
 		if slices.Min(c.Members) < 1 {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow or scale)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow, scale or eos-log)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -232,6 +235,9 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	if s.cfg.Scenario == ScenarioScale {
 		return s.runScale(ctx)
+	}
+	if s.cfg.Scenario == ScenarioEOSLog {
+		return s.runEOSLog(ctx)
 	}
 	defer func() {
 		if s.kafka != nil {
