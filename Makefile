@@ -19,6 +19,10 @@ SHELL := /bin/bash
 #                                               checkpoint with a 2 ms handler is timed; then scenario scale: a windowed count on 12 Kafka
 #                                               partitions by worker processes of one group joining, leaving and kill -9ed (1, 3, 2, 3 workers,
 #                                               3 kills), every (window, key) checked against counts computed apart (about 12 s);
+#                                               then scenarios eos-log and eos-kafka-log (issue 19): a log -> Aggregate -> log pipeline,
+#                                               and a Kafka group member copying into the log, under stream.ExactlyOnce in a worker
+#                                               process kill -9ed TORTURE_KILLS times at seeded moments: every result must be in the output
+#                                               once (0 lost, 0 duplicated, 0 out of order);
 #                                               TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
 #   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process

@@ -70,10 +70,18 @@ type tpKey struct {
 	partition int32
 }
 
-// encode returns the file's bytes: header, then body.
+// encode returns the file's bytes: header, then body, in one allocation
+// sized up front (a state snapshot is most of it, and is copied once).
 func (r *txnRecord) encode() []byte {
-	body := make([]byte, 0, 64)
-	body = binary.AppendUvarint(body, r.seq)
+	size := txnHeaderBytes + 4*binary.MaxVarintLen64 + len(r.ends)*binary.MaxVarintLen64
+	for k := range r.positions {
+		size += len(k.topic) + 5*binary.MaxVarintLen64
+	}
+	for n, st := range r.states {
+		size += len(n) + len(st) + 2*binary.MaxVarintLen64
+	}
+	data := make([]byte, txnHeaderBytes, size)
+	body := binary.AppendUvarint(data[txnHeaderBytes:], r.seq)
 	body = binary.AppendUvarint(body, uint64(len(r.ends)))
 	for _, e := range r.ends {
 		body = binary.AppendUvarint(body, uint64(e))
@@ -106,12 +114,11 @@ func (r *txnRecord) encode() []byte {
 		body = appendBytes(body, []byte(n))
 		body = appendBytes(body, r.states[n])
 	}
-	data := make([]byte, txnHeaderBytes, txnHeaderBytes+len(body))
 	copy(data, txnMagic)
 	binary.LittleEndian.PutUint32(data[8:], txnVersion)
 	binary.LittleEndian.PutUint64(data[12:], uint64(len(body)))
 	binary.LittleEndian.PutUint32(data[20:], crc32.Checksum(body, castagnoli))
-	return append(data, body...)
+	return data[:txnHeaderBytes+len(body)]
 }
 
 func appendBytes(b, v []byte) []byte {

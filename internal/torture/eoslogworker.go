@@ -9,7 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/sink"
@@ -36,6 +39,8 @@ type eosLogWorker struct {
 	interval time.Duration // stream.TransactionInterval
 	work     time.Duration // the Map's sleep per record, pacing the run
 	synced   bool          // sink.Synced
+	brokers  []string      // ScenarioEOSKafkaLog: read the input from Kafka, as a member of EOSLogGroup
+	inc      int           // the incarnation, in the Kafka client's id
 }
 
 // runEOSLogWorker parses the worker's flags (args after the role) and runs
@@ -49,8 +54,19 @@ func runEOSLogWorker(ctx context.Context, args []string) error {
 	interval := fl.Duration("interval", 20*time.Millisecond, "stream.TransactionInterval")
 	work := fl.Duration("work", 100*time.Microsecond, "the Map's sleep per record")
 	synced := fl.Bool("synced", false, "write with sink.Synced")
+	brokers := fl.String("brokers", "", "read the input from these Kafka brokers (host:port, comma-separated) as a member of the group "+EOSLogGroup+", until SIGTERM")
+	inc := fl.Int("inc", 0, "this incarnation's number (0 for the first start)")
+	ready := fl.String("ready", "", "a file to write --inc to once SIGTERM stops the worker cleanly")
 	if err := fl.Parse(args); err != nil {
 		return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("torture: %s: unexpected arguments %q", roleEOSLogWorker, fl.Args())
+	}
+	if *ready != "" {
+		if err := writeReady(*ready, *inc); err != nil {
+			return err
+		}
 	}
 	m, err := log.ParseMode(*mode)
 	if err != nil {
@@ -59,7 +75,10 @@ func runEOSLogWorker(ctx context.Context, args []string) error {
 	if *dir == "" {
 		return fmt.Errorf("torture: %s: --dir is required", roleEOSLogWorker)
 	}
-	w := eosLogWorker{dir: *dir, mode: m, segBytes: *segBytes, interval: *interval, work: *work, synced: *synced}
+	w := eosLogWorker{dir: *dir, mode: m, segBytes: *segBytes, interval: *interval, work: *work, synced: *synced, inc: *inc}
+	if *brokers != "" {
+		w.brokers = strings.Split(*brokers, ",")
+	}
 	return w.run(ctx)
 }
 
@@ -71,7 +90,11 @@ func runEOSLogWorker(ctx context.Context, args []string) error {
 //
 // where out is sink.Log(EOSLogOutput): every input record makes one
 // output, its key's count so far, so the output of an uninterrupted run
-// holds counts 1 to N of every key once each, in order.
+// holds counts 1 to N of every key once each, in order. From Kafka it
+// runs, until ctx ends (SIGTERM), drained then:
+//
+//	source.Kafka(brokers, EOSLogGroup, EOSLogInput) → Map (sleep work, copy
+//	key and value) → To(out) Checkpointing(out), under ExactlyOnce
 func (w eosLogWorker) run(ctx context.Context) error {
 	lg, err := log.Open(w.dir, log.WithMode(w.mode), log.WithSegmentBytes(w.segBytes))
 	if err != nil {
@@ -87,14 +110,31 @@ func (w eosLogWorker) run(ctx context.Context) error {
 		opts = append(opts, sink.Synced())
 	}
 	out := sink.Log(t, opts...)
-	src := source.Topic(lg, EOSLogInput, source.FromStore(out), source.Replay(), source.MaxBytes(4<<10))
-	s := stream.From(src, stream.ExactlyOnce(stream.TransactionInterval(w.interval)))
-	s = s.Map(func(ctx context.Context, r log.Record) (log.Record, error) {
+	eos := stream.ExactlyOnce(stream.TransactionInterval(w.interval))
+	work := func(_ context.Context, r log.Record) (log.Record, error) {
 		if w.work > 0 {
 			time.Sleep(w.work)
 		}
-		return r, nil
-	})
+		return log.Record{Key: r.Key, Value: r.Value}, nil
+	}
+	if w.brokers != nil {
+		src, err := source.Kafka(w.brokers, EOSLogGroup, []string{EOSLogInput}, source.KafkaClientOpts(
+			kgo.ClientID(fmt.Sprintf("eos-log-worker.%d", w.inc)),
+			kgo.SessionTimeout(500*time.Millisecond),
+			kgo.HeartbeatInterval(50*time.Millisecond),
+			kgo.RebalanceTimeout(time.Second)),
+			source.KafkaMaxRecords(64)) // batches of about the log source's 4 KiB
+		if err != nil {
+			return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
+		}
+		err = stream.From(src, eos, stream.WithDrainTimeout(5*time.Second)).Map(work).To(out).Checkpointing(out).Run(ctx)
+		if err != nil {
+			return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
+		}
+		return nil
+	}
+	src := source.Topic(lg, EOSLogInput, source.FromStore(out), source.Replay(), source.MaxBytes(4<<10))
+	s := stream.From(src, eos).Map(work)
 	counts := stream.Aggregate(stream.KeyBy(s, func(r log.Record) string { return string(r.Key) }), stream.Count[log.Record]())
 	err = stream.MapTo(counts, func(_ context.Context, kv stream.KV[string, int64]) (log.Record, error) {
 		return log.Record{Key: []byte(kv.Key), Value: strconv.AppendInt(nil, kv.Value, 10)}, nil

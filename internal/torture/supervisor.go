@@ -135,7 +135,7 @@ func (c *Config) defaults() error {
 		if c.ProbeWork <= 0 {
 			c.ProbeWork = 2 * time.Millisecond
 		}
-	case ScenarioEOSLog:
+	case ScenarioEOSLog, ScenarioEOSKafkaLog:
 		c.eosLogDefaults()
 		minWait, maxWait = 0, 30*time.Millisecond
 	case ScenarioScale:
@@ -144,7 +144,7 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow, scale or eos-log)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow, scale, eos-log or eos-kafka-log)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -236,7 +236,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	if s.cfg.Scenario == ScenarioScale {
 		return s.runScale(ctx)
 	}
-	if s.cfg.Scenario == ScenarioEOSLog {
+	if s.cfg.Scenario == ScenarioEOSLog || s.cfg.Scenario == ScenarioEOSKafkaLog {
 		return s.runEOSLog(ctx)
 	}
 	defer func() {
