@@ -42,6 +42,8 @@ type kafkaConfig struct {
 	maxRecords int           // KafkaMaxRecords
 	timeout    time.Duration // KafkaTimeout
 	stateDir   string        // KafkaStateDir: the changelogs' local snapshot cache; "" for none
+	txnID      string        // KafkaTransactionalID; "" for the default
+	txnTimeout time.Duration // KafkaTransactionTimeout; 0 for the default
 }
 
 // KafkaStart sets where a partition the group has never committed starts:
@@ -109,6 +111,8 @@ type KafkaStats struct {
 	DroppedRecords int64 // records polled for a partition no longer assigned, not handed on
 	Revoked        int64 // partitions revoked from this member (their finished positions committed first)
 	Lost           int64 // partitions lost (session expired): nothing committed for them
+	Transactions   int64 // transactions committed (stream.ExactlyOnce)
+	Aborts         int64 // transactions aborted (stream.ExactlyOnce): asked, or a rebalance or a stale membership refused the commit
 }
 
 // KafkaSource reads topics of a Kafka cluster as a member of a consumer
@@ -281,6 +285,12 @@ type KafkaSource struct {
 	lagWake chan struct{}      // asks the refresh to list now (an assignment), capacity 1
 
 	commits, droppedSaves, droppedRecords, revoked, lost atomic.Int64
+	txnCommits, txnAborts                                atomic.Int64
+
+	// txn is the state of the transactions under stream.ExactlyOnce
+	// (kafka_txn.go); nil without them. Set by BeginTransactions, cleared
+	// by Close.
+	txn *kafkaTxn
 
 	changelog kafkaChangelog // the checkpoint.ChangelogStore's clients and caches (kafka_changelog.go)
 }
@@ -306,6 +316,11 @@ type kafkaPart struct {
 	// the start the Assigned hook asked for, or its own last commit); -1
 	// for none. A save at or below it is dropped.
 	floor int64
+	// first is the offset of the first record this assignment read; -1
+	// before one. An aborted transaction rewinds a partition the group
+	// never committed to it (exactly-once, kafka_txn.go): franz-go's
+	// session rewinds only partitions with a commit.
+	first int64
 	// hwm is the partition's high watermark: the highest that a fetch of
 	// it or a listing of its end offset (refreshHighWatermarks) reported;
 	// -1 while none has answered (HighWatermark, telemetry.go).
@@ -375,6 +390,8 @@ func (s *KafkaSource) Stats() KafkaStats {
 		DroppedRecords: s.droppedRecords.Load(),
 		Revoked:        s.revoked.Load(),
 		Lost:           s.lost.Load(),
+		Transactions:   s.txnCommits.Load(),
+		Aborts:         s.txnAborts.Load(),
 	}
 }
 
@@ -436,9 +453,29 @@ func (s *KafkaSource) open(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
 	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return s.kafkaErr(err)
+	s.mu.Lock()
+	t := s.txn
+	s.mu.Unlock()
+	var cl *kgo.Client
+	if t != nil {
+		opts = append(opts, s.txnClientOpts(t.id)...)
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return s.kafkaErr(err)
+		}
+		if err := sess.Begin(); err != nil {
+			sess.Close()
+			return s.kafkaErr(fmt.Errorf("beginning a transaction (transactional id %s): %w", t.id, err))
+		}
+		s.mu.Lock()
+		t.sess = sess
+		s.mu.Unlock()
+		cl = sess.Client()
+	} else {
+		var err error
+		if cl, err = kgo.NewClient(opts...); err != nil {
+			return s.kafkaErr(err)
+		}
 	}
 	s.mu.Lock()
 	s.cl = cl
@@ -524,7 +561,7 @@ func (s *KafkaSource) onAssigned(_ context.Context, _ *kgo.Client, assigned map[
 	defer s.mu.Unlock()
 	for t, ps := range assigned {
 		for _, p := range ps {
-			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1}
+			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1, first: -1}
 		}
 	}
 	select {
@@ -572,6 +609,19 @@ func (s *KafkaSource) onRevoked(ctx context.Context, cl *kgo.Client, revoked map
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.txn != nil {
+		// Exactly once: positions are committed only in transactions
+		// (the open one aborts: the group rebalanced under it).
+		for t, ps := range revoked {
+			for _, p := range ps {
+				if _, ok := s.assigned[topicPartition{t, p}]; ok {
+					delete(s.assigned, topicPartition{t, p})
+					s.revoked.Add(1)
+				}
+			}
+		}
+		return
+	}
 	// After a save dropped for a revocation (see saveCommit), every
 	// assigned partition, not only the revoked ones: the save may have
 	// held positions of partitions this member keeps, and the pipeline,
@@ -805,6 +855,10 @@ var _ checkpoint.BatchStore = (*KafkaSource)(nil)
 // it.
 func (s *KafkaSource) SaveBatch(ctx context.Context, positions []checkpoint.TopicPosition) error {
 	s.mu.Lock()
+	if s.txn != nil {
+		s.mu.Unlock()
+		return s.kafkaErr(errors.New("under exactly-once, positions are committed only in transactions (EndTransaction), not saved"))
+	}
 	cl := s.cl
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, tp := range positions {
@@ -891,9 +945,21 @@ func (s *KafkaSource) Read(ctx context.Context) ([]stream.Element[log.Record], e
 		if cl == nil {
 			return nil, s.kafkaErr(kgo.ErrClientClosed)
 		}
-		fetches := cl.PollRecords(ctx, s.cfg.maxRecords)
-		elems, err := s.take(ctx, fetches)
-		cl.AllowRebalance()
+		var elems []stream.Element[log.Record]
+		s.mu.Lock()
+		t := s.txn
+		s.mu.Unlock()
+		if t != nil {
+			var cut bool
+			elems, err, cut = s.pollTxn(ctx, t, cl)
+			if cut && len(elems) == 0 && err == nil {
+				continue // a transaction ended: poll again
+			}
+		} else {
+			fetches := cl.PollRecords(ctx, s.cfg.maxRecords)
+			elems, err = s.take(ctx, fetches)
+			cl.AllowRebalance()
+		}
 		if err != nil {
 			if len(elems) == 0 {
 				return nil, err
@@ -958,6 +1024,9 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 		if st == nil {
 			s.droppedRecords.Add(int64(len(p.Records)))
 			return
+		}
+		if st.first < 0 {
+			st.first = p.Records[0].Offset
 		}
 		for _, r := range p.Records {
 			var hs []log.Header
@@ -1029,6 +1098,18 @@ func (s *KafkaSource) Close() error {
 	s.mu.Lock()
 	cl, adm, stopLag := s.cl, s.adm, s.stopLag
 	s.mu.Unlock()
+	s.mu.Lock()
+	t := s.txn
+	s.mu.Unlock()
+	if cl != nil && t != nil {
+		// The transaction open now holds nothing a checkpoint committed:
+		// abort it, rather than leave it to the transaction timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+		if cl.AbortBufferedRecords(ctx) == nil {
+			_ = cl.EndTransaction(ctx, kgo.TryAbort)
+		}
+		cancel()
+	}
 	if cl != nil {
 		// Leaving the group revokes every partition: onRevoked calls the
 		// Revoked hook, commits and forgets them. s.mu is not held, and
@@ -1038,6 +1119,7 @@ func (s *KafkaSource) Close() error {
 	}
 	s.mu.Lock()
 	s.cl, s.adm, s.stopLag = nil, nil, nil
+	s.txn = nil // the next Run begins them again (stream.ExactlyOnce)
 	s.mu.Unlock()
 	// The high watermarks' refresh ends before adm closes under it.
 	if stopLag != nil {

@@ -393,6 +393,29 @@ func (s *KafkaSource) SaveChanges(ctx context.Context, changes []checkpoint.Chan
 			return err
 		}
 	}
+	// Under exactly-once the changes go into the open transaction, with
+	// the transactional client.
+	pcl := cl
+	s.mu.Lock()
+	t := s.txn
+	if t != nil && s.cl != nil {
+		pcl = s.cl
+	}
+	s.mu.Unlock()
+	if t != nil {
+		for name, n := range need {
+			if t.known[name] >= n {
+				continue
+			}
+			tctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+			err := waitProducerSees(tctx, pcl, name, n)
+			cancel()
+			if err != nil {
+				return &ChangelogError{Group: s.group, Stage: stageOf[name], Changelog: name, Partition: AllPartitions, Err: err}
+			}
+			t.known[name] = n
+		}
+	}
 
 	var headers []kgo.RecordHeader
 	if gen, ok := s.generation(); ok {
@@ -413,7 +436,7 @@ func (s *KafkaSource) SaveChanges(ctx context.Context, changes []checkpoint.Chan
 		ptrs[i] = &recs[i]
 		bytes += int64(len(key) + len(c.Value))
 	}
-	results := cl.ProduceSync(ctx, ptrs...)
+	results := pcl.ProduceSync(ctx, ptrs...)
 	var (
 		first  error
 		failed = make(map[changelogPart]bool)
@@ -440,6 +463,14 @@ func (s *KafkaSource) SaveChanges(ctx context.Context, changes []checkpoint.Chan
 	if first == nil {
 		s.changelog.saved.Add(int64(len(changes)))
 		s.changelog.savedBytes.Add(bytes)
+	}
+	if t != nil {
+		// A cache holds committed changes only: these join it when
+		// their transaction commits (EndTransaction).
+		if first == nil {
+			t.saved = append(t.saved, txnSave{changes: slices.Clone(changes), recs: recs})
+		}
+		return first
 	}
 	s.appendToCaches(changes, recs, failed)
 	if reset {

@@ -122,6 +122,16 @@ type TransactionalSink interface {
 	JoinTransaction(t Transactor) error
 }
 
+// RewindingSource is a source that an aborted transaction rewinds to the
+// committed positions (source.Kafka under ExactlyOnce). StaleRead reports
+// whether the records its last Read returned were read before the latest
+// rewind: they are then dropped, not handed in, since the source reads
+// them again. Run calls it on the goroutine that called Read, right after
+// Read returned, while no transaction can end.
+type RewindingSource interface {
+	StaleRead() bool
+}
+
 // ErrNotExactlyOnce is wrapped by Run's error for an [ExactlyOnce]
 // pipeline of a shape it cannot make exactly once: the error names the
 // part (a store, a sink, a flow) and why.
@@ -200,15 +210,11 @@ func (p *pipeline) joinTransactions(tr Transactor) error {
 // cancellation, as saves do.
 func eosCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
-// beginTransactions checks that the pipeline can run exactly once, begins
-// its transactor's transactions, has its sinks join them, and makes the
+// beginTransactions begins the transactions of the pipeline's transactor
+// (rt.eos, checked by checkExactlyOnce), has its sinks join them, and makes the
 // checkpoint a transaction's end every TransactionInterval.
 func (rt *runtime) beginTransactions(ctx context.Context) error {
-	p := rt.p
-	tr, err := p.checkExactlyOnce()
-	if err != nil {
-		return err
-	}
+	p, tr := rt.p, rt.eos
 	if err := tr.BeginTransactions(ctx); err != nil {
 		return fmt.Errorf("stream: ExactlyOnce: begin the transactions of %T: %w", tr, err)
 	}
@@ -221,15 +227,6 @@ func (rt *runtime) beginTransactions(ctx context.Context) error {
 	// pace the commits' round trips cannot follow.
 	p.cp = checkpointConfig{interval: p.cfg.eos.interval}
 	return nil
-}
-
-// readGen returns the abort generation a source's next Read belongs to,
-// read under the gate: never while a transaction ends (and perhaps
-// rewinds the source).
-func (rt *runtime) readGen() uint64 {
-	rt.txnGate.RLock()
-	defer rt.txnGate.RUnlock()
-	return rt.txnGen.Load()
 }
 
 // saveTxn is save under ExactlyOnce: with the gate held (nothing is handed
@@ -246,7 +243,7 @@ func (rt *runtime) saveTxn() error {
 	rt.txnGate.Lock()
 	defer rt.txnGate.Unlock()
 	commit := rt.drainTxn()
-	if rt.revokedInTxn.Swap(false) {
+	if rt.revokedInTxn.Load() {
 		commit = false
 	}
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
@@ -274,14 +271,15 @@ func (rt *runtime) saveTxn() error {
 	sctx, span, start := rt.tel.beginSave(ctx, len(rt.batch))
 	committed, err := rt.eos.EndTransaction(sctx, rt.batch, commit)
 	rt.tel.endSave(span, start, err)
+	// Nothing ran while the transaction ended: a revocation then (or the
+	// rewind's own Lost) has no output in the next one.
+	rt.revokedInTxn.Store(false)
 	if err != nil {
 		rt.saveFailed.Store(true)
 		return fmt.Errorf("stream: end the transaction of %T (%d positions): %w", rt.eos, len(rt.batch), err)
 	}
 	if !committed {
 		rt.txnAborts.Add(1)
-		// Batches read before the rewind are dropped (runSource).
-		rt.txnGen.Add(1)
 		if _, ok := rt.eos.(Assignable); !ok {
 			rt.saveFailed.Store(true)
 			return fmt.Errorf("%w: %T aborted the transaction of %d positions, and the pipeline cannot rewind its state while it runs",

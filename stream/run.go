@@ -90,13 +90,10 @@ type runtime struct {
 	// nil otherwise. txnGate is held by a transaction's end, and read-held
 	// by what hands records in (a source's push, a processing-time
 	// Window's timer), so that nothing starts while the pipeline drains
-	// and commits. txnGen moves at every abort: a batch read before it
-	// belongs to the positions the abort rewound, and is dropped.
-	// settleWake is signalled when a Window's results still owed
-	// downstream drop to none.
+	// and commits. settleWake is signalled when a Window's results still
+	// owed downstream drop to none.
 	eos        Transactor
 	txnGate    sync.RWMutex
-	txnGen     atomic.Uint64
 	settleWake chan struct{}
 	txnAborts  atomic.Int64
 	// revokedInTxn: a partition was revoked or lost since the last
@@ -337,12 +334,14 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		}
 	}
 	if p.cfg.eos.on {
-		if err := rt.beginTransactions(ctx); err != nil {
+		tr, err := p.checkExactlyOnce()
+		if err != nil {
 			for _, src := range p.sources {
 				_ = src.Close()
 			}
 			return err
 		}
+		rt.eos = tr
 	}
 	if err := rt.restoreState(ctx); err != nil {
 		for _, src := range p.sources {
@@ -358,6 +357,16 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		if a, ok := src.(Assignable); ok {
 			a.SetRebalanceHooks(rt)
 			defer a.SetRebalanceHooks(nil)
+		}
+	}
+	if rt.eos != nil {
+		// After the hooks are set: a transactor that is the source joins
+		// its group here, and assignments restore state through them.
+		if err := rt.beginTransactions(ctx); err != nil {
+			for _, src := range p.sources {
+				_ = src.Close()
+			}
+			return err
 		}
 	}
 	p.running.Store(rt)
