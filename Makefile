@@ -21,12 +21,16 @@ SHELL := /bin/bash
 #                                               checkpoint with a 2 ms handler is timed; then scenario scale: a windowed count on 12 Kafka
 #                                               partitions by worker processes of one group joining, leaving and kill -9ed (1, 3, 2, 3 workers,
 #                                               3 kills), every (window, key) checked against counts computed apart (about 12 s);
+#                                               then scenarios eos-log and eos-kafka-log (issue 19): a log -> Aggregate -> log pipeline,
+#                                               and a Kafka group member copying into the log, under stream.ExactlyOnce in a worker
+#                                               process kill -9ed TORTURE_KILLS times at seeded moments: every result must be in the output
+#                                               once (0 lost, 0 duplicated, 0 out of order);
 #                                               TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
 #   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
 #                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked
 #                                               (add --stateless: records relayed, each must arrive)
-#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
+#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint, sink decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
@@ -49,7 +53,7 @@ FUZZMINIMIZETIME ?= 5s
 # corpora (f.Add and testdata/fuzz/<Target>/) run in make test as plain tests.
 FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentIndex log:FuzzSealMarker \
 	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
-	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState
+	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState sink:FuzzDecodeTransactionFile
 
 # make torture: kills per scenario (plain, pipeline, relay, relay-eos; slow has its own
 # budget, --slow-kills 100), and extra flags for internal/cmd/torture

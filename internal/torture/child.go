@@ -58,6 +58,9 @@ func Child(args []string) error {
 	if args[0] == roleScaleWorker {
 		return runScaleWorker(ctx, args[1:])
 	}
+	if args[0] == roleEOSLogWorker {
+		return runEOSLogWorker(ctx, args[1:])
+	}
 	fl := flag.NewFlagSet("torture "+args[0], flag.ContinueOnError)
 	dir := fl.String("dir", "", "the run folder")
 	seed := fl.Uint64("seed", 0, "this incarnation's random seed")

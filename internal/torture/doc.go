@@ -7,7 +7,9 @@
 // a consumer and no publisher, and measures how far progress survives
 // kills. Scenario scale (below) runs a windowed count on worker processes
 // of a Kafka consumer group that join, leave and are killed, and checks
-// every window's count.
+// every window's count. Scenario eos-log (below) kills a worker writing
+// into the log under stream.ExactlyOnce and checks that every result is
+// in its output once.
 //
 // # The processes
 //
@@ -213,6 +215,50 @@
 // input record in ScaleOutput at least once and nothing else. The summary
 // opens with one line giving the seed and the counts; --seed replays the
 // records and the schedule (not the scheduling of the processes).
+//
+// # Scenario eos-log
+//
+// Issue 19's exactly-once into the log. The supervisor writes
+// Config.Records records (20,000, or 100 a kill when more) to the topic
+// EOSLogInput of 3 partitions, each keyed by one of Config.Keys (50) keys
+// drawn from the seed, and starts a worker (a child like the others) that
+// runs, to the end of the input (source.Replay):
+//
+//	source.Topic(EOSLogInput, FromStore(out)) → Map (sleep Config.Work, 100 µs)
+//	→ KeyBy(record key) → Aggregate(Count) → MapTo(key, "count") → To(out)
+//	Checkpointing(out), under stream.ExactlyOnce(TransactionInterval 5 to 50 ms)
+//
+// out being sink.Log(EOSLogOutput), with sink.Synced or not (both drawn
+// per incarnation), segments of 16 KiB. Each input record makes one
+// output, its key's count so far. The supervisor kills the worker
+// Config.Kills (5) times, each at a moment drawn from the seed: once the
+// output holds a drawn number of records (committed or not, 5% to 85% of
+// the input, ascending) plus a wait of MinInterval to MaxInterval (0 to
+// 30 ms), or, one kill in four, 0 to 150 ms after the worker's start (while
+// it truncates, restores and starts over); each is restarted at once. The
+// summary counts the kills that left outputs past the committed ends
+// (sink.CommittedEnds) and those outputs, which the next start truncates.
+// The last incarnation must reach the end and exit 0.
+//
+// The check reads the output: every key's counts 1 to N (N its records in
+// the input) must each be there once and in increasing order, nothing
+// else; it counts lost, duplicated and out-of-order results and phantoms
+// (an unknown key, a count outside 1..N), each kind a violation. The
+// committed ends must be the partitions' ends and the committed positions
+// the input's ends, and log.Verify must find no problem. The seed gives
+// the input, the moments and the workers' settings again.
+//
+// Scenario eos-kafka-log is the same from Kafka: the supervisor produces
+// the records to EOSLogInput on an in-process Kafka (kfake, 100 ms minimum
+// session), and the worker, a member of the group EOSLogGroup (500 ms
+// session, 1 s rebalance timeout), copies each record's key and value
+// into EOSLogOutput (stateless: a stateful stage on a group needs a
+// changelog store, which a LogSink is not), under stream.ExactlyOnce, with
+// the LogSink's positions, not the group's commits, as its starts. It
+// follows the group, so once every record is committed the supervisor
+// stops it with SIGTERM (it must exit 0). The check is the one above, a
+// record's number being its place among its key's records: each record
+// once, in order per key.
 //
 // A violation names the partition and offset (and the record's id); Run
 // returns a *ViolationError listing them and a Summary counting kills by

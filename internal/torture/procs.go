@@ -49,6 +49,9 @@ func (s *supervisor) args(c *child) []string {
 	if c.role == roleScaleWorker {
 		return s.scaleWorkerArgs(c)
 	}
+	if c.role == roleEOSLogWorker {
+		return s.eosLogWorkerArgs(c)
+	}
 	if c.role == roleRelayBack {
 		return []string{"--direction", "kafka-to-log", "--brokers", strings.Join(s.cluster.Brokers(), ","),
 			"--dir", logDir(s.cfg.Dir), "--from", RelayTopic, "--to", BackTopic, "--partitions", strconv.Itoa(Partitions),

@@ -77,6 +77,8 @@ type Summary struct {
 
 	Scale *ScaleReport // ScenarioScale's run and checks; nil for the others
 
+	EOSLog *EOSLogReport // ScenarioEOSLog's run and checks; nil for the others
+
 	Violations []string // every violation, in the order found
 }
 
@@ -100,6 +102,11 @@ func (s *Summary) String() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
+	if s.EOSLog != nil {
+		s.EOSLog.lines(&b, s)
+		s.violationLines(&b)
+		return b.String()
+	}
 	if s.Scenario == ScenarioSlow {
 		s.slowLines(&b)
 		s.violationLines(&b)

@@ -141,13 +141,16 @@ func (c *Config) defaults() error {
 		if c.ProbeWork <= 0 {
 			c.ProbeWork = 2 * time.Millisecond
 		}
+	case ScenarioEOSLog, ScenarioEOSKafkaLog:
+		c.eosLogDefaults()
+		minWait, maxWait = 0, 30*time.Millisecond
 	case ScenarioScale:
 		c.scaleDefaults()
 		if slices.Min(c.Members) < 1 {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, relay-eos, slow or scale)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, relay-eos, slow, scale, eos-log or eos-kafka-log)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -239,6 +242,9 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	if s.cfg.Scenario == ScenarioScale {
 		return s.runScale(ctx)
+	}
+	if s.cfg.Scenario == ScenarioEOSLog || s.cfg.Scenario == ScenarioEOSKafkaLog {
+		return s.runEOSLog(ctx)
 	}
 	defer func() {
 		if s.kafka != nil {
