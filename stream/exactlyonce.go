@@ -169,18 +169,22 @@ func (p *pipeline) noteEffect(what, why string) {
 	p.effects = append(p.effects, effect{what: what, why: why})
 }
 
+// oneTransactor says what store an ExactlyOnce pipeline needs.
+const oneTransactor = "ExactlyOnce takes one store, the transactor: Checkpointing(src) for a source.Kafka; " +
+	"for a log source, the sink: a sink.Kafka with sink.KafkaTransactionalID, or a sink.Log"
+
 // checkExactlyOnce checks that the pipeline can run exactly once and
 // returns its transactor.
 func (p *pipeline) checkExactlyOnce() (Transactor, error) {
 	if len(p.stores) == 0 {
-		return nil, fmt.Errorf("%w: no store: Checkpointing must be given a stream.Transactor (source.Kafka)", ErrNotExactlyOnce)
+		return nil, fmt.Errorf("%w: no store: %s", ErrNotExactlyOnce, oneTransactor)
 	}
 	var tr Transactor
 	for _, st := range p.stores {
 		t, ok := st.(Transactor)
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%w: store %T does not run transactions (a stream.Transactor): its positions could not be saved with the outputs", ErrNotExactlyOnce, st)
+			return nil, fmt.Errorf("%w: store %T does not run transactions (a stream.Transactor): its positions could not be saved with the outputs; %s", ErrNotExactlyOnce, st, oneTransactor)
 		case tr != nil && t != tr:
 			return nil, fmt.Errorf("%w: two transactional stores (%T and %T): one transaction cannot span both", ErrNotExactlyOnce, tr, t)
 		}
