@@ -2,7 +2,8 @@ SHELL := /bin/bash
 # strom: make demo, make test (see README.md).
 #
 #   make demo                                   the end-to-end demo on synthetic events
-#   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
+#   make demo-relay                             Kafka -> log -> Kafka through two relays killed -9 twice, at-least-once then
+#                                               exactly-once (relay B --exactly-once): prints each mode's duplicates, 0 for exactly-once
 #   make demo-sshwatch [INPUT=sshd.log]         failed SSH logins per IP per minute, uninterrupted and killed -9
 #   make demo-scale [INPUT=sshd.log]            sshwatch on 3 processes of a Kafka group (in-process Kafka), one killed -9,
 #                                               a fourth added: the alerts must equal one process's (FLAGS=--repartition ...)
@@ -12,9 +13,10 @@ SHELL := /bin/bash
 #                                               wake-up race 50,000 times, the synced appender killed 200 times and the
 #                                               group appender (1,000 records of 1 KiB per call) 100 times, per mode
 #   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or relays to Kafka and back) as processes, kill -9ed at random
-#                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
+#                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay;
+#                                               relay-eos: the log -> Kafka relay --exactly-once, each record once for read_committed readers),
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
-#                                               minutes on 2 cores); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
+#                                               minutes on 2 cores, 40 s more for relay-eos); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
 #                                               every 0.2 to 1 s, must reach the end within 100 kills (--slow-kills), and its first
 #                                               checkpoint with a 2 ms handler is timed; then scenario scale: a windowed count on 12 Kafka
 #                                               partitions by worker processes of one group joining, leaving and kill -9ed (1, 3, 2, 3 workers,
@@ -53,7 +55,7 @@ FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentI
 	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
 	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState sink:FuzzDecodeTransactionFile
 
-# make torture: kills per scenario (plain, pipeline, relay; slow has its own
+# make torture: kills per scenario (plain, pipeline, relay, relay-eos; slow has its own
 # budget, --slow-kills 100), and extra flags for internal/cmd/torture
 # (--seed N, --scenarios, --modes, --keep, --dir, --slow-kills).
 TORTURE_KILLS ?= 300

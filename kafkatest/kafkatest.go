@@ -27,6 +27,13 @@
 // Topics are not created on first use: a test names them with [Topics] or
 // creates them with [Cluster.CreateTopic], as against a Kafka whose
 // auto.create.topics.enable is off.
+//
+// [Cluster.Records] reads what any reader sees, up to the high
+// watermarks; [Cluster.Committed] (and [ReadCommitted]) what a reader of
+// committed records only sees (read_committed), up to the last stable
+// offsets: the output of an exactly-once pipeline is counted with it. A
+// topic that a transactional producer wrote ends in control records that
+// no consumer is handed, so only Committed reads it to its end.
 package kafkatest
 
 import (

@@ -117,6 +117,30 @@
 // TLS, SASL); [KafkaClient] brings a client of your own. Package kafkatest
 // starts an in-process Kafka for tests.
 //
+// # Exactly once into Kafka
+//
+// With [KafkaTransactionalID] the sink is a transactional producer and a
+// stream.Transactor: the checkpoint store of a stream.ExactlyOnce
+// pipeline from the log (or any source a checkpoint.Store positions).
+// Each transaction holds the records produced since the last one and the
+// source positions past them, in the compacted topic
+// [KafkaPositionsTopic] (the id + "-positions"), so a read_committed
+// reader sees both or neither, and a restart starts from the committed
+// positions: each record's output is visible once.
+//
+//	out, err := sink.Kafka(brokers, "orders-out", sink.KafkaTransactionalID("orders-relay"))
+//	...
+//	err = stream.From(source.Topic(lg, "orders", source.FromStore(out)), stream.ExactlyOnce()).
+//		To(out).Checkpointing(out).Run(ctx)
+//
+// The id must stay the same across restarts and belong to one running
+// sink: beginning its transactions fences the previous producer of the id
+// ([ErrFenced]). An aborted transaction ends the Run with
+// stream.ErrTransactionAborted; a new Run goes on from the committed
+// positions. Other KafkaSinks of the pipeline (a dead-letter sink) join
+// the sink's transactions; in a pipeline whose store is source.Kafka,
+// plain KafkaSinks join that source's transactions instead.
+//
 // # Dead letters
 //
 // A record a stage cannot handle (a line that does not parse, a value a

@@ -17,10 +17,13 @@ var ErrNilFunc = errors.New("sink: nil func")
 // io.Writer.
 var ErrNilWriter = errors.New("sink: nil writer")
 
-// ErrNoTransaction is wrapped by the errors of a [LogSink] used as a
-// checkpoint store outside stream.ExactlyOnce transactions: Save always,
-// SaveState and EndTransaction before BeginTransactions.
-var ErrNoTransaction = errors.New("sink: a LogSink keeps positions and state only in stream.ExactlyOnce transactions")
+// ErrNoTransaction is wrapped by the error of a sink asked to do what only
+// its stream.ExactlyOnce transactions do. A [LogSink] used as a checkpoint
+// store: Save always, SaveState and EndTransaction before
+// BeginTransactions. A [KafkaSink]: Save of a position (a transactional
+// sink writes positions only in EndTransaction), BeginTransactions or Load
+// of a sink without [KafkaTransactionalID], EndTransaction with none open.
+var ErrNoTransaction = errors.New("sink: no transaction: positions and state are kept only in stream.ExactlyOnce transactions")
 
 // ErrCommittedLost is wrapped by BeginTransactions' error when a partition
 // of the topic ends below the end its last committed transaction gave it:
@@ -53,3 +56,11 @@ func (e *TopicError) Error() string {
 
 // Unwrap returns the cause.
 func (e *TopicError) Unwrap() error { return e.Err }
+
+// ErrFenced is wrapped by the errors of a transactional [KafkaSink]
+// ([KafkaTransactionalID]) once a newer producer with the same
+// transactional id began its transactions: Kafka fenced this one, whose
+// open transaction was aborted and which can never commit again. The
+// sink's BeginTransactions, EndTransaction and writes return it from then
+// on; a process that gets it should stop, since another took its place.
+var ErrFenced = errors.New("sink: fenced: a newer producer with the same transactional id took over")

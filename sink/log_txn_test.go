@@ -68,7 +68,7 @@ func reopen(t *testing.T, lg *log.Log, mode log.Mode) *log.Log {
 	return lg2
 }
 
-var pos = func(topic string, p int32, off int64) checkpoint.TopicPosition {
+var topicPos = func(topic string, p int32, off int64) checkpoint.TopicPosition {
 	return checkpoint.TopicPosition{Topic: topic, Partition: p, Position: checkpoint.Position{Offset: off, Epoch: 2}}
 }
 
@@ -93,12 +93,12 @@ func TestLogSinkCommitKeepsRecordsPositionsAndState(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, found, "the open transaction reads its own state")
 			require.Equal(t, "state-1", string(got))
-			committed, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 17), pos("in", 1, 23)}, true)
+			committed, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 17), topicPos("in", 1, 23)}, true)
 			require.NoError(t, err)
 			require.True(t, committed)
 			// The next transaction moves one position and leaves the state.
 			require.NoError(t, out.Write(ctx, keyed("b", 10)))
-			committed, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 1, 30)}, true)
+			committed, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 1, 30)}, true)
 			require.NoError(t, err)
 			require.True(t, committed)
 			ends := nextOffsets(t, tp)
@@ -111,7 +111,7 @@ func TestLogSinkCommitKeepsRecordsPositionsAndState(t *testing.T) {
 			require.True(t, found)
 			require.Equal(t, ends, gotEnds)
 			out2 := sink.Log(tp2)
-			for _, want := range []checkpoint.TopicPosition{pos("in", 0, 17), pos("in", 1, 30)} {
+			for _, want := range []checkpoint.TopicPosition{topicPos("in", 0, 17), topicPos("in", 1, 30)} {
 				p, found, err := out2.Load(ctx, want.Topic, want.Partition)
 				require.NoError(t, err)
 				require.True(t, found)
@@ -151,7 +151,7 @@ func TestLogSinkBeginTruncatesATornTransaction(t *testing.T) {
 			require.NoError(t, out.BeginTransactions(ctx))
 			require.NoError(t, out.Write(ctx, keyed("committed", 30)))
 			require.NoError(t, out.SaveState(ctx, "agg", []byte("committed")))
-			ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 30)}, true)
+			ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 30)}, true)
 			require.NoError(t, err)
 			require.True(t, ok)
 			ends := nextOffsets(t, tp)
@@ -237,14 +237,14 @@ func TestLogSinkAbortTruncatesAndDropsState(t *testing.T) {
 	require.NoError(t, out.BeginTransactions(ctx))
 	require.NoError(t, out.Write(ctx, keyed("a", 9)))
 	require.NoError(t, out.SaveState(ctx, "agg", []byte("one")))
-	ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 9)}, true)
+	ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 9)}, true)
 	require.NoError(t, err)
 	require.True(t, ok)
 	ends := nextOffsets(t, tp)
 
 	require.NoError(t, out.Write(ctx, keyed("b", 50)))
 	require.NoError(t, out.SaveState(ctx, "agg", []byte("two")))
-	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 59)}, false)
+	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 59)}, false)
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, ends, nextOffsets(t, tp))
@@ -266,20 +266,20 @@ func TestLogSinkIdleTransactionLeavesTheFileAlone(t *testing.T) {
 	require.NoError(t, err)
 	out := sink.Log(tp)
 	require.NoError(t, out.BeginTransactions(ctx))
-	ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 5)}, true)
+	ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 5)}, true)
 	require.NoError(t, err)
 	require.True(t, ok)
 	path := filepath.Join(tp.Dir(), sink.TransactionFile)
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	// Mark the file: a rewrite would replace its inode.
-	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 5)}, true)
+	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 5)}, true)
 	require.NoError(t, err)
 	require.True(t, ok)
 	fi2, err := os.Stat(path)
 	require.NoError(t, err)
 	require.True(t, os.SameFile(fi, fi2), "an idle transaction rewrote the file")
-	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 6)}, true)
+	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 6)}, true)
 	require.NoError(t, err)
 	require.True(t, ok)
 	fi3, err := os.Stat(path)
@@ -393,7 +393,7 @@ func TestLogSinkDamagedTransactionFileIsCorrupt(t *testing.T) {
 			out := sink.Log(tp)
 			require.NoError(t, out.BeginTransactions(ctx))
 			require.NoError(t, out.SaveState(ctx, "agg", []byte("state")))
-			_, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{pos("in", 0, 1)}, true)
+			_, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 1)}, true)
 			require.NoError(t, err)
 			path := filepath.Join(tp.Dir(), sink.TransactionFile)
 			b, err := os.ReadFile(path)

@@ -990,6 +990,13 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 			errs = slices.DeleteFunc(errs, func(fe kgo.FetchError) bool { return errors.Is(fe.Err, s.assignErr) })
 		}
 		s.mu.Unlock()
+		// The coordinator forgot this member (its session expired in a
+		// pause) or moved to a newer generation: kgo rejoins by itself,
+		// its partitions lost and assigned again. Not a failure of the
+		// source; another member taking its instance id is one.
+		errs = slices.DeleteFunc(errs, func(fe kgo.FetchError) bool {
+			return fe.Topic == "" && memberGone(fe.Err) && !errors.Is(fe.Err, kerr.FencedInstanceID)
+		})
 	}
 	if len(errs) > 0 {
 		fe := errs[0]

@@ -333,3 +333,75 @@ func TestKafkaExactlyOnceRevokeMidTransactionWithParallelInFlightWritesEachRecor
 	}
 	require.Len(t, got, n)
 }
+
+func TestKafkaExactlyOnceAZombieMemberIsFencedAndNothingOfItsTransactionIsVisible(t *testing.T) {
+	c, brokers := startKafkaCluster(t, 2, "in", "out")
+	const n = 400
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "k%d", i%20), Value: fmt.Appendf(nil, "%d", i)}
+	}
+	produceKeyed(t, brokers, recs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// A handles 29 records into its open transaction, then stops at the
+	// 30th (a stop-the-world pause, the transaction's end waiting for it)
+	// with its heartbeats held by the broker: the group expels it, and B
+	// takes every partition and commits. Then A resumes: its transaction
+	// must fail to commit, and nothing it produced become visible.
+	release, thaw := make(chan struct{}), make(chan struct{})
+	var seen atomic.Int64
+	paused := make(chan struct{})
+	pipeline := func(src *source.KafkaSource, zombie bool, opts ...stream.Option) *stream.Stream[log.Record] {
+		out, err := sink.Kafka(brokers, "out")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = out.Close() })
+		return stream.From(src, opts...).Map(func(ctx context.Context, r log.Record) (log.Record, error) {
+			if zombie && seen.Add(1) == 30 {
+				close(paused)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return r, ctx.Err()
+				}
+			}
+			return log.Record{Key: r.Value, Value: binary.BigEndian.AppendUint64(nil, 1)}, nil
+		}).To(out).Checkpointing(src)
+	}
+	a := newKafkaSource(t, brokers, "eos-z", []string{"in"}, source.KafkaTransactionalID("eos-z-a"),
+		source.KafkaClientOpts(kgo.SessionTimeout(time.Second)))
+	doneA := runAsync(ctx, pipeline(a, true, stream.ExactlyOnce(stream.TransactionInterval(200*time.Millisecond))))
+	<-paused
+	var frozen atomic.Pointer[string]
+	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.HeartbeatRequest)
+		if frozen.Load() == nil {
+			frozen.Store(&req.MemberID) // A's: B has not joined yet
+		}
+		if req.MemberID == *frozen.Load() {
+			c.SleepControl(func() { <-thaw })
+		}
+		return nil, nil, false
+	})
+	b := newKafkaSource(t, brokers, "eos-z", []string{"in"}, source.KafkaTransactionalID("eos-z-b"))
+	doneB := runAsync(ctx, pipeline(b, false, stream.ExactlyOnce()))
+	eventually(t, "B commits every record", func() bool {
+		c, err := fetchCommitted(brokers, "eos-z", "in")
+		return err == nil && c[0]+c[1] == n
+	})
+	// A resumes before it hears of its expulsion: its transaction ends
+	// with its old membership, and must not commit.
+	close(release)
+	close(thaw)
+	eventually(t, "A's transaction aborted", func() bool { return a.Stats().Aborts > 0 })
+	cancel()
+	require.NoError(t, waitRun(t, doneA))
+	require.NoError(t, waitRun(t, doneB))
+	got := readCommitted(t, brokers, "out")
+	for i := range n {
+		require.Equal(t, []int64{1}, got[strconv.Itoa(i)], "record %d", i)
+	}
+	require.Len(t, got, n)
+}

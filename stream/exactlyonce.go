@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
@@ -332,10 +333,17 @@ func (rt *runtime) drainTxn() bool {
 		if len(rt.flushers) > 0 {
 			wait, stop = context.WithTimeout(wctx, 20*time.Millisecond)
 		}
+		// Every record handed in, of revoked partitions too: a record
+		// still running writes into the transaction, and must not while
+		// it ends (an abort fails what is still being produced).
 		settled := true
 		rt.parts = rt.tracker.Partitions(rt.parts[:0])
+		rt.beginMu.Lock()
+		rt.parts = append(rt.parts, rt.retired...)
+		waited := len(rt.retired)
+		rt.beginMu.Unlock()
 		for _, pt := range rt.parts {
-			if !pt.Revoked() && pt.WaitSettled(wait) != nil {
+			if pt.WaitSettled(wait) != nil {
 				settled = false
 				break
 			}
@@ -354,6 +362,9 @@ func (rt *runtime) drainTxn() bool {
 		}
 		stop()
 		if settled {
+			rt.beginMu.Lock()
+			rt.retired = slices.Delete(rt.retired, 0, waited) // settled: nothing of them runs
+			rt.beginMu.Unlock()
 			for _, pt := range rt.parts {
 				if !pt.Revoked() && pt.InFlight() > 0 {
 					return false // abandoned: settled, not finished

@@ -96,6 +96,9 @@ type runtime struct {
 	txnGate    sync.RWMutex
 	settleWake chan struct{}
 	txnAborts  atomic.Int64
+	// retired are the trackers Assigned replaced (under beginMu), whose
+	// records may still run: a transaction's end waits for them too.
+	retired []*checkpoint.PartitionTracker
 	// revokedInTxn: a partition was revoked or lost since the last
 	// transaction ended; the open one cannot commit (its outputs may
 	// hold records of the partition past the position it leaves with).

@@ -57,6 +57,20 @@
 // end every record of RelayTopic must be in BackTopic and every commit at
 // the end offset.
 //
+// Scenario relay-eos (ScenarioRelayExactlyOnce, issue 19) runs the
+// log-to-kafka relay alone, with --exactly-once: its records and its log
+// positions are committed in Kafka transactions together, the positions in
+// the topic sink.KafkaPositionsTopic(RelayTransactionalID). The publisher
+// and the relay are killed. The supervisor reads RelayTopic as a
+// read_committed reader does (internal/kafkaread: up to the last stable
+// offsets, aborted transactions left out), and samples the committed
+// positions the same way (a sink.Kafka with the relay's transactional id
+// that never begins a transaction, so fences nobody); the rules (c) and
+// (d) apply to them, and at the end (e): every record of the log is in
+// RelayTopic exactly once, and per source partition in the log's order.
+// Its summary counts the duplicates and the records out of order, which
+// must be 0.
+//
 // Journals are files opened with O_APPEND, one write(2) per line, so a line
 // is in the page cache, and survives the writer's SIGKILL, once the write
 // returns: a line is written before what it records is acknowledged (the

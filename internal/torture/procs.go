@@ -57,6 +57,11 @@ func (s *supervisor) args(c *child) []string {
 			"--dir", logDir(s.cfg.Dir), "--from", RelayTopic, "--to", BackTopic, "--partitions", strconv.Itoa(Partitions),
 			"--group", BackGroup, "--session-timeout", backSession.String(), "--rebalance-timeout", backRebalance.String(), "--instance-id", "torture-back", "--addr", "127.0.0.1:0"}
 	}
+	if c.role == roleRelay && s.cfg.Scenario == ScenarioRelayExactlyOnce {
+		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),
+			"--dir", logDir(s.cfg.Dir), "--from", Topic, "--to", RelayTopic,
+			"--exactly-once", "--transactional-id", RelayTransactionalID, "--addr", "127.0.0.1:0"}
+	}
 	if c.role == roleRelay {
 		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),
 			"--dir", logDir(s.cfg.Dir), "--from", Topic, "--to", RelayTopic,

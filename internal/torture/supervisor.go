@@ -19,6 +19,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/kafkatest"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
 )
 
 // Config is one torture run.
@@ -29,7 +30,7 @@ type Config struct {
 	Dir string
 	// Scenario is the consumers' pipeline, ScenarioPlain or
 	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
-	// consumers, or ScenarioSlow: one slow consumer of a partition
+	// consumers (ScenarioRelayExactlyOnce: exactly once), or ScenarioSlow: one slow consumer of a partition
 	// written beforehand, without a publisher, or ScenarioScale: workers
 	// of a consumer group on an in-process Kafka, without the log.
 	Scenario string
@@ -56,7 +57,8 @@ type Config struct {
 	// means 2000.
 	Rate int
 	// SampleEvery is how often the supervisor reads every position file;
-	// zero means 5 ms.
+	// zero means 5 ms (50 ms in ScenarioRelayExactlyOnce, where each
+	// sample reads the positions topic from its start).
 	SampleEvery time.Duration
 	// CatchUp bounds the wait, after the publisher stopped, for the
 	// consumers to save the high watermark; zero means 2 minutes. In
@@ -67,7 +69,7 @@ type Config struct {
 	// binary itself, or a test binary. Required.
 	Command func(args ...string) *exec.Cmd
 	// RelayCommand returns the command that runs examples/relay with args.
-	// Required for ScenarioRelay.
+	// Required for ScenarioRelay and ScenarioRelayExactlyOnce.
 	RelayCommand func(args ...string) *exec.Cmd
 	// Progress, when not nil, receives a line every 50 kills.
 	Progress io.Writer
@@ -110,11 +112,15 @@ func (c *Config) defaults() error {
 		return errors.New("torture: Config.Dir is required")
 	}
 	minWait, maxWait := 30*time.Millisecond, 200*time.Millisecond
+	sample := 5 * time.Millisecond
 	switch c.Scenario {
 	case ScenarioPlain, ScenarioPipeline:
-	case ScenarioRelay:
+	case ScenarioRelay, ScenarioRelayExactlyOnce:
 		if c.RelayCommand == nil {
-			return errors.New("torture: scenario relay needs Config.RelayCommand")
+			return fmt.Errorf("torture: scenario %s needs Config.RelayCommand", c.Scenario)
+		}
+		if c.Scenario == ScenarioRelayExactlyOnce {
+			sample = 50 * time.Millisecond
 		}
 	case ScenarioSlow:
 		// Issue 17's figures: 5,000 records of 100 B, 1 ms per record, a
@@ -144,7 +150,7 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow, scale, eos-log or eos-kafka-log)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, relay-eos, slow, scale, eos-log or eos-kafka-log)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -168,7 +174,7 @@ func (c *Config) defaults() error {
 		c.Rate = 2000
 	}
 	if c.SampleEvery <= 0 {
-		c.SampleEvery = 5 * time.Millisecond
+		c.SampleEvery = sample
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = 2 * time.Minute
@@ -194,6 +200,7 @@ type supervisor struct {
 	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
 	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
 	back    *backState         // ScenarioRelay: BackTopic and the group's commits
+	monitor *sink.KafkaSink    // ScenarioRelayExactlyOnce: reads the relay's committed positions, never begins
 }
 
 // Run runs a torture run: it creates the topic in cfg.Dir, starts the
@@ -246,6 +253,9 @@ func (s *supervisor) run(ctx context.Context) error {
 		if s.back != nil {
 			s.back.close()
 		}
+		if s.monitor != nil {
+			s.monitor.Close()
+		}
 		if s.cluster != nil {
 			s.cluster.Close()
 		}
@@ -283,7 +293,8 @@ func (s *supervisor) setup() error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("torture: run folder %s is not empty", dir)
 	}
-	relay := s.cfg.Scenario == ScenarioRelay
+	eos := s.cfg.Scenario == ScenarioRelayExactlyOnce
+	relay := s.cfg.Scenario == ScenarioRelay || eos
 	if relay {
 		if err := os.MkdirAll(filepath.Join(relayDir(dir), "state"), 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
@@ -294,8 +305,16 @@ func (s *supervisor) setup() error {
 			return fmt.Errorf("torture: start the in-process Kafka: %w", err)
 		}
 		s.cluster = kc
-		if s.kafka, err = newKafkaReader(kc.Brokers()); err != nil {
+		if s.kafka, err = newKafkaReader(kc.Brokers(), eos); err != nil {
 			return err
+		}
+		if eos {
+			// Load before BeginTransactions reads the committed
+			// positions from the positions topic each time, and fences
+			// nobody.
+			if s.monitor, err = sink.Kafka(kc.Brokers(), RelayTopic, sink.KafkaTransactionalID(RelayTransactionalID)); err != nil {
+				return fmt.Errorf("torture: %w", err)
+			}
 		}
 	}
 	for p := range int32(Partitions) {
@@ -310,11 +329,15 @@ func (s *supervisor) setup() error {
 		if err := os.MkdirAll(sdir, 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
 		}
-		store, err := checkpoint.NewFileStore(sdir)
-		if err != nil {
-			return fmt.Errorf("torture: %w", err)
+		if eos {
+			st.store = s.monitor
+		} else {
+			store, err := checkpoint.NewFileStore(sdir)
+			if err != nil {
+				return fmt.Errorf("torture: %w", err)
+			}
+			st.store = store
 		}
-		st.store = store
 		s.parts[p] = st
 	}
 	lg, err := log.Open(logDir(dir), log.CreateIfMissing(), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
@@ -329,6 +352,10 @@ func (s *supervisor) setup() error {
 		return fmt.Errorf("torture: close the log after creating the topic: %w", err)
 	}
 	s.children = append(s.children, &child{name: "publisher", role: rolePublisher, partition: -1})
+	if eos {
+		s.children = append(s.children, &child{name: "relay", role: roleRelay, partition: -1})
+		return nil
+	}
 	if relay {
 		if s.back, err = newBackState(dir); err != nil {
 			return err

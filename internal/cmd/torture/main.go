@@ -6,7 +6,7 @@
 // passed a record its consumer had not finished. See package
 // internal/torture for the checks.
 //
-//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,slow,scale,eos-log,eos-kafka-log] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
+//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
 //	        [--scale-records 120000] [--scale-keys 1000] [--scale-kills 3] [--members 1,3,2,3] [--stateless]
 //
 // Each scenario runs in turn, the i-th with the i-th mode (modes repeat
@@ -43,8 +43,16 @@
 //	make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 //	make torture TORTURE_FLAGS='--scenarios scale --seed 17 --stateless'
 //
+// Scenario relay-eos (issue 19) is scenario relay's log-to-kafka relay with
+// --exactly-once and no relay back, killed beside the publisher; Kafka is
+// read as a read_committed reader reads it, and every record of the log
+// must be there exactly once, in order per partition ("0 duplicates" in its
+// summary):
+//
+//	make torture TORTURE_FLAGS='--scenarios relay-eos --seed 17'
+//
 // The binary runs its own children: "torture child publish|consume|scale-worker ..."
-// is how the supervisor starts them. Scenario relay also runs
+// is how the supervisor starts them. Scenarios relay and relay-eos also run
 // examples/relay, by default the binary named relay beside this one (make
 // torture builds both into bin/).
 //
@@ -124,7 +132,7 @@ func run() int {
 	scaleKeys := flag.Int("scale-keys", 1000, "scenario scale: the distinct keys")
 	members := flag.String("members", "1,3,2,3", "scenario scale: the membership schedule, workers per step, comma-separated")
 	stateless := flag.Bool("stateless", false, "scenario scale: relay every record instead of counting windows, and check every record reached the output")
-	scenarios := flag.String("scenarios", "plain,pipeline,relay,slow,scale,eos-log,eos-kafka-log", "the scenarios to run, comma-separated: plain, pipeline, relay, slow, scale, eos-log, eos-kafka-log")
+	scenarios := flag.String("scenarios", "plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log", "the scenarios to run, comma-separated: plain, pipeline, relay, relay-eos, slow, scale, eos-log, eos-kafka-log")
 	modes := flag.String("modes", "mmap,file", "the log's write paths, comma-separated, the i-th scenario using the i-th (repeating)")
 	seed := flag.Uint64("seed", 0, "the seed of the first scenario's random choices (0: random)")
 	dir := flag.String("dir", "", "the folder for the run folders (default: a new temporary folder)")
@@ -132,7 +140,7 @@ func run() int {
 	minInterval := flag.Duration("min-interval", 0, "the shortest wait before a kill (0: the scenario's, 30ms; 200ms for slow)")
 	maxInterval := flag.Duration("max-interval", 0, "the longest wait before a kill (0: the scenario's, 200ms; 1s for slow)")
 	rate := flag.Int("rate", 2000, "about how many records a second the publisher appends")
-	relayBin := flag.String("relay-bin", "", "examples/relay's binary, for scenario relay (default: relay beside this binary)")
+	relayBin := flag.String("relay-bin", "", "examples/relay's binary, for scenarios relay and relay-eos (default: relay beside this binary)")
 	flag.Parse()
 
 	exe, err := os.Executable()
