@@ -30,7 +30,10 @@ func (f logOptionFunc) applyLog(c *logConfig) { f(c) }
 // returns. Use it when a checkpoint saved after the write must be backed by
 // durable output (a relay from one topic to another). The default is off:
 // Write returns once the bytes are in the page cache, and durability follows
-// the log's flush policy.
+// the log's flush policy. Under stream.ExactlyOnce, with the sink its
+// transactor, the sync is made once per transaction, of every partition it
+// wrote, before the commit (see [LogSink.EndTransaction]), so that a
+// committed transaction survives a power loss too.
 func Synced() LogOption {
 	return logOptionFunc(func(c *logConfig) { c.synced = true })
 }

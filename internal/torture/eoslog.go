@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ type EOSLogReport struct {
 	KillsUncommitted int   // of which left outputs past the committed ends
 	RolledBack       int64 // outputs past the committed ends at the kills, truncated by the next start
 	Missed           int   // kills whose worker had already exited (a violation: the run did not get its kills)
+	Reruns           int   // pipelines a worker built again in its process (a source failure, an aborted transaction; from Kafka)
 
 	Outputs    int64 // records in the output at the end
 	Lost       int   // results missing from the output: a (key, count), or an input record
@@ -175,6 +177,9 @@ func (s *supervisor) runEOSLog(ctx context.Context) error {
 	}
 	if err := s.finishEOSLog(ctx, c, out); err != nil {
 		return err
+	}
+	if b, err := os.ReadFile(filepath.Join(s.cfg.Dir, c.name+".stderr")); err == nil {
+		rep.Reruns = strings.Count(string(b), ", again")
 	}
 	if err := ro.Close(); err != nil {
 		return fmt.Errorf("torture: eos-log: %w", err)
@@ -531,7 +536,7 @@ func (r *EOSLogReport) lines(b *strings.Builder, s *Summary) {
 	}
 	fmt.Fprintf(b, "  kills       %d (%d early, at a start; %d with outputs past the committed ends: %d records rolled back at the next start), %d missed\n",
 		r.Kills, r.EarlyKills, r.KillsUncommitted, r.RolledBack, r.Missed)
-	fmt.Fprintf(b, "  restarts    %d\n", s.Restarts)
+	fmt.Fprintf(b, "  restarts    %d (and %d pipelines built again in the worker)\n", s.Restarts, r.Reruns)
 	fmt.Fprintf(b, "  output      %d records: %d lost, %d duplicated, %d out of order, %d phantoms\n",
 		r.Outputs, r.Lost, r.Duplicated, r.OutOfOrder, r.Phantoms)
 	fmt.Fprintf(b, "  torn        %d log tails\n", s.TornTails)

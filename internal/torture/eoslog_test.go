@@ -3,6 +3,7 @@ package torture_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -46,8 +47,9 @@ func TestShortEOSLogWritesEachResultOnce(t *testing.T) {
 		mode := tc.mode
 		t.Run(tc.scenario+"/"+mode.String(), func(t *testing.T) {
 			t.Parallel()
+			dir := t.TempDir()
 			sum, err := torture.Run(context.Background(), torture.Config{
-				Dir:      t.TempDir(),
+				Dir:      dir,
 				Scenario: tc.scenario,
 				Mode:     mode,
 				Kills:    5,
@@ -59,6 +61,9 @@ func TestShortEOSLogWritesEachResultOnce(t *testing.T) {
 			require.NotNil(t, sum, "Run: %v", err)
 			t.Log("\n" + sum.String())
 			if err != nil || t.Failed() {
+				if b, rerr := os.ReadFile(filepath.Join(dir, "eos-log-worker.stderr")); rerr == nil {
+					t.Logf("the worker's stderr:\n%s", b)
+				}
 				t.Logf("rerun this seed alone: STROM_EOS_LOG_SEED=%d go test -race -run 'TestShortEOSLogWritesEachResultOnce/%s/%s' ./internal/torture/ "+
 					"(the kill moments and the input are the seed's; the scheduling of the processes is not)",
 					seed, tc.scenario, mode)

@@ -6,8 +6,10 @@ package torture
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -118,20 +120,7 @@ func (w eosLogWorker) run(ctx context.Context) error {
 		return log.Record{Key: r.Key, Value: r.Value}, nil
 	}
 	if w.brokers != nil {
-		src, err := source.Kafka(w.brokers, EOSLogGroup, []string{EOSLogInput}, source.KafkaClientOpts(
-			kgo.ClientID(fmt.Sprintf("eos-log-worker.%d", w.inc)),
-			kgo.SessionTimeout(500*time.Millisecond),
-			kgo.HeartbeatInterval(50*time.Millisecond),
-			kgo.RebalanceTimeout(time.Second)),
-			source.KafkaMaxRecords(64)) // batches of about the log source's 4 KiB
-		if err != nil {
-			return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
-		}
-		err = stream.From(src, eos, stream.WithDrainTimeout(5*time.Second)).Map(work).To(out).Checkpointing(out).Run(ctx)
-		if err != nil {
-			return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
-		}
-		return nil
+		return w.runKafka(ctx, out, eos, work)
 	}
 	src := source.Topic(lg, EOSLogInput, source.FromStore(out), source.Replay(), source.MaxBytes(4<<10))
 	s := stream.From(src, eos).Map(work)
@@ -143,4 +132,37 @@ func (w eosLogWorker) run(ctx context.Context) error {
 		return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
 	}
 	return nil
+}
+
+// runKafka runs the Kafka pipeline under stream.Forever, as a service
+// would: a retryable source failure (a JoinGroup that timed out while the
+// group waited for a killed member) builds it again. A transaction the
+// group's rebalance aborted (stream.ErrTransactionAborted: a LogSink
+// cannot rewind a running pipeline) does too: each new Run starts from
+// the committed transaction. Each such restart is written to stderr.
+func (w eosLogWorker) runKafka(ctx context.Context, out *sink.LogSink, eos stream.Option, work func(context.Context, log.Record) (log.Record, error)) error {
+	for {
+		err := stream.Forever(ctx, func() stream.Runner {
+			src, err := source.Kafka(w.brokers, EOSLogGroup, []string{EOSLogInput}, source.KafkaClientOpts(
+				kgo.ClientID(fmt.Sprintf("eos-log-worker.%d", w.inc)),
+				kgo.SessionTimeout(500*time.Millisecond),
+				kgo.HeartbeatInterval(50*time.Millisecond),
+				kgo.RebalanceTimeout(time.Second)),
+				source.KafkaMaxRecords(64)) // batches of about the log source's 4 KiB
+			if err != nil {
+				return failedRunner{err}
+			}
+			return stream.From(src, eos, stream.WithDrainTimeout(5*time.Second)).Map(work).To(out).Checkpointing(out)
+		}, stream.OnSourceError(func(err error, failures int) {
+			fmt.Fprintf(os.Stderr, "torture: %s: source failure %d, again: %v\n", roleEOSLogWorker, failures, err)
+		}))
+		if errors.Is(err, stream.ErrTransactionAborted) && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "torture: %s: an aborted transaction, again: %v\n", roleEOSLogWorker, err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("torture: %s: %w", roleEOSLogWorker, err)
+		}
+		return nil
+	}
 }
