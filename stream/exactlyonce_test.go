@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/reugn/go-streams/flow"
 	"github.com/stretchr/testify/require"
@@ -157,4 +158,70 @@ func TestExactlyOnceRefusesWhatCannotTakePart(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
+}
+
+// positionsSpy is a source that records whether Run gave it positions.
+type positionsSpy struct {
+	*streamtest.SliceSource[int]
+	given bool
+}
+
+func (p *positionsSpy) SetPositions(ps stream.Positions) {
+	if ps != nil {
+		p.given = true
+	}
+}
+
+func TestExactlyOnceGivesASourceNoPositionsToCommitOutsideTheTransactions(t *testing.T) {
+	f := &fakeTxn{}
+	src := &positionsSpy{SliceSource: streamtest.Slice([]int{1, 2, 3})}
+	require.NoError(t, stream.From[int](src, stream.ExactlyOnce()).To(f).Checkpointing(f).Run(context.Background()))
+	require.False(t, src.given, "a consumer group would commit them at a revocation, past outputs an abort truncates")
+	require.Len(t, f.committed, 3)
+
+	atLeastOnce := &positionsSpy{SliceSource: streamtest.Slice([]int{1, 2, 3})}
+	require.NoError(t, stream.From[int](atLeastOnce).To(streamtest.Collect[int]()).Checkpointing(checkpoint.NewMemoryStore()).Run(context.Background()))
+	require.True(t, atLeastOnce.given)
+}
+
+// abortingTxn is a fakeTxn whose first commit fails (a commit the
+// transactor cannot make, such as a sink that lost its writer lock).
+type abortingTxn struct {
+	*fakeTxn
+	aborted bool
+}
+
+func (a *abortingTxn) EndTransaction(ctx context.Context, positions []checkpoint.TopicPosition, commit bool) (bool, error) {
+	if !a.aborted && commit {
+		a.aborted = true
+		return a.fakeTxn.EndTransaction(ctx, positions, false)
+	}
+	return a.fakeTxn.EndTransaction(ctx, positions, commit)
+}
+
+func (a *abortingTxn) JoinTransaction(t stream.Transactor) error {
+	if t != stream.Transactor(a) {
+		return errors.New("abortingTxn joins only itself")
+	}
+	return nil
+}
+
+func TestForeverRunsAgainAfterAnAbortedTransaction(t *testing.T) {
+	a := &abortingTxn{fakeTxn: &fakeTxn{}}
+	runs := 0
+	err := stream.Forever(context.Background(), func() stream.Runner {
+		runs++
+		// A new run starts from the committed position, as a source
+		// resuming from the transactor would.
+		from := int(a.pos)
+		values := []int{}
+		for v := from; v < 5; v++ {
+			values = append(values, v)
+		}
+		src := streamtest.Slice(values)
+		return stream.From(src, stream.ExactlyOnce()).To(a).Checkpointing(a)
+	}, stream.WithBackoff(time.Millisecond, time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, 2, runs)
+	require.Equal(t, []int{0, 1, 2, 3, 4}, a.committed)
 }

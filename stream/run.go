@@ -353,7 +353,11 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		return err
 	}
 	for _, src := range p.sources {
-		if pa, ok := src.(PositionsAware); ok {
+		// Under ExactlyOnce no position may be committed outside the
+		// transactor's transactions: a source.Kafka read into the log
+		// would otherwise commit its group's offsets at a revocation,
+		// past outputs an abort then truncates.
+		if pa, ok := src.(PositionsAware); ok && rt.eos == nil {
 			pa.SetPositions(trackerPositions{rt.tracker})
 			defer pa.SetPositions(nil)
 		}
