@@ -229,7 +229,8 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) ([]*kgo.Reco
 		for remaining > 0 {
 			fs := cl.PollFetches(ctx)
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("kafkatest: reading %s: %w", topic, err)
+				return nil, fmt.Errorf("kafkatest: reading %s, at %v of the high watermarks %v: %w (a topic written in transactions ends in commit markers, which a consumer never returns: read it with Committed)",
+					topic, next, want, err)
 			}
 			for _, fe := range fs.Errors() {
 				return nil, fmt.Errorf("kafkatest: reading %s partition %d: %w", fe.Topic, fe.Partition, fe.Err)

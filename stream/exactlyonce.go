@@ -58,7 +58,9 @@ func TransactionInterval(d time.Duration) ExactlyOnceOption {
 // calls (Map, FlatMap) is the caller's: its side effects (an HTTP call) are
 // not in the transaction, and happen again when a transaction is aborted.
 //
-// Each transaction ends every [TransactionInterval]: reading pauses, the
+// Each transaction ends every [TransactionInterval], which replaces the
+// checkpoint options of [Stream.Checkpointing] ([CheckpointInterval],
+// [CheckpointRecords], [CheckpointEachBatch]): reading pauses, the
 // records read are let finish (partial [Batch]es handed on, a [Window]'s
 // results written), then the transactor commits. When it cannot (a
 // rebalance, a fenced member), it aborts: nothing of the transaction is
@@ -169,6 +171,15 @@ func (p *pipeline) noteEffect(what, why string) {
 	p.effects = append(p.effects, effect{what: what, why: why})
 }
 
+// describe names v for an error: its String when it has one (sink.Func's
+// type is unexported), else its type.
+func describe(v any) string {
+	if s, ok := v.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", v)
+}
+
 // oneTransactor says what store an ExactlyOnce pipeline needs.
 const oneTransactor = "ExactlyOnce takes one store, the transactor: Checkpointing(src) for a source.Kafka; " +
 	"for a log source, the sink: a sink.Kafka with sink.KafkaTransactionalID, or a sink.Log"
@@ -195,7 +206,7 @@ func (p *pipeline) checkExactlyOnce() (Transactor, error) {
 			return nil, fmt.Errorf("%w: %s: %s", ErrNotExactlyOnce, e.what, e.why)
 		}
 		if _, ok := e.sink.(TransactionalSink); !ok {
-			return nil, fmt.Errorf("%w: %s is a %T, which cannot write into a transaction: what it wrote could not be taken back when a transaction aborts", ErrNotExactlyOnce, e.what, e.sink)
+			return nil, fmt.Errorf("%w: %s is a %s, which cannot write into a transaction: what it wrote could not be taken back when a transaction aborts", ErrNotExactlyOnce, e.what, describe(e.sink))
 		}
 	}
 	return tr, nil
