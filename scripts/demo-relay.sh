@@ -11,11 +11,12 @@
 #   at-least-once   B keeps its positions in a FileStore. A is killed with kill -9 mid-way
 #                   and restarted, then B: both hand out again what they did since their last
 #                   saved position, and the second topic holds duplicates.
-#   exactly-once    B runs with --exactly-once: its records and its log positions go into
-#                   Kafka transactions together (sink.KafkaTransactionalID). B is killed twice;
-#                   A, whose direction (Kafka -> log) is not exactly once yet (issue 19, item 2),
-#                   is not killed, unless A_EXACTLY_ONCE=1 (once the relay takes --exactly-once
-#                   for kafka-to-log: it then gets the flag and one of the kills).
+#   exactly-once    both relays run with --exactly-once. B's records and its log positions go
+#                   into Kafka transactions together (sink.KafkaTransactionalID); A's appends
+#                   and its Kafka positions are committed together in the log topic's
+#                   transaction file (sink.LogSink), and A reads Kafka read_committed. A is
+#                   killed with kill -9 mid-way, then B. A_EXACTLY_ONCE=0 leaves A at-least-once
+#                   and unkilled (B is killed twice).
 #
 # Each mode waits until both relays have no lag and the second topic holds as many records as
 # the first, and checks the round trip (kafkatool roundtrip, reading committed records only):
@@ -36,7 +37,7 @@
 #   B_DELAY          time relay B spends per record (default 2ms): slower than A, it is behind
 #                    when it is killed, with records handed to Kafka but not yet saved
 #   MODES            the modes to run, in order (default "at-least-once exactly-once")
-#   A_EXACTLY_ONCE=1 relay A with --exactly-once too, and killed in exactly-once mode
+#   A_EXACTLY_ONCE   1 (the default): relay A with --exactly-once too, and killed, in exactly-once mode
 #   KEEP=1           keep the temporary folder; CI=true shorter pauses
 set -euo pipefail
 
@@ -50,7 +51,7 @@ DELAY=${DELAY:-1ms}
 B_DELAY=${B_DELAY:-2ms}
 PARTITIONS=3
 MODES=${MODES:-at-least-once exactly-once}
-A_EXACTLY_ONCE=${A_EXACTLY_ONCE:-0}
+A_EXACTLY_ONCE=${A_EXACTLY_ONCE:-1}
 RUN=$(date +%s)-$$
 LOGTOPIC=relayed
 

@@ -38,7 +38,13 @@ func TestExactlyOnceFlags(t *testing.T) {
 	assert.Equal(t, "relay-7", cfg.txnID)
 
 	_, err = parseFlags(append([]string{"--direction", toLog}, base...))
-	require.ErrorContains(t, err, "kafka-to-log is at-least-once only")
+	require.ErrorContains(t, err, "--transactional-id is for log-to-kafka")
+	t.Setenv("STROM_TRANSACTIONAL_ID", "")
+	cfg, err = parseFlags(append([]string{"--direction", toLog}, base...))
+	require.NoError(t, err, "kafka-to-log --exactly-once commits in the log")
+	assert.True(t, cfg.eos)
+	assert.Empty(t, cfg.txnID, "kafka-to-log runs no Kafka transaction")
+	t.Setenv("STROM_TRANSACTIONAL_ID", "relay-7")
 
 	t.Setenv("STROM_EXACTLY_ONCE", "")
 	_, err = parseFlags(append(toKafkaArgs, "--state", "s"))

@@ -1,6 +1,5 @@
 // Command relay moves records between a strom log and Kafka, at-least-once,
-// in the direction --direction says; log-to-kafka also exactly once
-// (--exactly-once).
+// or exactly once with --exactly-once, in the direction --direction says.
 //
 //	go run ./examples/relay --direction kafka-to-log --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh
 //	go run ./examples/relay --direction log-to-kafka --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh-back --state /tmp/relay-state
@@ -43,8 +42,16 @@
 // commit is aborted and the pipeline restarts from the committed
 // positions, with backoff, printing the attempt on stderr.
 //
-// kafka-to-log refuses --exactly-once: exactly-once into the log is not
-// built yet (issue 19, item 2).
+// kafka-to-log with --exactly-once runs the pipeline under
+// stream.ExactlyOnce with the sink.LogSink of --to as its checkpoint store:
+// every 100 ms the records appended since the last transaction and the
+// Kafka positions past them are committed together in the topic's
+// transaction file (exactly-once.txn), and a restart first cuts what was
+// appended after the last commit. The positions are the log's, not the
+// group's: the group's commits do not move (a partition assigned starts
+// where the log's transactions say). It reads --from with read_committed,
+// so records of aborted Kafka transactions (a log-to-kafka relay's under
+// --exactly-once) are never copied.
 //
 // Every record written carries two headers naming where it came from:
 // strom.relay.partition and strom.relay.offset (its source partition and
@@ -70,7 +77,7 @@
 //	--partitions  STROM_PARTITIONS  partitions of the log topic kafka-to-log creates, default 3
 //	--group       STROM_GROUP       Kafka consumer group of kafka-to-log, default "strom-relay"
 //	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there, unless --exactly-once)
-//	--exactly-once STROM_EXACTLY_ONCE  log-to-kafka: exactly once, in Kafka transactions (see above); default false
+//	--exactly-once STROM_EXACTLY_ONCE  exactly once: log-to-kafka in Kafka transactions, kafka-to-log in the log's (see above); default false
 //	--transactional-id STROM_TRANSACTIONAL_ID  log-to-kafka --exactly-once: the Kafka transactional id,
 //	                                   default <group>-<from>-<to>; its positions topic is <id>-positions
 //	--timeout     STROM_KAFKA_TIMEOUT  log-to-kafka: how long a record may wait for Kafka's
@@ -187,7 +194,7 @@ type config struct {
 	session    time.Duration // consumer group session timeout
 	rebalance  time.Duration // consumer group rebalance timeout
 	instance   string        // static group member id; "" for a dynamic member
-	eos        bool          // --exactly-once (log-to-kafka)
+	eos        bool          // --exactly-once
 	txnID      string        // --transactional-id, defaulted to <group>-<from>-<to> with eos
 	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
@@ -215,7 +222,7 @@ func parseFlags(args []string) (config, error) {
 	session := fs.Duration("session-timeout", env.Duration("STROM_KAFKA_SESSION_TIMEOUT", 45*time.Second), "consumer group session timeout of kafka-to-log (env STROM_KAFKA_SESSION_TIMEOUT)")
 	rebalance := fs.Duration("rebalance-timeout", env.Duration("STROM_KAFKA_REBALANCE_TIMEOUT", 60*time.Second), "how long a rebalance of kafka-to-log's group waits for members to rejoin (env STROM_KAFKA_REBALANCE_TIMEOUT)")
 	instance := fs.String("instance-id", env.String("STROM_KAFKA_INSTANCE_ID", ""), "static consumer group member id of kafka-to-log (env STROM_KAFKA_INSTANCE_ID)")
-	eos := fs.Bool("exactly-once", env.Bool("STROM_EXACTLY_ONCE", false), "log-to-kafka: exactly once, in Kafka transactions (env STROM_EXACTLY_ONCE)")
+	eos := fs.Bool("exactly-once", env.Bool("STROM_EXACTLY_ONCE", false), "exactly once: log-to-kafka in Kafka transactions, kafka-to-log in the log's (env STROM_EXACTLY_ONCE)")
 	txnID := fs.String("transactional-id", env.String("STROM_TRANSACTIONAL_ID", ""), "log-to-kafka --exactly-once: Kafka transactional id, default <group>-<from>-<to> (env STROM_TRANSACTIONAL_ID)")
 	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
@@ -231,7 +238,7 @@ func parseFlags(args []string) (config, error) {
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
 		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter),
 		eos: *eos, txnID: *txnID}
-	if cfg.eos && cfg.txnID == "" {
+	if cfg.eos && cfg.txnID == "" && cfg.direction == toKafka {
 		cfg.txnID = cfg.group + "-" + cfg.from + "-" + cfg.to
 	}
 	for _, b := range strings.Split(*brokers, ",") {
@@ -250,10 +257,10 @@ func parseFlags(args []string) (config, error) {
 		return config{}, errors.New("--from and --to are required")
 	case cfg.direction == toKafka && cfg.state == "" && !cfg.eos:
 		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka, unless --exactly-once")
-	case cfg.eos && cfg.direction == toLog:
-		return config{}, errors.New("--exactly-once: kafka-to-log is at-least-once only: exactly-once into the log is not built yet (issue 19, item 2)")
 	case cfg.txnID != "" && !cfg.eos:
 		return config{}, errors.New("--transactional-id is for --exactly-once")
+	case cfg.txnID != "" && cfg.direction == toLog:
+		return config{}, errors.New("--transactional-id is for log-to-kafka: kafka-to-log --exactly-once commits in the log (the sink.LogSink's transaction file), not in Kafka")
 	case cfg.batch < 1:
 		return config{}, fmt.Errorf("--batch %d: must be at least 1", cfg.batch)
 	case cfg.delay < 0:
@@ -358,10 +365,32 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
+	logSink := sink.Log(out)
 	r.lag = func(ctx context.Context) (int64, map[int32]int64, error) {
 		commits, err := adm.FetchOffsetsForTopics(ctx, r.cfg.group, r.cfg.from)
 		if err != nil {
 			return 0, nil, err
+		}
+		if r.cfg.eos {
+			// The positions are the log's transactions'.
+			ends, err := adm.ListEndOffsets(ctx, r.cfg.from)
+			if err != nil {
+				return 0, nil, err
+			}
+			var lag int64
+			positions := map[int32]int64{}
+			var lerr error
+			ends.Each(func(e kadm.ListedOffset) {
+				pos, found, err := logSink.Load(ctx, e.Topic, e.Partition)
+				if err != nil {
+					lerr = err
+				}
+				if found {
+					positions[e.Partition] = pos.Offset
+				}
+				lag += max(e.Offset-pos.Offset, 0)
+			})
+			return lag, positions, lerr
 		}
 		ends, err := adm.ListEndOffsets(ctx, r.cfg.from)
 		if err != nil {
@@ -387,10 +416,21 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 			if r.cfg.instance != "" {
 				opts = append(opts, kgo.InstanceID(r.cfg.instance))
 			}
+			if r.cfg.eos {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			}
 			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
 				source.KafkaMaxRecords(r.cfg.batch), source.KafkaClientOpts(opts...))
 			if err != nil {
 				return failed{err}
+			}
+			if r.cfg.eos {
+				return stream.From(src, stream.WithName(r.cfg.direction), stream.ExactlyOnce()).
+					Map(r.tag).
+					To(logSink).
+					Tap(r.wroteLog(out)).
+					Tap(r.crashAfterAppend).
+					Checkpointing(logSink)
 			}
 			return stream.From(src, stream.WithName(r.cfg.direction)).
 				Map(r.tag).
