@@ -706,6 +706,9 @@ func (s *KafkaSource) RestoreChanges(ctx context.Context, stage, topic string, p
 		start, end, err = changelogBounds(tctx, adm, name, partition)
 	}
 	cancel()
+	if err == nil && found && partition < info.partitions {
+		end, err = s.waitStable(ctx, adm, name, partition, end)
+	}
 	if err != nil {
 		return fail(partition, err)
 	}
@@ -748,6 +751,59 @@ func (s *KafkaSource) RestoreChanges(ctx context.Context, stage, topic string, p
 type restoreFnError struct{ err error }
 
 func (e *restoreFnError) Error() string { return e.err.Error() }
+
+// waitStable waits until no transaction is open below the changelog
+// partition's high watermark of now, and returns the last stable offset
+// then (lso, the end found, when none is). A restore reads committed
+// changes only, up to the last stable offset; a transaction left open by
+// another producer (a member expelled with one open, until its transaction
+// timeout aborts it) holds that offset below the changes committed after
+// it, by this member before a rewind or by the partition's owner since:
+// the state restored would be older than the offsets committed with it,
+// and the records between counted, and their results written, twice
+// (torture scenario eos-kafka, seed 6055). It waits at most the source's
+// transaction timeout plus [KafkaTimeout].
+func (s *KafkaSource) waitStable(ctx context.Context, adm *kadm.Client, name string, partition int32, lso int64) (int64, error) {
+	bound := s.cfg.txnTimeout
+	if bound <= 0 {
+		bound = DefaultKafkaTransactionTimeout
+	}
+	bound += s.cfg.timeout
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(wctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("listing the high watermark: %w", err)
+	}
+	hwm, ok := ends.Lookup(name, partition)
+	switch {
+	case !ok:
+		return 0, errors.New("listing the high watermark: the partition is missing from the answer")
+	case hwm.Err != nil:
+		return 0, fmt.Errorf("listing the high watermark: %w", hwm.Err)
+	}
+	for lso < hwm.Offset {
+		t := time.NewTimer(50 * time.Millisecond) // the broker's state: no event to wait on
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, fmt.Errorf("a transaction open at offset %d holds the last stable offset below the high watermark %d for more than %v (another producer writing the changelog?)",
+				lso, hwm.Offset, bound)
+		case <-t.C:
+		}
+		lsos, err := adm.ListCommittedOffsets(wctx, name)
+		if err != nil {
+			continue // retried until the bound
+		}
+		if o, ok := lsos.Lookup(name, partition); ok && o.Err == nil {
+			lso = o.Offset
+		}
+	}
+	return lso, nil
+}
 
 // changelogBounds lists the start and the end (the last stable offset) of
 // a changelog partition.

@@ -405,3 +405,78 @@ func TestKafkaExactlyOnceAZombieMemberIsFencedAndNothingOfItsTransactionIsVisibl
 	}
 	require.Len(t, got, n)
 }
+
+// TestKafkaExactlyOnceRewindBehindAnotherProducersOpenTransactionCountsNothingTwice
+// is torture scenario eos-kafka's seed 6055 (found by the fault runs): a
+// producer left a transaction open on the window's changelog (a member
+// expelled with one open), so the changelog's last stable offset stays
+// below the changes this member committed after it. One of its
+// transactions then aborts, and the rewind restores the state. Read up to
+// the last stable offset, the state was older than the offsets committed
+// with it: the records between were counted again and their windows
+// committed twice. The restore now waits for the open transaction to end.
+func TestKafkaExactlyOnceRewindBehindAnotherProducersOpenTransactionCountsNothingTwice(t *testing.T) {
+	c, brokers := startKafkaCluster(t, 1, "in", "out")
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	var all []*kgo.Record
+	produceN := func(k int) {
+		var recs []*kgo.Record
+		for range k { // one key, one record every 20 s: a window closes every 3 records
+			recs = append(recs, &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: base.Add(time.Duration(n) * 20 * time.Second)})
+			n++
+		}
+		all = append(all, recs...)
+		produceKeyed(t, brokers, recs)
+	}
+	src := newKafkaSource(t, brokers, "eos-lso", []string{"in"}, source.KafkaTransactionalID("eos-lso"))
+	out, err := sink.Kafka(brokers, "out")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = out.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runAsync(ctx, windowCounts(src, out, stream.ExactlyOnce()))
+	committedIn := func() int64 {
+		c, err := fetchCommitted(brokers, "eos-lso", "in")
+		return map[bool]int64{true: c[0], false: -1}[err == nil]
+	}
+	produceN(10)
+	eventually(t, "the first 10 records committed", func() bool { return committedIn() == 10 })
+
+	zombie, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("zombie"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer zombie.Close()
+	require.NoError(t, zombie.BeginTransaction())
+	zctx, zcancel := context.WithTimeout(context.Background(), kafkaWait)
+	defer zcancel()
+	require.NoError(t, zombie.ProduceSync(zctx, &kgo.Record{Topic: "eos-lso-window-changelog", Partition: 0, Key: []byte("zombie"), Value: []byte("x")}).FirstErr())
+	produceN(10)
+	eventually(t, "records 10 to 20 committed past the open transaction", func() bool { return committedIn() == 20 })
+
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.TxnOffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true // once
+	})
+	produceN(10)
+	eventually(t, "the transaction aborted", func() bool { return src.Stats().Aborts == 1 })
+	// The rewind's restore waits for the open transaction; it ends.
+	require.NoError(t, zombie.EndTransaction(zctx, kgo.TryAbort))
+	eventually(t, "records 20 to 30 committed after the abort", func() bool { return committedIn() == 30 })
+	cancel()
+	require.NoError(t, waitRun(t, done))
+	want := expectedCounts(all)
+	// The last window is open: no record closed it.
+	delete(want, fmt.Sprintf("k@%d", all[len(all)-1].Timestamp.Truncate(time.Minute).UnixMilli()))
+	requireExactlyOnce(t, brokers, want)
+}
