@@ -231,18 +231,16 @@ func eosCtx(ctx context.Context) context.Context { return context.WithoutCancel(
 // checkpoint a transaction's end every TransactionInterval.
 func (rt *runtime) beginTransactions(ctx context.Context) error {
 	p, tr := rt.p, rt.eos
-	if err := tr.BeginTransactions(ctx); err != nil {
-		return fmt.Errorf("stream: ExactlyOnce: begin the transactions of %T: %w", tr, err)
-	}
-	if err := p.joinTransactions(tr); err != nil {
-		return err
-	}
-	rt.eos = tr
 	// A transaction ends on the timer, and once more when Run returns:
 	// counting records or saving after each batch would end them at a
 	// pace the commits' round trips cannot follow.
 	p.cp = checkpointConfig{interval: p.cfg.eos.interval}
-	return nil
+	// rt.eos is set already (Run): a source that joins its group here
+	// calls the hooks, which read it, from its own goroutines.
+	if err := tr.BeginTransactions(ctx); err != nil {
+		return fmt.Errorf("stream: ExactlyOnce: begin the transactions of %T: %w", tr, err)
+	}
+	return p.joinTransactions(tr)
 }
 
 // saveTxn is save under ExactlyOnce: with the gate held (nothing is handed
