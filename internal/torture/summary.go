@@ -10,7 +10,7 @@ import (
 
 // Summary is what a run did and found.
 type Summary struct {
-	Scenario string        // ScenarioPlain, ScenarioPipeline, ScenarioRelay or ScenarioSlow
+	Scenario string        // ScenarioPlain, ScenarioPipeline, ScenarioRelay, ScenarioSlow, ScenarioScale or ScenarioExactlyOnce
 	Mode     log.Mode      // the log's write path
 	Seed     uint64        // the seed of the run's random choices
 	Dir      string        // the run folder
@@ -74,6 +74,7 @@ type Summary struct {
 	TornTails int // partitions whose last segment ends in a torn tail at the end
 
 	Scale *ScaleReport // ScenarioScale's run and checks; nil for the others
+	EOS   *EOSReport   // ScenarioExactlyOnce's run and checks; nil for the others
 
 	Violations []string // every violation, in the order found
 }
@@ -94,6 +95,12 @@ func (s *Summary) String() string {
 	if s.Scale != nil {
 		fmt.Fprintf(&b, "torture: scenario %s, seed %d: %s in %v\n", s.Scenario, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
 		s.Scale.lines(&b, s)
+		s.violationLines(&b)
+		return b.String()
+	}
+	if s.EOS != nil {
+		fmt.Fprintf(&b, "torture: scenario %s, seed %d: %s in %v\n", s.Scenario, s.Seed, verdict, s.Took.Round(10*time.Millisecond))
+		s.EOS.lines(&b, s)
 		s.violationLines(&b)
 		return b.String()
 	}

@@ -31,7 +31,9 @@ type Config struct {
 	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
 	// consumers, or ScenarioSlow: one slow consumer of a partition
 	// written beforehand, without a publisher, or ScenarioScale: workers
-	// of a consumer group on an in-process Kafka, without the log.
+	// of a consumer group on an in-process Kafka, without the log, or
+	// ScenarioExactlyOnce: such workers under stream.ExactlyOnce, with
+	// faults drawn from the seed.
 	Scenario string
 	// Mode is the log's write path; zero means log.DefaultMode.
 	Mode log.Mode
@@ -61,7 +63,8 @@ type Config struct {
 	// CatchUp bounds the wait, after the publisher stopped, for the
 	// consumers to save the high watermark; zero means 2 minutes. In
 	// ScenarioScale it bounds how long the group's commits may stay
-	// still before the run is reported stalled.
+	// still before the run is reported stalled, and in
+	// ScenarioExactlyOnce too (zero means a minute there).
 	CatchUp time.Duration
 	// Command returns the command that runs Child(args): the torture
 	// binary itself, or a test binary. Required.
@@ -73,7 +76,8 @@ type Config struct {
 	Progress io.Writer
 	// Records is ScenarioSlow's partition size in records, written before
 	// the consumer starts; zero means 5000. In ScenarioScale it is the
-	// input records, sentinels excluded; zero means 120,000.
+	// input records, sentinels excluded; zero means 120,000; in
+	// ScenarioExactlyOnce the same, zero meaning 400.
 	Records int
 	// RecordBytes is the size in bytes of each of those records' values;
 	// zero means 100.
@@ -84,7 +88,8 @@ type Config struct {
 	// ProbeWork is the handler time per record of ScenarioSlow's
 	// first-checkpoint probe; zero means 2 ms.
 	ProbeWork time.Duration
-	// Keys is ScenarioScale's number of distinct keys; zero means 1000.
+	// Keys is ScenarioScale's number of distinct keys; zero means 1000
+	// (16 in ScenarioExactlyOnce).
 	Keys int
 	// ScalePartitions is ScenarioScale's input partition count; zero
 	// means 12.
@@ -96,6 +101,16 @@ type Config struct {
 	// output instead of counting windows: the check is then that every
 	// input record reached the output at least once.
 	Stateless bool
+	// Faults is ScenarioExactlyOnce's number of faults per run; zero
+	// draws 3 to 5 from the seed.
+	Faults int
+	// FaultKinds are the kinds of fault ScenarioExactlyOnce draws from
+	// (EOSFaultKinds); nil means all of them.
+	FaultKinds []string
+	// PlantDuplicates plants a fault in ScenarioExactlyOnce's workers:
+	// they write every result twice, so the run must fail with every
+	// result duplicated. Only the harness's own test sets it.
+	PlantDuplicates bool
 	// ForgetEvery, when above zero, plants a fault in the consumers: they
 	// journal no finish of an offset divisible by it, so the run must fail
 	// with losses and skips. Only the harness's own test sets it.
@@ -140,8 +155,12 @@ func (c *Config) defaults() error {
 		if slices.Min(c.Members) < 1 {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
+	case ScenarioExactlyOnce:
+		if err := c.eosDefaults(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow or scale)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow, scale or eos)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -187,6 +206,7 @@ type supervisor struct {
 	pub   *publisherState
 
 	scale *scaleState // ScenarioScale
+	eos   *eosState   // ScenarioExactlyOnce
 
 	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
 	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
@@ -232,6 +252,9 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	if s.cfg.Scenario == ScenarioScale {
 		return s.runScale(ctx)
+	}
+	if s.cfg.Scenario == ScenarioExactlyOnce {
+		return s.runEOS(ctx)
 	}
 	defer func() {
 		if s.kafka != nil {

@@ -111,7 +111,13 @@ func run() int {
 	scaleKeys := flag.Int("scale-keys", 1000, "scenario scale: the distinct keys")
 	members := flag.String("members", "1,3,2,3", "scenario scale: the membership schedule, workers per step, comma-separated")
 	stateless := flag.Bool("stateless", false, "scenario scale: relay every record instead of counting windows, and check every record reached the output")
-	scenarios := flag.String("scenarios", "plain,pipeline,relay,slow,scale", "the scenarios to run, comma-separated: plain, pipeline, relay, slow, scale")
+	eosSeeds := flag.Int("eos-seeds", 200, "scenario eos: the seeds to run, --seed and on")
+	eosParallel := flag.Int("eos-parallel", 4, "scenario eos: the seeds run at once")
+	eosRecords := flag.Int("eos-records", 400, "scenario eos: the input records of each seed")
+	eosKeys := flag.Int("eos-keys", 16, "scenario eos: the distinct keys of each seed")
+	eosFaults := flag.Int("eos-faults", 0, "scenario eos: the faults of each seed (0: 3 to 5, drawn from the seed)")
+	eosKinds := flag.String("eos-fault-kinds", "", "scenario eos: the kinds of fault to draw from, comma-separated (default all: "+strings.Join(torture.EOSFaultKinds, ",")+")")
+	scenarios := flag.String("scenarios", "plain,pipeline,relay,slow,scale,eos", "the scenarios to run, comma-separated: plain, pipeline, relay, slow, scale, eos")
 	modes := flag.String("modes", "mmap,file", "the log's write paths, comma-separated, the i-th scenario using the i-th (repeating)")
 	seed := flag.Uint64("seed", 0, "the seed of the first scenario's random choices (0: random)")
 	dir := flag.String("dir", "", "the folder for the run folders (default: a new temporary folder)")
@@ -191,6 +197,17 @@ func run() int {
 		if sc == torture.ScenarioScale {
 			cfg.Records, cfg.Keys, cfg.Members, cfg.Stateless = *scaleRecords, *scaleKeys, ns, *stateless
 		}
+		if sc == torture.ScenarioExactlyOnce {
+			var kinds []string
+			if *eosKinds != "" {
+				kinds = strings.Split(*eosKinds, ",")
+			}
+			cfg.Records, cfg.Keys, cfg.Faults, cfg.FaultKinds = *eosRecords, *eosKeys, *eosFaults, kinds
+			if st := runEOS(ctx, cfg, runSeed, *eosSeeds, *eosParallel, *keep || *dir != ""); st > status {
+				status = st
+			}
+			continue
+		}
 		if sc == torture.ScenarioScale {
 			again := fmt.Sprintf("--seed %d --scenarios scale --scale-records %d --scale-keys %d --scale-kills %d --members %s", runSeed, cfg.Records, cfg.Keys, cfg.Kills, *members)
 			if cfg.Stateless {
@@ -223,6 +240,55 @@ func run() int {
 		os.RemoveAll(root)
 	} else {
 		fmt.Fprintf(os.Stderr, "torture: run folders kept in %s\n", root)
+	}
+	return status
+}
+
+// runEOS runs scenario eos's seeds, first to first+n-1, parallel at a
+// time: a line per seed as it ends (its whole summary when it failed,
+// with the command that runs it alone), then the line summing them.
+// It returns the exit status: 0 when every seed passed, 1 on a
+// violation, 2 on a harness error.
+func runEOS(ctx context.Context, cfg torture.Config, first uint64, n, parallel int, keep bool) int {
+	again := func(seed uint64) string {
+		cmd := fmt.Sprintf("go run ./internal/cmd/torture --scenarios eos --seed %d --eos-seeds 1 --eos-records %d --eos-keys %d", seed, cfg.Records, cfg.Keys)
+		if cfg.Faults > 0 {
+			cmd += fmt.Sprintf(" --eos-faults %d", cfg.Faults)
+		}
+		if len(cfg.FaultKinds) > 0 {
+			cmd += " --eos-fault-kinds " + strings.Join(cfg.FaultKinds, ",")
+		}
+		return cmd + " --keep"
+	}
+	fmt.Fprintf(os.Stderr, "torture: scenario eos, %d seeds from %d, %d at a time, %d records over %d keys each, in %s\n", n, first, parallel, cfg.Records, cfg.Keys, cfg.Dir)
+	status := 0
+	totals, err := torture.RunExactlyOnce(ctx, cfg, first, n, parallel, keep, func(r torture.SeedResult) {
+		var verr *torture.ViolationError
+		switch {
+		case r.Err == nil:
+			fmt.Fprintln(os.Stderr, r.Summary.EOS.Line(r.Seed, true))
+			return
+		case errors.As(r.Err, &verr):
+			status = max(status, 1)
+			fmt.Print(r.Summary)
+		default:
+			status = max(status, 2)
+			if r.Summary != nil {
+				fmt.Print(r.Summary)
+			}
+			fmt.Fprintf(os.Stderr, "torture: scenario eos (seed %d): %v\n", r.Seed, r.Err)
+		}
+		fmt.Printf("  again: %s\n", again(r.Seed))
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture: scenario eos:", err)
+		status = max(status, 2)
+	}
+	if totals != nil {
+		fmt.Println(totals.Line())
+		for _, seed := range totals.Failed {
+			fmt.Printf("  FAILED seed %d: %s\n", seed, again(seed))
+		}
 	}
 	return status
 }
