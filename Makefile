@@ -18,8 +18,16 @@ SHELL := /bin/bash
 #                                               every 0.2 to 1 s, must reach the end within 100 kills (--slow-kills), and its first
 #                                               checkpoint with a 2 ms handler is timed; then scenario scale: a windowed count on 12 Kafka
 #                                               partitions by worker processes of one group joining, leaving and kill -9ed (1, 3, 2, 3 workers,
-#                                               3 kills), every (window, key) checked against counts computed apart (about 12 s);
+#                                               3 kills), every (window, key) checked against counts computed apart (about 12 s); then
+#                                               scenario eos: TORTURE_EOS_SEEDS (200) seeded fault runs of a Kafka -> window -> Kafka
+#                                               pipeline under stream.ExactlyOnce on worker processes, each with 3 to 5 faults (kill -9,
+#                                               kill -9 with the commit held at the broker, a member joining or leaving, Produce, EndTxn,
+#                                               TxnOffsetCommit and Heartbeat answered with errors, dropped or delayed), the output read
+#                                               read_committed: 0 lost, 0 duplicated, 0 out of order (8 seeds at a time: about 2 minutes);
 #                                               TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
+#   make torture TORTURE_FLAGS='--scenarios eos --seed 17 --eos-seeds 1 --keep'
+#                                               one seed of scenario eos alone, its run folder kept (a failing seed prints this command)
+#   make torture-soak [TORTURE_SOAK_SEEDS=1000] scenario eos's fault runs alone, TORTURE_SOAK_SEEDS seeds (about 10 minutes on 2 cores)
 #   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
 #                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked
@@ -54,6 +62,9 @@ FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentI
 # (--seed N, --scenarios, --modes, --keep, --dir, --slow-kills).
 TORTURE_KILLS ?= 300
 TORTURE_FLAGS ?=
+# make torture: scenario eos's seeds; make torture-soak: its seeds alone.
+TORTURE_EOS_SEEDS  ?= 200
+TORTURE_SOAK_SEEDS ?= 1000
 
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
 # them with smaller counts, make soak runs only them, at full strength.
@@ -62,7 +73,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture fuzz bench lint build
+.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture torture-soak fuzz bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -88,7 +99,12 @@ soak:
 # Scenario relay runs bin/relay, found beside bin/torture.
 torture:
 	$(GO) build -o bin/ ./internal/cmd/torture ./examples/relay
-	./bin/torture --kills $(TORTURE_KILLS) $(TORTURE_FLAGS)
+	./bin/torture --kills $(TORTURE_KILLS) --eos-seeds $(TORTURE_EOS_SEEDS) $(TORTURE_FLAGS)
+
+# Scenario eos's seeded fault runs alone, TORTURE_SOAK_SEEDS of them.
+torture-soak:
+	$(GO) build -o bin/ ./internal/cmd/torture
+	./bin/torture --scenarios eos --eos-seeds $(TORTURE_SOAK_SEEDS) $(TORTURE_FLAGS)
 # A finding fails the run and go test writes the input to
 # <package>/testdata/fuzz/<Target>/, where it stays a regression test.
 fuzz:

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strom-dev/strom/kafkatest"
 )
@@ -67,6 +68,15 @@ const eosFireWait = 10 * time.Second
 // eosPoll is how often the supervisor samples the group's commits while
 // it waits on them.
 const eosPoll = 10 * time.Millisecond
+
+// eosGhostAfter is how long the group's commits may stay still before the
+// supervisor looks for ghosts: members of killed incarnations that the
+// in-process Kafka keeps. kfake starts a member's session timer when the
+// response to its JoinGroup is delivered, so a worker killed with its
+// JoinGroup in flight stays a member, with its partitions, for good, where
+// Kafka expires it after its session timeout (1 s here). The supervisor
+// then does what Kafka would, with a LeaveGroup naming the ghost.
+const eosGhostAfter = 3 * eosSession
 
 // maxEOSCrashes bounds the workers' own exits before the run gives up.
 const maxEOSCrashes = 10
@@ -169,7 +179,10 @@ func (s *supervisor) setupEOS() error {
 		return fmt.Errorf("torture: eos: start the in-process Kafka: %w", err)
 	}
 	es.cluster = kc
-	es.watch = watchBroker(kc.Kfake())
+	if es.watch, err = watchBroker(kc.Kfake(), filepath.Join(dir, "broker.log")); err != nil {
+		return err
+	}
+	es.rep.watch = es.watch
 	if es.admCl, err = kgo.NewClient(kgo.SeedBrokers(kc.Brokers()...)); err != nil {
 		return fmt.Errorf("torture: eos: admin client: %w", err)
 	}
@@ -190,6 +203,9 @@ func (s *supervisor) setupEOS() error {
 
 func (s *supervisor) closeEOS() {
 	es := s.eos
+	if es.watch != nil {
+		es.watch.close()
+	}
 	if es.prod != nil {
 		es.prod.close()
 	}
@@ -449,15 +465,19 @@ func (s *supervisor) reviveEOS() error {
 // move for CatchUp are a violation (false).
 func (s *supervisor) awaitEOSCommits(ctx context.Context, what string) (bool, error) {
 	es := s.eos
-	last, since := int64(-1), time.Now()
+	last, since, ghosted := int64(-1), time.Now(), time.Now()
 	for {
 		sum := s.sampleEOS(ctx)
 		if s.committedEOSToEnd() {
 			return true, nil
 		}
 		if sum != last {
-			last, since = sum, time.Now()
-		} else if time.Since(since) > s.cfg.CatchUp {
+			last, since, ghosted = sum, time.Now(), time.Now()
+		} else if time.Since(ghosted) > eosGhostAfter {
+			ghosted = time.Now()
+			s.evictGhosts(ctx)
+		}
+		if time.Since(since) > s.cfg.CatchUp {
 			es.rep.Stalled = true
 			s.violate("eos: the group's commits did not advance for %v waiting for %s: %s; last error asking Kafka: %v (see worker-*.stderr)",
 				s.cfg.CatchUp, what, s.eosCommitsString(), es.lastErr)
@@ -466,6 +486,45 @@ func (s *supervisor) awaitEOSCommits(ctx context.Context, what string) (bool, er
 		if _, err := s.awaitEOS(ctx, eosPoll, func() bool { return false }); err != nil {
 			return false, err
 		}
+	}
+}
+
+// evictGhosts removes from the group, with a LeaveGroup, every member
+// whose client id names no running incarnation (see eosGhostAfter).
+func (s *supervisor) evictGhosts(ctx context.Context) {
+	es := s.eos
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	groups, err := es.adm.DescribeGroups(dctx, EOSGroup)
+	if err != nil {
+		es.lastErr = err
+		return
+	}
+	g, ok := groups[EOSGroup]
+	if !ok || g.Err != nil {
+		return
+	}
+	running := make(map[string]bool)
+	for _, c := range s.runningWorkers() {
+		running[workerName(c)] = true
+	}
+	for _, m := range g.Members {
+		if running[m.ClientID] {
+			continue
+		}
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.Group = EOSGroup
+		rm := kmsg.NewLeaveGroupRequestMember()
+		rm.MemberID = m.MemberID
+		reason := "torture: a ghost of a killed worker"
+		rm.Reason = &reason
+		req.Members = append(req.Members, rm)
+		if _, err := req.RequestWith(dctx, es.admCl); err != nil {
+			es.lastErr = err
+			continue
+		}
+		es.rep.Ghosts++
+		es.rep.note(s.sum, fmt.Sprintf("the group kept %s (killed, gone), with partitions, in state %s: removed with a LeaveGroup", m.ClientID, g.State))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -18,6 +19,11 @@ import (
 // seed alone (the rerun command a failing seed prints).
 const eosSeedEnv = "STROM_TORTURE_EOS_SEED"
 
+// eosDirEnv, set to a folder, makes TestShortExactlyOnceFaultRuns keep
+// each seed's run folder (the workers' stderr, their state) in it, as
+// seed-N, instead of a temporary one.
+const eosDirEnv = "STROM_TORTURE_EOS_DIR"
+
 // shortEOSSeeds are the seeds make test runs: fixed, so a failure is
 // reproducible by name, and chosen to cover every kind of fault between
 // them.
@@ -26,9 +32,14 @@ var shortEOSSeeds = []uint64{1, 2, 3}
 // eosConfig is scenario eos as make test runs it: the default 400
 // records over 16 keys and 3 to 5 faults drawn from the seed, the workers
 // being this test binary.
-func eosConfig(t *testing.T) torture.Config {
+func eosConfig(t *testing.T, seed uint64) torture.Config {
+	dir := t.TempDir()
+	if keep := os.Getenv(eosDirEnv); keep != "" {
+		dir = filepath.Join(keep, fmt.Sprintf("seed-%d", seed))
+	}
 	return torture.Config{
-		Dir:      t.TempDir(),
+		Dir:      dir,
+		Seed:     seed,
 		Scenario: torture.ScenarioExactlyOnce,
 		CatchUp:  time.Minute,
 		Command:  command,
@@ -51,11 +62,10 @@ func TestShortExactlyOnceFaultRuns(t *testing.T) {
 		require.NoError(t, err, "%s=%q", eosSeedEnv, v)
 		seeds = []uint64{seed}
 	}
-	faults := 0
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			cfg := eosConfig(t)
-			cfg.Seed = seed
+			t.Parallel()
+			cfg := eosConfig(t, seed)
 			sum, err := torture.Run(context.Background(), cfg)
 			require.NotNil(t, sum, "Run: %v", err)
 			t.Log("\n" + sum.String())
@@ -69,10 +79,8 @@ func TestShortExactlyOnceFaultRuns(t *testing.T) {
 			require.Positive(t, r.Check.Expected)
 			require.Equal(t, r.Check.Expected, r.Check.Results)
 			require.GreaterOrEqual(t, r.FaultCount(), 3)
-			faults += r.FaultCount()
 		})
 	}
-	t.Logf("%d seeds, %d faults", len(seeds), faults)
 }
 
 // TestExactlyOnceFaultRunReportsDuplicates ensures the check catches what
@@ -80,8 +88,8 @@ func TestShortExactlyOnceFaultRuns(t *testing.T) {
 // the run fail with every result duplicated, and nothing lost.
 func TestExactlyOnceFaultRunReportsDuplicates(t *testing.T) {
 	t.Parallel()
-	cfg := eosConfig(t)
-	cfg.Seed = 1
+	cfg := eosConfig(t, 1)
+	cfg.Dir = t.TempDir()
 	cfg.Faults = 1
 	cfg.FaultKinds = []string{torture.FaultHeartbeat}
 	cfg.PlantDuplicates = true

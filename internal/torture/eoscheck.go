@@ -45,10 +45,10 @@ func (c *EOSCheck) Failures() int {
 // order, against expected. window is the windows' size in milliseconds.
 // Every result of a key is in one output partition (keyed by it), so the
 // order of a key's results is the order its worker committed them in.
-func checkExactlyOnce(expected map[windowKey]int64, results []scaleResult, window int64) EOSCheck {
+func checkExactlyOnce(expected map[windowKey]int64, results []eosResult, window int64) EOSCheck {
 	c := EOSCheck{Expected: len(expected)}
-	seen := make(map[windowKey]bool)
-	last := make(map[string]int64) // the latest window start of each key so far
+	seen := make(map[windowKey]eosResult) // the first result of each
+	last := make(map[string]int64)        // the latest window start of each key so far
 	for _, r := range results {
 		if strings.HasPrefix(r.Key, "sentinel-") {
 			c.Sentinels++
@@ -62,15 +62,19 @@ func checkExactlyOnce(expected map[windowKey]int64, results []scaleResult, windo
 			c.unknownEx = appendEx(c.unknownEx, "%s [%s, %s) count %d by %s", r.Key, msTime(r.Start), msTime(r.End), r.Count, r.Worker)
 			continue
 		}
+		first, dup := seen[k]
 		switch prev, any := last[r.Key]; {
-		case seen[k]:
+		case dup:
 			c.Duplicated++
-			c.dupEx = appendEx(c.dupEx, "%s [%s, %s) count %d by %s", r.Key, msTime(r.Start), msTime(r.End), r.Count, r.Worker)
+			c.dupEx = appendEx(c.dupEx, "%s [%s, %s) count %d by %s at %s, first count %d by %s at %s",
+				r.Key, msTime(r.Start), msTime(r.End), r.Count, r.Worker, r.at(), first.Count, first.Worker, first.at())
 		case any && r.Start < prev:
 			c.OutOfOrder++
-			c.oooEx = appendEx(c.oooEx, "%s [%s, %s) by %s after [%s, ...)", r.Key, msTime(r.Start), msTime(r.End), r.Worker, msTime(prev))
+			c.oooEx = appendEx(c.oooEx, "%s [%s, %s) by %s at %s after [%s, ...)", r.Key, msTime(r.Start), msTime(r.End), r.Worker, r.at(), msTime(prev))
 		}
-		seen[k] = true
+		if !dup {
+			seen[k] = r
+		}
 		last[r.Key] = max(last[r.Key], r.Start)
 		if r.Count != want {
 			c.Wrong++
@@ -81,13 +85,23 @@ func checkExactlyOnce(expected map[windowKey]int64, results []scaleResult, windo
 		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.key, b.key))
 	})
 	for _, k := range keys {
-		if !seen[k] {
+		if _, ok := seen[k]; !ok {
 			c.Lost++
 			c.lostEx = appendEx(c.lostEx, "%s [%s, %s) want %d", k.key, msTime(k.start), msTime(k.start+window), expected[k])
 		}
 	}
 	return c
 }
+
+// eosResult is a committed output record of scenario eos and where it is.
+type eosResult struct {
+	scaleResult
+	partition int32
+	offset    int64
+}
+
+// at names where r is: "p2@37" (EOSOutput's partition 2, offset 37).
+func (r eosResult) at() string { return fmt.Sprintf("p%d@%d", r.partition, r.offset) }
 
 // readCommitted returns every committed record of topic, by partition in
 // offset order, as a read_committed consumer sees them: up to each
@@ -162,7 +176,7 @@ func (s *supervisor) checkEOS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var results []scaleResult
+	var results []eosResult
 	var malformed []string
 	for _, r := range out {
 		res, err := parseScaleResult(r.Value)
@@ -170,7 +184,7 @@ func (s *supervisor) checkEOS(ctx context.Context) error {
 			malformed = appendEx(malformed, "%s partition %d offset %d: %v", EOSOutput, r.Partition, r.Offset, err)
 			continue
 		}
-		results = append(results, res)
+		results = append(results, eosResult{scaleResult: res, partition: r.Partition, offset: r.Offset})
 	}
 	c := checkExactlyOnce(es.data.expected(), results, scaleWindow.Milliseconds())
 	c.Malformed, c.malformedEx = len(out)-len(results), malformed

@@ -5,10 +5,13 @@ package torture
 // package doc, "Scenario eos".
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -289,32 +292,104 @@ type brokerWatch struct {
 	aborts   int
 	inits    map[string]int
 	initWake chan struct{} // closed and replaced at every InitProducerID
+	log      *bufio.Writer // nil: no log
+	logFile  *os.File
+	start    time.Time
 }
 
-// watchBroker installs the observing control functions on kc.
-func watchBroker(kc *kfake.Cluster) *brokerWatch {
-	w := &brokerWatch{inits: make(map[string]int), initWake: make(chan struct{})}
+// watchBroker installs the observing control functions on kc; logPath,
+// when not "", is the file the requests that commit offsets or end
+// transactions are logged to, one a line (close ends it), for a seed that
+// fails.
+func watchBroker(kc *kfake.Cluster, logPath string) (*brokerWatch, error) {
+	w := &brokerWatch{inits: make(map[string]int), initWake: make(chan struct{}), start: time.Now()}
+	if logPath != "" {
+		f, err := os.Create(logPath)
+		if err != nil {
+			return nil, fmt.Errorf("torture: eos: %w", err)
+		}
+		w.logFile, w.log = f, bufio.NewWriter(f)
+	}
 	kc.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.EndTxnRequest)
 		w.mu.Lock()
-		if req.(*kmsg.EndTxnRequest).Commit {
+		if r.Commit {
 			w.commits++
 		} else {
 			w.aborts++
 		}
+		w.logf("EndTxn %s producer %d epoch %d commit %v", r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
 		w.mu.Unlock()
 		return nil, nil, false
 	})
 	kc.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if id := req.(*kmsg.InitProducerIDRequest).TransactionalID; id != nil {
+		r := req.(*kmsg.InitProducerIDRequest)
+		if id := r.TransactionalID; id != nil {
 			w.mu.Lock()
 			w.inits[*id]++
 			close(w.initWake)
 			w.initWake = make(chan struct{})
+			w.logf("InitProducerID %s producer %d epoch %d", *id, r.ProducerID, r.ProducerEpoch)
 			w.mu.Unlock()
 		}
 		return nil, nil, false
 	})
-	return w
+	kc.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		var b strings.Builder
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fmt.Fprintf(&b, " %s/%d:%d(e%d)", t.Topic, p.Partition, p.Offset, p.LeaderEpoch)
+			}
+		}
+		w.mu.Lock()
+		w.logf("TxnOffsetCommit %s producer %d epoch %d member %s generation %d:%s", r.TransactionalID, r.ProducerID, r.ProducerEpoch,
+			r.MemberID, r.Generation, b.String())
+		w.mu.Unlock()
+		return nil, nil, false
+	})
+	kc.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.OffsetCommitRequest)
+		var b strings.Builder
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fmt.Fprintf(&b, " %s/%d:%d(e%d)", t.Topic, p.Partition, p.Offset, p.LeaderEpoch)
+			}
+		}
+		w.mu.Lock()
+		w.logf("OffsetCommit group %s member %s generation %d:%s", r.Group, r.MemberID, r.Generation, b.String())
+		w.mu.Unlock()
+		return nil, nil, false
+	})
+	return w, nil
+}
+
+// logf writes a line to the log; w.mu is held.
+func (w *brokerWatch) logf(format string, args ...any) {
+	if w.log == nil {
+		return
+	}
+	fmt.Fprintf(w.log, "%7.3fs  ", time.Since(w.start).Seconds())
+	fmt.Fprintf(w.log, format, args...)
+	w.log.WriteByte('\n')
+}
+
+// note writes what the supervisor did to the log.
+func (w *brokerWatch) note(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logf("--- %s", what)
+}
+
+// close flushes and closes the log.
+func (w *brokerWatch) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.log != nil {
+		_ = w.log.Flush()
+		_ = w.logFile.Close()
+		w.log = nil
+	}
 }
 
 // initsOf returns how many InitProducerIDs id has sent, and a channel

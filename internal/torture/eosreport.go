@@ -25,6 +25,7 @@ type EOSReport struct {
 	Joins   int            // workers started (the first included)
 	Leaves  int            // workers stopped with SIGTERM by a rebalance fault
 	Crashes int            // workers that exited by themselves (each a violation; started again)
+	Ghosts  int            // members of killed workers the in-process Kafka kept, removed by the supervisor (see eosGhostAfter)
 	Stalled bool           // the group's commits stopped advancing for Config.CatchUp
 
 	Commits       int64 // transactions the workers' sources committed (as last written before each exit)
@@ -35,11 +36,16 @@ type EOSReport struct {
 	Events []string // the faults as they happened
 
 	Check *EOSCheck // nil when the run stopped before its check
+
+	watch *brokerWatch // logs the events too
 }
 
 // note adds an event.
 func (r *EOSReport) note(sum *Summary, what string) {
 	r.Events = append(r.Events, fmt.Sprintf("%6.2fs  %s", time.Since(sum.started).Seconds(), what))
+	if r.watch != nil {
+		r.watch.note(what)
+	}
 }
 
 // FaultCount is the number of faults injected.
@@ -82,7 +88,7 @@ func (r *EOSReport) lines(b *strings.Builder, s *Summary) {
 	fmt.Fprintf(b, "  %s\n", r.Line(s.Seed, len(s.Violations) == 0))
 	fmt.Fprintf(b, "  setup       kfake, %s of %d partitions, %d records over %d keys; workers: source.Kafka(group %s, a transactional id per slot) → KeyBy(key) → Window(Tumbling(%v), Count, OutOfOrderness(%v)) → sink.Kafka(%s), stream.ExactlyOnce\n",
 		EOSInput, r.Partitions, r.Records, r.Keys, EOSGroup, scaleWindow, scaleOutOfOrderness, EOSOutput)
-	fmt.Fprintf(b, "  workers     %d started, %d stopped (SIGTERM), %d killed (SIGKILL, replaced), %d exited by themselves\n", r.Joins, r.Leaves, r.Kills, r.Crashes)
+	fmt.Fprintf(b, "  workers     %d started, %d stopped (SIGTERM), %d killed (SIGKILL, replaced), %d exited by themselves; %d ghosts removed from the group\n", r.Joins, r.Leaves, r.Kills, r.Crashes, r.Ghosts)
 	fmt.Fprintf(b, "  faults      %s; %d not fired\n", faultsString(r.Faults), r.Unfired)
 	for _, e := range r.Events {
 		fmt.Fprintf(b, "    %s\n", e)
@@ -104,14 +110,14 @@ type EOSTotals struct {
 	Faults map[string]int // faults injected, by kind (the part of the fault's name before "/")
 	Detail map[string]int // faults injected, by kind and answer
 
-	Expected, Results                int
-	Lost, Duplicated, OutOfOrder     int
-	Wrong, Unknown, Malformed, Late  int
-	Unfired, Kills, Crashes, Stalled int
-	Aborts, Commits                  int64
-	BrokerAborts                     int
-	Took                             time.Duration
-	Errors                           int // seeds whose run failed to set up or finish (no check)
+	Expected, Results                        int
+	Lost, Duplicated, OutOfOrder             int
+	Wrong, Unknown, Malformed, Late          int
+	Unfired, Kills, Crashes, Stalled, Ghosts int
+	Aborts, Commits                          int64
+	BrokerAborts                             int
+	Took                                     time.Duration
+	Errors                                   int // seeds whose run failed to set up or finish (no check)
 }
 
 // add sums one seed's report.
@@ -124,6 +130,7 @@ func (t *EOSTotals) add(r *EOSReport) {
 	t.Unfired += r.Unfired
 	t.Kills += r.Kills
 	t.Crashes += r.Crashes
+	t.Ghosts += r.Ghosts
 	if r.Stalled {
 		t.Stalled++
 	}
@@ -149,9 +156,9 @@ func (t *EOSTotals) Line() string {
 	if len(t.Failed) > 0 {
 		verdict = fmt.Sprintf("FAIL (%d seeds)", len(t.Failed))
 	}
-	return fmt.Sprintf("eos: %d seeds: %s: lost %d, duplicated %d, out-of-order %d (wrong %d, unknown %d, late %d) of %d results; faults %s, %d not fired; aborts %d (of %d transactions); %d worker crashes, %d stalls, %d harness errors; %v",
+	return fmt.Sprintf("eos: %d seeds: %s: lost %d, duplicated %d, out-of-order %d (wrong %d, unknown %d, late %d) of %d results; faults %s, %d not fired; aborts %d (of %d transactions); %d worker crashes, %d stalls, %d ghost members removed, %d harness errors; %v",
 		t.Seeds, verdict, t.Lost, t.Duplicated, t.OutOfOrder, t.Wrong, t.Unknown, t.Late, t.Expected,
-		faultsString(t.Faults), t.Unfired, t.Aborts, t.Commits+t.Aborts, t.Crashes, t.Stalled, t.Errors, t.Took.Round(100*time.Millisecond))
+		faultsString(t.Faults), t.Unfired, t.Aborts, t.Commits+t.Aborts, t.Crashes, t.Stalled, t.Ghosts, t.Errors, t.Took.Round(100*time.Millisecond))
 }
 
 // SeedResult is one seed's run, as RunExactlyOnce hands it to its

@@ -27,6 +27,12 @@ import (
 // child eos-worker ...".
 const roleEOSWorker = "eos-worker"
 
+// EOSClientLogEnv, set (to anything) in the environment of scenario eos's
+// workers, makes each write franz-go's log at level info to its stderr
+// (the run folder's worker-N.stderr): the group's joins, assignments and
+// transactions, for a seed that fails.
+const EOSClientLogEnv = "STROM_TORTURE_KGO_LOG"
+
 // eosStatsEvery is how often a worker writes its transaction counts.
 const eosStatsEvery = 20 * time.Millisecond
 
@@ -102,14 +108,19 @@ func (w eosWorker) run(ctx context.Context) error {
 		stopStats()
 		<-statsDone
 	}()
+	clientOpts := []kgo.Opt{
+		kgo.ClientID(w.name),
+		kgo.SessionTimeout(w.session),
+		kgo.HeartbeatInterval(w.session / 10),
+		kgo.RebalanceTimeout(w.rebalance),
+	}
+	if os.Getenv(EOSClientLogEnv) != "" {
+		clientOpts = append(clientOpts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
 	err = stream.Forever(ctx, func() stream.Runner {
 		src, err := source.Kafka(w.brokers, EOSGroup, []string{EOSInput},
 			source.KafkaTransactionalID(w.txnID),
-			source.KafkaClientOpts(
-				kgo.ClientID(w.name),
-				kgo.SessionTimeout(w.session),
-				kgo.HeartbeatInterval(w.session/10),
-				kgo.RebalanceTimeout(w.rebalance)),
+			source.KafkaClientOpts(clientOpts...),
 			source.KafkaStateDir(filepath.Join(w.home, "state")))
 		if err != nil {
 			return failedRunner{err}

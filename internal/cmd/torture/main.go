@@ -6,8 +6,9 @@
 // passed a record its consumer had not finished. See package
 // internal/torture for the checks.
 //
-//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,slow,scale] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
+//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,slow,scale,eos] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
 //	        [--scale-records 120000] [--scale-keys 1000] [--scale-kills 3] [--members 1,3,2,3] [--stateless]
+//	        [--eos-seeds 200] [--eos-parallel 8] [--eos-records 400] [--eos-keys 16] [--eos-faults 0] [--eos-fault-kinds kill,...]
 //
 // Each scenario runs in turn, the i-th with the i-th mode (modes repeat
 // when fewer), each with --kills kills, except scenario slow (issue 17: one
@@ -30,7 +31,28 @@
 //	make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 //	make torture TORTURE_FLAGS='--scenarios scale --seed 17 --stateless'
 //
-// The binary runs its own children: "torture child publish|consume|scale-worker ..."
+// Scenario eos (issue 19) runs --eos-seeds seeded fault runs, --eos-parallel
+// at a time, seeds --seed, --seed+1, ...: in each, a windowed count from
+// Kafka to Kafka under stream.ExactlyOnce on worker processes of one group,
+// 3 to 5 faults drawn from the seed (SIGKILL, SIGKILL with the commit held
+// at the broker, a member joining or leaving, Produce, EndTxn,
+// TxnOffsetCommit and Heartbeat answered with errors, dropped or delayed),
+// and the output, read with read_committed, must hold every window's
+// result once, in order, with the right count (see package
+// internal/torture, "Scenario eos"). It prints a line per seed and one
+// summing them:
+//
+//	eos: 200 seeds: PASS: lost 0, duplicated 0, out-of-order 0 (wrong 0, unknown 0, late 0) of 46637 results; faults 813 (endtxn 131, ...), 0 not fired; aborts 313 (of 3273 transactions); ...
+//
+// and, for a seed that failed, its whole summary and the command that runs
+// it alone:
+//
+//	go run ./internal/cmd/torture --scenarios eos --seed 17 --eos-seeds 1 --eos-records 400 --eos-keys 16 --keep
+//
+// STROM_TORTURE_KGO_LOG=1 makes its workers log franz-go's view (joins,
+// assignments, transactions) to their stderr in the run folder.
+//
+// The binary runs its own children: "torture child publish|consume|scale-worker|eos-worker ..."
 // is how the supervisor starts them. Scenario relay also runs
 // examples/relay, by default the binary named relay beside this one (make
 // torture builds both into bin/).
@@ -112,7 +134,7 @@ func run() int {
 	members := flag.String("members", "1,3,2,3", "scenario scale: the membership schedule, workers per step, comma-separated")
 	stateless := flag.Bool("stateless", false, "scenario scale: relay every record instead of counting windows, and check every record reached the output")
 	eosSeeds := flag.Int("eos-seeds", 200, "scenario eos: the seeds to run, --seed and on")
-	eosParallel := flag.Int("eos-parallel", 4, "scenario eos: the seeds run at once")
+	eosParallel := flag.Int("eos-parallel", 8, "scenario eos: the seeds run at once (each mostly waits on its workers and Kafka)")
 	eosRecords := flag.Int("eos-records", 400, "scenario eos: the input records of each seed")
 	eosKeys := flag.Int("eos-keys", 16, "scenario eos: the distinct keys of each seed")
 	eosFaults := flag.Int("eos-faults", 0, "scenario eos: the faults of each seed (0: 3 to 5, drawn from the seed)")
