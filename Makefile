@@ -2,7 +2,8 @@ SHELL := /bin/bash
 # strom: make demo, make test (see README.md).
 #
 #   make demo                                   the end-to-end demo on synthetic events
-#   make demo-relay                             Kafka -> log -> Kafka through two relays, each killed once
+#   make demo-relay                             Kafka -> log -> Kafka through two relays killed -9 twice, at-least-once then
+#                                               exactly-once (relay B --exactly-once): prints each mode's duplicates, 0 for exactly-once
 #   make demo-sshwatch [INPUT=sshd.log]         failed SSH logins per IP per minute, uninterrupted and killed -9
 #   make demo-scale [INPUT=sshd.log]            sshwatch on 3 processes of a Kafka group (in-process Kafka), one killed -9,
 #                                               a fourth added: the alerts must equal one process's (FLAGS=--repartition ...)
@@ -12,27 +13,32 @@ SHELL := /bin/bash
 #                                               wake-up race 50,000 times, the synced appender killed 200 times and the
 #                                               group appender (1,000 records of 1 KiB per call) 100 times, per mode
 #   make torture [TORTURE_KILLS=300]            a publisher and three consumers (or relays to Kafka and back) as processes, kill -9ed at random
-#                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay),
+#                                               TORTURE_KILLS times per scenario (plain handler; parallel filter/map/tap pipeline; relay;
+#                                               relay-eos: the log -> Kafka relay --exactly-once, each record once for read_committed readers),
 #                                               then checked for loss, unhandled records and positions past unfinished ones (about 2.5
-#                                               minutes on 2 cores); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
+#                                               minutes on 2 cores, 40 s more for relay-eos); then scenario slow: a 1 ms-a-record consumer of 5,000 records, kill -9ed
 #                                               every 0.2 to 1 s, must reach the end within 100 kills (--slow-kills), and its first
 #                                               checkpoint with a 2 ms handler is timed; then scenario scale: a windowed count on 12 Kafka
 #                                               partitions by worker processes of one group joining, leaving and kill -9ed (1, 3, 2, 3 workers,
-#                                               3 kills), every (window, key) checked against counts computed apart (about 12 s); then
-#                                               scenario eos: TORTURE_EOS_SEEDS (200) seeded fault runs of a Kafka -> window -> Kafka
+#                                               3 kills), every (window, key) checked against counts computed apart (about 12 s);
+#                                               then scenarios eos-log and eos-kafka-log (issue 19): a log -> Aggregate -> log pipeline,
+#                                               and a Kafka group member copying into the log, under stream.ExactlyOnce in a worker
+#                                               process kill -9ed TORTURE_KILLS times at seeded moments: every result must be in the output
+#                                               once (0 lost, 0 duplicated, 0 out of order); then
+#                                               scenario eos-kafka: TORTURE_EOS_KAFKA_SEEDS (200) seeded fault runs of a Kafka -> window -> Kafka
 #                                               pipeline under stream.ExactlyOnce on worker processes, each with 3 to 5 faults (kill -9,
 #                                               kill -9 with the commit held at the broker, a member joining or leaving, Produce, EndTxn,
 #                                               TxnOffsetCommit and Heartbeat answered with errors, dropped or delayed), the output read
 #                                               read_committed: 0 lost, 0 duplicated, 0 out of order (8 seeds at a time: about 2 minutes);
 #                                               TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
-#   make torture TORTURE_FLAGS='--scenarios eos --seed 17 --eos-seeds 1 --keep'
-#                                               one seed of scenario eos alone, its run folder kept (a failing seed prints this command)
-#   make torture-soak [TORTURE_SOAK_SEEDS=1000] scenario eos's fault runs alone, TORTURE_SOAK_SEEDS seeds (about 10 minutes on 2 cores)
+#   make torture TORTURE_FLAGS='--scenarios eos-kafka --seed 17 --eos-kafka-seeds 1 --keep'
+#                                               one seed of scenario eos-kafka alone, its run folder kept (a failing seed prints this command)
+#   make torture-soak [TORTURE_SOAK_SEEDS=1000] scenario eos-kafka's fault runs alone, TORTURE_SOAK_SEEDS seeds (about 10 minutes on 2 cores)
 #   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
 #                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked
 #                                               (add --stateless: records relayed, each must arrive)
-#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
+#   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint, sink decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
@@ -55,15 +61,15 @@ FUZZMINIMIZETIME ?= 5s
 # corpora (f.Add and testdata/fuzz/<Target>/) run in make test as plain tests.
 FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentIndex log:FuzzSealMarker \
 	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
-	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState
+	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState sink:FuzzDecodeTransactionFile
 
-# make torture: kills per scenario (plain, pipeline, relay; slow has its own
+# make torture: kills per scenario (plain, pipeline, relay, relay-eos; slow has its own
 # budget, --slow-kills 100), and extra flags for internal/cmd/torture
 # (--seed N, --scenarios, --modes, --keep, --dir, --slow-kills).
 TORTURE_KILLS ?= 300
 TORTURE_FLAGS ?=
-# make torture: scenario eos's seeds; make torture-soak: its seeds alone.
-TORTURE_EOS_SEEDS  ?= 200
+# make torture: scenario eos-kafka's seeds; make torture-soak: its seeds alone.
+TORTURE_EOS_KAFKA_SEEDS  ?= 200
 TORTURE_SOAK_SEEDS ?= 1000
 
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
@@ -99,12 +105,12 @@ soak:
 # Scenario relay runs bin/relay, found beside bin/torture.
 torture:
 	$(GO) build -o bin/ ./internal/cmd/torture ./examples/relay
-	./bin/torture --kills $(TORTURE_KILLS) --eos-seeds $(TORTURE_EOS_SEEDS) $(TORTURE_FLAGS)
+	./bin/torture --kills $(TORTURE_KILLS) --eos-kafka-seeds $(TORTURE_EOS_KAFKA_SEEDS) $(TORTURE_FLAGS)
 
-# Scenario eos's seeded fault runs alone, TORTURE_SOAK_SEEDS of them.
+# Scenario eos-kafka's seeded fault runs alone, TORTURE_SOAK_SEEDS of them.
 torture-soak:
 	$(GO) build -o bin/ ./internal/cmd/torture
-	./bin/torture --scenarios eos --eos-seeds $(TORTURE_SOAK_SEEDS) $(TORTURE_FLAGS)
+	./bin/torture --scenarios eos-kafka --eos-kafka-seeds $(TORTURE_SOAK_SEEDS) $(TORTURE_FLAGS)
 # A finding fails the run and go test writes the input to
 # <package>/testdata/fuzz/<Target>/, where it stays a regression test.
 fuzz:

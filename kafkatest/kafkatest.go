@@ -27,6 +27,13 @@
 // Topics are not created on first use: a test names them with [Topics] or
 // creates them with [Cluster.CreateTopic], as against a Kafka whose
 // auto.create.topics.enable is off.
+//
+// [Cluster.Records] reads what any reader sees, up to the high
+// watermarks; [Cluster.Committed] (and [ReadCommitted]) what a reader of
+// committed records only sees (read_committed), up to the last stable
+// offsets: the output of an exactly-once pipeline is counted with it. A
+// topic that a transactional producer wrote ends in control records that
+// no consumer is handed, so only Committed reads it to its end.
 package kafkatest
 
 import (
@@ -222,7 +229,8 @@ func ReadTopic(ctx context.Context, brokers []string, topic string) ([]*kgo.Reco
 		for remaining > 0 {
 			fs := cl.PollFetches(ctx)
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("kafkatest: reading %s: %w", topic, err)
+				return nil, fmt.Errorf("kafkatest: reading %s, at %v of the high watermarks %v: %w (a topic written in transactions ends in commit markers, which a consumer never returns: read it with Committed)",
+					topic, next, want, err)
 			}
 			for _, fe := range fs.Errors() {
 				return nil, fmt.Errorf("kafkatest: reading %s partition %d: %w", fe.Topic, fe.Partition, fe.Err)

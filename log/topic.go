@@ -225,6 +225,13 @@ func (t *Topic) LockWriter() error {
 // Name returns the topic's name.
 func (t *Topic) Name() string { return t.name }
 
+// Dir returns the topic's folder: the log directory joined with the
+// topic's name. It holds topic.json, writer.lock and one folder per
+// partition (named by its number), which is all the log reads there; a
+// file of another name beside them (a sink's transaction file) is left
+// alone.
+func (t *Topic) Dir() string { return t.dir }
+
 // Partitions returns the partition count fixed at creation.
 func (t *Topic) Partitions() int { return len(t.partitions) }
 

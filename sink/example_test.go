@@ -357,3 +357,70 @@ func ExampleKafka() {
 	// partition 2 offset 0: carol lamp
 	// position saved: 3
 }
+
+// ExampleLogSink_exactlyOnce counts orders per customer from one topic
+// into another under stream.ExactlyOnce: the LogSink is the pipeline's
+// checkpoint store and transactor, so the counts, the positions and the
+// Aggregate's state are committed together. A second run over the same
+// input finds everything committed and writes nothing again.
+func ExampleLogSink_exactlyOnce() {
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	in, err := lg.CreateTopic("orders", 1)
+	if err != nil {
+		panic(err)
+	}
+	outTopic, err := lg.CreateTopic("order-counts", 1)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for _, c := range []string{"alice", "bob", "alice"} {
+		if _, _, err := in.Append(ctx, log.Record{Key: []byte(c), Value: []byte("an order")}); err != nil {
+			panic(err)
+		}
+	}
+	out := sink.Log(outTopic, sink.Synced())
+	run := func() error {
+		src := source.Topic(lg, "orders", source.FromStore(out), source.Replay())
+		counts := stream.Aggregate(stream.KeyBy(stream.From(src, stream.ExactlyOnce()),
+			func(r log.Record) string { return string(r.Key) }), stream.Count[log.Record]())
+		return stream.MapTo(counts, func(_ context.Context, kv stream.KV[string, int64]) (log.Record, error) {
+			return log.Record{Key: []byte(kv.Key), Value: strconv.AppendInt(nil, kv.Value, 10)}, nil
+		}).To(out).Checkpointing(out).Run(ctx)
+	}
+	for range 2 {
+		if err := run(); err != nil {
+			panic(err)
+		}
+	}
+	p, err := outTopic.Partition(0)
+	if err != nil {
+		panic(err)
+	}
+	got, err := p.Read(0, 1<<20)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range got {
+		fmt.Printf("%s: %s\n", r.Key, r.Value)
+	}
+	ends, _, err := sink.CommittedEnds(outTopic)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("committed end:", ends[0])
+	// Output:
+	// alice: 1
+	// bob: 1
+	// alice: 2
+	// committed end: 3
+}

@@ -7,6 +7,10 @@ import (
 )
 
 // funcSink is the stream.Sink built by Func.
+// String names the sink as its callers wrote it, in errors
+// (stream.ExactlyOnce's refusal).
+func (funcSink[T]) String() string { return "sink.Func" }
+
 type funcSink[T any] struct {
 	fn func(context.Context, []T) error
 }

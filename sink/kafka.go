@@ -35,10 +35,12 @@ type kafkaConfig struct {
 	client          *kgo.Client // KafkaClient: the caller's client; nil: the sink makes its own
 	opts            []kgo.Opt   // KafkaClientOpts: after the sink's own options
 	deliveryTimeout time.Duration
+	txnID           string        // KafkaTransactionalID; "" for a plain producer (kafka_txn.go)
+	txnTimeout      time.Duration // KafkaTransactionTimeout
 }
 
 func defaultKafkaConfig() kafkaConfig {
-	return kafkaConfig{deliveryTimeout: DefaultKafkaDeliveryTimeout}
+	return kafkaConfig{deliveryTimeout: DefaultKafkaDeliveryTimeout, txnTimeout: DefaultKafkaTransactionTimeout}
 }
 
 type kafkaOptionFunc func(*kafkaConfig)
@@ -109,6 +111,7 @@ type KafkaSink struct {
 	brokers []string      // for errors: the seed brokers, when the sink made the client
 	timeout time.Duration // KafkaDeliveryTimeout
 	closed  atomic.Bool
+	txn     *kafkaTxn // KafkaTransactionalID: the sink runs transactions (kafka_txn.go); nil otherwise
 
 	mu      sync.Mutex
 	pending int           // writes whose ack has not returned
@@ -137,6 +140,9 @@ func Kafka(brokers []string, topic string, opts ...KafkaOption) (*KafkaSink, err
 	if topic == "" {
 		return nil, errors.New("sink: Kafka: empty topic")
 	}
+	if err := cfg.checkTransactional(); err != nil {
+		return nil, err
+	}
 	s := &KafkaSink{topic: topic, timeout: cfg.deliveryTimeout}
 	if cfg.client != nil {
 		s.cl = cfg.client
@@ -153,12 +159,14 @@ func Kafka(brokers []string, topic string, opts ...KafkaOption) (*KafkaSink, err
 		// retries (franz-go's default 4, about 1 s): the topic will not
 		// appear by itself, auto-creation being off.
 		kgo.UnknownTopicRetries(4),
-	}, cfg.opts...)
+	}, cfg.transactionalOpts()...)
+	kopts = append(kopts, cfg.opts...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("sink: Kafka: %w", err)
 	}
 	s.cl, s.own, s.brokers = cl, true, append([]string(nil), brokers...)
+	s.txn = cfg.newTxn()
 	return s, nil
 }
 
@@ -264,8 +272,10 @@ func (s *KafkaSink) Flush(ctx context.Context) error {
 	}
 }
 
-// Close flushes (waiting at most about twice the delivery timeout) and
-// closes the client if the sink made it. Writes after Close fail with [ErrSinkClosed].
+// Close flushes (waiting at most about twice the delivery timeout), aborts
+// the open transaction of a sink with [KafkaTransactionalID] (a Run that
+// ended committed its last one), and closes the client if the sink made
+// it. Writes after Close fail with [ErrSinkClosed].
 func (s *KafkaSink) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -276,6 +286,7 @@ func (s *KafkaSink) Close() error {
 		ctx, cancel = context.WithTimeout(ctx, 2*s.timeout+time.Second)
 	}
 	err = s.Flush(ctx)
+	err = errors.Join(err, s.closeTransactions(ctx))
 	cancel()
 	if s.own {
 		s.cl.Close()
@@ -387,6 +398,9 @@ func (w *kafkaWrite) index(r *kgo.Record) int {
 func (s *KafkaSink) produceError(r *kgo.Record, src lineage, err error) *ProduceError {
 	if errors.Is(err, context.DeadlineExceeded) && s.timeout > 0 {
 		err = fmt.Errorf("%w: not acknowledged within the delivery timeout of %v: %w", kgo.ErrRecordTimeout, s.timeout, err)
+	}
+	if s.txn != nil && fencedError(err) {
+		err = fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	pe := &ProduceError{Topic: s.topic, Partition: r.Partition,
 		SourceTopic: src.topic, SourcePartition: src.partition, SourceOffset: src.offset, Err: err}

@@ -32,8 +32,12 @@ var _ stream.TransactionalSink = (*KafkaSink)(nil)
 // It returns an error when t runs no Kafka transactions
 // ([TransactionClienter]), has not begun them, or talks to other brokers
 // than the sink (one transaction cannot span two clusters: the seed
-// brokers of both clients must be the same set).
+// brokers of both clients must be the same set). A sink with
+// [KafkaTransactionalID] runs its own transactions: it joins only itself.
 func (s *KafkaSink) JoinTransaction(t stream.Transactor) error {
+	if s.txn != nil {
+		return s.joinOwn(t)
+	}
 	tc, ok := t.(TransactionClienter)
 	if !ok {
 		return fmt.Errorf("sink: Kafka topic %s: a %T runs no Kafka transactions to produce into", s.topic, t)

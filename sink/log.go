@@ -30,7 +30,10 @@ func (f logOptionFunc) applyLog(c *logConfig) { f(c) }
 // returns. Use it when a checkpoint saved after the write must be backed by
 // durable output (a relay from one topic to another). The default is off:
 // Write returns once the bytes are in the page cache, and durability follows
-// the log's flush policy.
+// the log's flush policy. Under stream.ExactlyOnce, with the sink its
+// transactor, the sync is made once per transaction, of every partition it
+// wrote, before the commit (see [LogSink.EndTransaction]), so that a
+// committed transaction survives a power loss too.
 func Synced() LogOption {
 	return logOptionFunc(func(c *logConfig) { c.synced = true })
 }
@@ -45,9 +48,18 @@ func Synced() LogOption {
 // and Offset, set when it was read, are ignored; a zero Timestamp means now.
 //
 // A LogSink is safe for concurrent use as far as the topic's Append is.
+//
+// # Exactly once
+//
+// A LogSink is also a stream.Transactor, a stream.TransactionalSink and a
+// checkpoint.StateStore: checkpointed with itself under
+// stream.ExactlyOnce, it runs the pipeline's transactions, and each
+// result is in its topic once across crashes (see the package doc,
+// "Exactly once into the log", and [LogSink.BeginTransactions]).
 type LogSink struct {
 	t   *log.Topic
 	cfg logConfig
+	txn logTxn // log_txn.go: the transactions under stream.ExactlyOnce
 }
 
 // The interface a LogSink implements.
@@ -80,11 +92,20 @@ func Log(t *log.Topic, opts ...LogOption) *LogSink {
 // (at-least-once). A record larger than the topic's segment size fails the
 // whole batch, before anything is appended, with an error wrapping
 // log.ErrRecordTooLarge. A nil topic is [ErrNilTopic].
+//
+// Once the sink runs transactions (stream.ExactlyOnce, see
+// [LogSink.BeginTransactions]), Write appends without syncing: with
+// Synced, EndTransaction syncs every partition the transaction wrote once,
+// before it commits, instead of each Write.
 func (s *LogSink) Write(ctx context.Context, recs []log.Record) error {
 	if s.t == nil {
 		return ErrNilTopic
 	}
-	return appendRecords(ctx, s.t, s.cfg, recs, fmt.Sprintf("appending a batch of %d records", len(recs)))
+	cfg := s.cfg
+	if s.transactional() {
+		cfg.synced = false // synced at the commit
+	}
+	return appendRecords(ctx, s.t, cfg, recs, fmt.Sprintf("appending a batch of %d records", len(recs)))
 }
 
 // appendRecords appends recs to t with one Topic.AppendBatchAck (one

@@ -316,6 +316,11 @@ type kafkaPart struct {
 	// the start the Assigned hook asked for, or its own last commit); -1
 	// for none. A save at or below it is dropped.
 	floor int64
+	// first is the offset of the first record this assignment read; -1
+	// before one. An aborted transaction rewinds a partition the group
+	// never committed to it (exactly-once, kafka_txn.go): franz-go's
+	// session rewinds only partitions with a commit.
+	first int64
 	// hwm is the partition's high watermark: the highest that a fetch of
 	// it or a listing of its end offset (refreshHighWatermarks) reported;
 	// -1 while none has answered (HighWatermark, telemetry.go).
@@ -556,7 +561,7 @@ func (s *KafkaSource) onAssigned(_ context.Context, _ *kgo.Client, assigned map[
 	defer s.mu.Unlock()
 	for t, ps := range assigned {
 		for _, p := range ps {
-			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1}
+			s.assigned[topicPartition{t, p}] = &kafkaPart{floor: -1, hwm: -1, first: -1}
 		}
 	}
 	select {
@@ -985,6 +990,13 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 			errs = slices.DeleteFunc(errs, func(fe kgo.FetchError) bool { return errors.Is(fe.Err, s.assignErr) })
 		}
 		s.mu.Unlock()
+		// The coordinator forgot this member (its session expired in a
+		// pause) or moved to a newer generation: kgo rejoins by itself,
+		// its partitions lost and assigned again. Not a failure of the
+		// source; another member taking its instance id is one.
+		errs = slices.DeleteFunc(errs, func(fe kgo.FetchError) bool {
+			return fe.Topic == "" && memberGone(fe.Err) && !errors.Is(fe.Err, kerr.FencedInstanceID)
+		})
 	}
 	if len(errs) > 0 {
 		fe := errs[0]
@@ -1019,6 +1031,9 @@ func (s *KafkaSource) take(ctx context.Context, fetches kgo.Fetches) ([]stream.E
 		if st == nil {
 			s.droppedRecords.Add(int64(len(p.Records)))
 			return
+		}
+		if st.first < 0 {
+			st.first = p.Records[0].Offset
 		}
 		for _, r := range p.Records {
 			var hs []log.Header

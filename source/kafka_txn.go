@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -72,6 +73,9 @@ type kafkaTxn struct {
 	// known are the changelog topics the transactional client produced
 	// to, with the partitions it saw (waitProducerSees).
 	known map[string]int32
+	// readAborts is the count of aborts when Read's last poll returned
+	// (StaleRead).
+	readAborts atomic.Int64
 	// saved are the changes of the open transaction, for the caches once
 	// it commits (a cache holds committed changes only).
 	saved []txnSave
@@ -184,6 +188,20 @@ func (p txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	return p.keyed.ForTopic(topic)
 }
 
+// The interface a KafkaSource implements for stream.ExactlyOnce's rewinds.
+var _ stream.RewindingSource = (*KafkaSource)(nil)
+
+// StaleRead reports whether the records the last Read returned were polled
+// before an aborted transaction rewound the source (stream.RewindingSource):
+// the pipeline drops them, and the source reads them again from the
+// committed offsets. Without transactions it reports false.
+func (s *KafkaSource) StaleRead() bool {
+	s.mu.Lock()
+	t := s.txn
+	s.mu.Unlock()
+	return t != nil && t.readAborts.Load() != s.txnAborts.Load()
+}
+
 // stopReads ends the poll in flight and keeps Read from polling until
 // resumeReads.
 func (s *KafkaSource) stopReads(t *kafkaTxn) {
@@ -235,6 +253,7 @@ func (s *KafkaSource) pollTxn(ctx context.Context, t *kafkaTxn, cl *kgo.Client) 
 	t.pollCancel = cancel
 	s.mu.Unlock()
 	fetches := cl.PollRecords(pctx, s.cfg.maxRecords)
+	t.readAborts.Store(s.txnAborts.Load()) // EndTransaction counts aborts under pollMu
 	elems, err := s.take(pctx, fetches)
 	cl.AllowRebalance()
 	s.mu.Lock()
@@ -390,18 +409,29 @@ func (s *KafkaSource) rewind(ctx context.Context) error {
 	sortParts(parts)
 	committed := cl.CommittedOffsets()
 	starts := make([]stream.PartitionStart, len(parts))
+	rewound := make(map[string]map[int32]kgo.EpochOffset) // partitions without a commit
+	s.mu.Lock()
 	for i, tp := range parts {
 		starts[i] = stream.PartitionStart{TopicPartition: tp, Offset: -1}
 		if eo, ok := committed[tp.Topic][tp.Partition]; ok && eo.Offset >= 0 {
 			starts[i].Offset = eo.Offset
+		} else if st := s.assigned[topicPartition{tp.Topic, tp.Partition}]; st != nil && st.first >= 0 {
+			// Never committed: back to the first record this
+			// assignment read, which the session does not rewind.
+			starts[i].Offset = st.first
+			if rewound[tp.Topic] == nil {
+				rewound[tp.Topic] = make(map[int32]kgo.EpochOffset)
+			}
+			rewound[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: st.first}
 		}
 	}
+	s.mu.Unlock()
 	hooks.Lost(parts)
 	asked := slices.Clone(starts)
 	if err := hooks.Assigned(ctx, asked); err != nil {
 		return s.kafkaErr(fmt.Errorf("rewinding to the committed transaction: %w", err))
 	}
-	moved := make(map[string]map[int32]kgo.EpochOffset)
+	moved := rewound
 	s.mu.Lock()
 	for i := range asked {
 		st := s.assigned[topicPartition{asked[i].Topic, asked[i].Partition}]

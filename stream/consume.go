@@ -195,7 +195,9 @@ func retryLoop(ctx context.Context, cfg *consumeConfig, attempt func(progressed 
 			return err
 		}
 		var srcErr *SourceError
-		if !errors.As(err, &srcErr) || errors.Is(err, ErrPermanent) {
+		// An aborted transaction (ExactlyOnce) is cured by a new run,
+		// which starts from the committed state.
+		if (!errors.As(err, &srcErr) && !errors.Is(err, ErrTransactionAborted)) || errors.Is(err, ErrPermanent) {
 			return err
 		}
 		if ctx.Err() != nil {

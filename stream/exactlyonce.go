@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
@@ -57,7 +58,9 @@ func TransactionInterval(d time.Duration) ExactlyOnceOption {
 // calls (Map, FlatMap) is the caller's: its side effects (an HTTP call) are
 // not in the transaction, and happen again when a transaction is aborted.
 //
-// Each transaction ends every [TransactionInterval]: reading pauses, the
+// Each transaction ends every [TransactionInterval], which replaces the
+// checkpoint options of [Stream.Checkpointing] ([CheckpointInterval],
+// [CheckpointRecords], [CheckpointEachBatch]): reading pauses, the
 // records read are let finish (partial [Batch]es handed on, a [Window]'s
 // results written), then the transactor commits. When it cannot (a
 // rebalance, a fenced member), it aborts: nothing of the transaction is
@@ -122,6 +125,16 @@ type TransactionalSink interface {
 	JoinTransaction(t Transactor) error
 }
 
+// RewindingSource is a source that an aborted transaction rewinds to the
+// committed positions (source.Kafka under ExactlyOnce). StaleRead reports
+// whether the records its last Read returned were read before the latest
+// rewind: they are then dropped, not handed in, since the source reads
+// them again. Run calls it on the goroutine that called Read, right after
+// Read returned, while no transaction can end.
+type RewindingSource interface {
+	StaleRead() bool
+}
+
 // ErrNotExactlyOnce is wrapped by Run's error for an [ExactlyOnce]
 // pipeline of a shape it cannot make exactly once: the error names the
 // part (a store, a sink, a flow) and why.
@@ -158,18 +171,31 @@ func (p *pipeline) noteEffect(what, why string) {
 	p.effects = append(p.effects, effect{what: what, why: why})
 }
 
+// describe names v for an error: its String when it has one (sink.Func's
+// type is unexported), else its type.
+func describe(v any) string {
+	if s, ok := v.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// oneTransactor says what store an ExactlyOnce pipeline needs.
+const oneTransactor = "ExactlyOnce takes one store, the transactor: Checkpointing(src) for a source.Kafka; " +
+	"for a log source, the sink: a sink.Kafka with sink.KafkaTransactionalID, or a sink.Log"
+
 // checkExactlyOnce checks that the pipeline can run exactly once and
 // returns its transactor.
 func (p *pipeline) checkExactlyOnce() (Transactor, error) {
 	if len(p.stores) == 0 {
-		return nil, fmt.Errorf("%w: no store: Checkpointing must be given a stream.Transactor (source.Kafka)", ErrNotExactlyOnce)
+		return nil, fmt.Errorf("%w: no store: %s", ErrNotExactlyOnce, oneTransactor)
 	}
 	var tr Transactor
 	for _, st := range p.stores {
 		t, ok := st.(Transactor)
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%w: store %T does not run transactions (a stream.Transactor): its positions could not be saved with the outputs", ErrNotExactlyOnce, st)
+			return nil, fmt.Errorf("%w: store %T does not run transactions (a stream.Transactor): its positions could not be saved with the outputs; %s", ErrNotExactlyOnce, st, oneTransactor)
 		case tr != nil && t != tr:
 			return nil, fmt.Errorf("%w: two transactional stores (%T and %T): one transaction cannot span both", ErrNotExactlyOnce, tr, t)
 		}
@@ -180,7 +206,7 @@ func (p *pipeline) checkExactlyOnce() (Transactor, error) {
 			return nil, fmt.Errorf("%w: %s: %s", ErrNotExactlyOnce, e.what, e.why)
 		}
 		if _, ok := e.sink.(TransactionalSink); !ok {
-			return nil, fmt.Errorf("%w: %s is a %T, which cannot write into a transaction: what it wrote could not be taken back when a transaction aborts", ErrNotExactlyOnce, e.what, e.sink)
+			return nil, fmt.Errorf("%w: %s is a %s, which cannot write into a transaction: what it wrote could not be taken back when a transaction aborts", ErrNotExactlyOnce, e.what, describe(e.sink))
 		}
 	}
 	return tr, nil
@@ -217,15 +243,6 @@ func (rt *runtime) beginTransactions(ctx context.Context) error {
 	// pace the commits' round trips cannot follow.
 	p.cp = checkpointConfig{interval: p.cfg.eos.interval}
 	return nil
-}
-
-// readGen returns the abort generation a source's next Read belongs to,
-// read under the gate: never while a transaction ends (and perhaps
-// rewinds the source).
-func (rt *runtime) readGen() uint64 {
-	rt.txnGate.RLock()
-	defer rt.txnGate.RUnlock()
-	return rt.txnGen.Load()
 }
 
 // saveTxn is save under ExactlyOnce: with the gate held (nothing is handed
@@ -279,8 +296,6 @@ func (rt *runtime) saveTxn() error {
 	}
 	if !committed {
 		rt.txnAborts.Add(1)
-		// Batches read before the rewind are dropped (runSource).
-		rt.txnGen.Add(1)
 		if _, ok := rt.eos.(Assignable); !ok {
 			rt.saveFailed.Store(true)
 			return fmt.Errorf("%w: %T aborted the transaction of %d positions, and the pipeline cannot rewind its state while it runs",
@@ -333,10 +348,17 @@ func (rt *runtime) drainTxn() bool {
 		if len(rt.flushers) > 0 {
 			wait, stop = context.WithTimeout(wctx, 20*time.Millisecond)
 		}
+		// Every record handed in, of revoked partitions too: a record
+		// still running writes into the transaction, and must not while
+		// it ends (an abort fails what is still being produced).
 		settled := true
 		rt.parts = rt.tracker.Partitions(rt.parts[:0])
+		rt.beginMu.Lock()
+		rt.parts = append(rt.parts, rt.retired...)
+		waited := len(rt.retired)
+		rt.beginMu.Unlock()
 		for _, pt := range rt.parts {
-			if !pt.Revoked() && pt.WaitSettled(wait) != nil {
+			if pt.WaitSettled(wait) != nil {
 				settled = false
 				break
 			}
@@ -355,6 +377,9 @@ func (rt *runtime) drainTxn() bool {
 		}
 		stop()
 		if settled {
+			rt.beginMu.Lock()
+			rt.retired = slices.Delete(rt.retired, 0, waited) // settled: nothing of them runs
+			rt.beginMu.Unlock()
 			for _, pt := range rt.parts {
 				if !pt.Revoked() && pt.InFlight() > 0 {
 					return false // abandoned: settled, not finished

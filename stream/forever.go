@@ -25,7 +25,9 @@ func (s *Stream[T]) setHooks(onSave func(), onCheckpoint func(string, int32, che
 
 // Forever gives a whole pipeline what [ConsumeForever] gives a handler: it
 // calls build for a new pipeline, runs it, and when it fails with a
-// retryable source failure (a [*SourceError] not marked [Permanent]) backs
+// retryable source failure (a [*SourceError] not marked [Permanent]) or
+// with [ErrTransactionAborted] (an [ExactlyOnce] transactor that cannot
+// rewind while it runs: the next run starts from its committed state) backs
 // off ([WithBackoff]), builds a new one and runs that, for as long as ctx
 // lives. build must make sources that resume from the pipeline's
 // checkpoint store (for example source.Partition or source.Topic with

@@ -82,6 +82,11 @@ func (rt *runtime) Assigned(ctx context.Context, starts []PartitionStart) error 
 	for _, s := range starts {
 		if pt := rt.tracker.Partition(s.Topic, s.Partition); pt.Revoked() {
 			rt.tracker.Replace(s.Topic, s.Partition)
+			if rt.eos != nil {
+				// Its records still running write into the open
+				// transaction: its end waits for them (drainTxn).
+				rt.retired = append(rt.retired, pt)
+			}
 		}
 	}
 	rt.beginMu.Unlock()

@@ -90,15 +90,15 @@ type runtime struct {
 	// nil otherwise. txnGate is held by a transaction's end, and read-held
 	// by what hands records in (a source's push, a processing-time
 	// Window's timer), so that nothing starts while the pipeline drains
-	// and commits. txnGen moves at every abort: a batch read before it
-	// belongs to the positions the abort rewound, and is dropped.
-	// settleWake is signalled when a Window's results still owed
-	// downstream drop to none.
+	// and commits. settleWake is signalled when a Window's results still
+	// owed downstream drop to none.
 	eos        Transactor
 	txnGate    sync.RWMutex
-	txnGen     atomic.Uint64
 	settleWake chan struct{}
 	txnAborts  atomic.Int64
+	// retired are the trackers Assigned replaced (under beginMu), whose
+	// records may still run: a transaction's end waits for them too.
+	retired []*checkpoint.PartitionTracker
 	// revokedInTxn: a partition was revoked or lost since the last
 	// transaction ended; the open one cannot commit (its outputs may
 	// hold records of the partition past the position it leaves with).
@@ -353,7 +353,11 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 		return err
 	}
 	for _, src := range p.sources {
-		if pa, ok := src.(PositionsAware); ok {
+		// Under ExactlyOnce no position may be committed outside the
+		// transactor's transactions: a source.Kafka read into the log
+		// would otherwise commit its group's offsets at a revocation,
+		// past outputs an abort then truncates.
+		if pa, ok := src.(PositionsAware); ok && rt.eos == nil {
 			pa.SetPositions(trackerPositions{rt.tracker})
 			defer pa.SetPositions(nil)
 		}

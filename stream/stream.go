@@ -111,10 +111,6 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 			rt.interrupted.Store(true)
 			return out.close(rt.stageCtx) // cancelled: read no more, drain
 		}
-		var gen uint64
-		if rt.eos != nil {
-			gen = rt.readGen()
-		}
 		elems, err := src.Read(rt.srcCtx)
 		last := false
 		switch {
@@ -136,7 +132,7 @@ func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 			// an abort rewound the source is dropped: the source reads it
 			// again from the committed positions.
 			rt.txnGate.RLock()
-			if rt.txnGen.Load() != gen {
+			if rs, ok := any(src).(RewindingSource); ok && rs.StaleRead() {
 				rt.txnGate.RUnlock()
 				elems = nil
 			}

@@ -1,8 +1,9 @@
 // Command relay moves records between a strom log and Kafka, at-least-once,
-// in the direction --direction says.
+// or exactly once with --exactly-once, in the direction --direction says.
 //
 //	go run ./examples/relay --direction kafka-to-log --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh
 //	go run ./examples/relay --direction log-to-kafka --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh-back --state /tmp/relay-state
+//	go run ./examples/relay --direction log-to-kafka --brokers 127.0.0.1:9092 --dir /tmp/strom-log --from ssh --to ssh-back --exactly-once
 //
 // kafka-to-log reads the Kafka topic --from with a consumer group (--group)
 // and appends each record, with its key, headers and timestamp, to the log
@@ -18,6 +19,39 @@
 // the positions in a checkpoint.FileStore in --state, and produces each record
 // to the Kafka topic --to (acks=all, idempotent, murmur2 on the key); a
 // position is saved only once Kafka acknowledged every record below it.
+//
+// # Exactly once
+//
+// log-to-kafka with --exactly-once runs the pipeline under
+// stream.ExactlyOnce with a transactional sink.Kafka
+// (sink.KafkaTransactionalID) as its checkpoint store instead of the
+// FileStore (--state is not needed): every 100 ms one Kafka transaction
+// commits the records produced since the last one together with the log
+// positions past them, in the compacted topic <transactional id>-positions
+// (sink.KafkaPositionsTopic). A reader of --to that reads only committed
+// records (read_committed) sees each log record once, across crashes: a
+// relay killed mid-transaction leaves that transaction open, its restart
+// aborts it (it takes the transactional id over) and starts from the
+// committed positions. Readers of uncommitted records also see the aborted
+// records. The transactional id (--transactional-id) must stay the same
+// across restarts and be used by one relay at a time: its default,
+// <group>-<from>-<to> (strom-relay-ssh-ssh-back above), is stable for a
+// relay that keeps its flags; give a second relay of the same topics its
+// own --group or --transactional-id. A relay fenced by a newer one with
+// its id (sink.ErrFenced) exits with an error. A transaction that cannot
+// commit is aborted and the pipeline restarts from the committed
+// positions, with backoff, printing the attempt on stderr.
+//
+// kafka-to-log with --exactly-once runs the pipeline under
+// stream.ExactlyOnce with the sink.LogSink of --to as its checkpoint store:
+// every 100 ms the records appended since the last transaction and the
+// Kafka positions past them are committed together in the topic's
+// transaction file (exactly-once.txn), and a restart first cuts what was
+// appended after the last commit. The positions are the log's, not the
+// group's: the group's commits do not move (a partition assigned starts
+// where the log's transactions say). It reads --from with read_committed,
+// so records of aborted Kafka transactions (a log-to-kafka relay's under
+// --exactly-once) are never copied.
 //
 // Every record written carries two headers naming where it came from:
 // strom.relay.partition and strom.relay.offset (its source partition and
@@ -42,7 +76,10 @@
 //	--to          STROM_TO          topic to write (required)
 //	--partitions  STROM_PARTITIONS  partitions of the log topic kafka-to-log creates, default 3
 //	--group       STROM_GROUP       Kafka consumer group of kafka-to-log, default "strom-relay"
-//	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there)
+//	--state       STROM_STATE       checkpoint folder of log-to-kafka (required there, unless --exactly-once)
+//	--exactly-once STROM_EXACTLY_ONCE  exactly once: log-to-kafka in Kafka transactions, kafka-to-log in the log's (see above); default false
+//	--transactional-id STROM_TRANSACTIONAL_ID  log-to-kafka --exactly-once: the Kafka transactional id,
+//	                                   default <group>-<from>-<to>; its positions topic is <id>-positions
 //	--timeout     STROM_KAFKA_TIMEOUT  log-to-kafka: how long a record may wait for Kafka's
 //	                                   acknowledgement (sink.KafkaDeliveryTimeout); kafka-to-log:
 //	                                   how long joining the group or a commit may take
@@ -89,11 +126,14 @@
 //	GET /health  200 "ok"
 //
 // relayed counts records this process wrote (handed to the sink);
-// deliveredAgain those of them already relayed before a restart; lastIn the
+// deliveredAgain those of them already relayed before a restart (with
+// --exactly-once, those already visible to read_committed readers: 0,
+// unless something is wrong); lastIn the
 // last source offset read per source partition; lastOut the highest
 // offset written per destination partition (log-to-kafka: the Kafka
-// topic's high watermarks minus one); positions the saved positions (log-to-kafka: FileStore;
-// kafka-to-log: the group's commits); lag the records of the source not yet
+// topic's high watermarks minus one); positions the saved positions (log-to-kafka: FileStore, or
+// the committed positions with --exactly-once; kafka-to-log: the group's commits); lag the records
+// of the source not yet
 // covered by a position.
 package main
 
@@ -115,6 +155,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/internal/kafkaread"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/metrics"
@@ -153,6 +194,8 @@ type config struct {
 	session    time.Duration // consumer group session timeout
 	rebalance  time.Duration // consumer group rebalance timeout
 	instance   string        // static group member id; "" for a dynamic member
+	eos        bool          // --exactly-once
+	txnID      string        // --transactional-id, defaulted to <group>-<from>-<to> with eos
 	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
 
@@ -179,6 +222,8 @@ func parseFlags(args []string) (config, error) {
 	session := fs.Duration("session-timeout", env.Duration("STROM_KAFKA_SESSION_TIMEOUT", 45*time.Second), "consumer group session timeout of kafka-to-log (env STROM_KAFKA_SESSION_TIMEOUT)")
 	rebalance := fs.Duration("rebalance-timeout", env.Duration("STROM_KAFKA_REBALANCE_TIMEOUT", 60*time.Second), "how long a rebalance of kafka-to-log's group waits for members to rejoin (env STROM_KAFKA_REBALANCE_TIMEOUT)")
 	instance := fs.String("instance-id", env.String("STROM_KAFKA_INSTANCE_ID", ""), "static consumer group member id of kafka-to-log (env STROM_KAFKA_INSTANCE_ID)")
+	eos := fs.Bool("exactly-once", env.Bool("STROM_EXACTLY_ONCE", false), "exactly once: log-to-kafka in Kafka transactions, kafka-to-log in the log's (env STROM_EXACTLY_ONCE)")
+	txnID := fs.String("transactional-id", env.String("STROM_TRANSACTIONAL_ID", ""), "log-to-kafka --exactly-once: Kafka transactional id, default <group>-<from>-<to> (env STROM_TRANSACTIONAL_ID)")
 	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -191,7 +236,11 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
-		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter)}
+		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter),
+		eos: *eos, txnID: *txnID}
+	if cfg.eos && cfg.txnID == "" && cfg.direction == toKafka {
+		cfg.txnID = cfg.group + "-" + cfg.from + "-" + cfg.to
+	}
 	for _, b := range strings.Split(*brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.brokers = append(cfg.brokers, b)
@@ -206,8 +255,12 @@ func parseFlags(args []string) (config, error) {
 		return config{}, errors.New("--dir (or STROM_DIR) is required")
 	case cfg.from == "" || cfg.to == "":
 		return config{}, errors.New("--from and --to are required")
-	case cfg.direction == toKafka && cfg.state == "":
-		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka")
+	case cfg.direction == toKafka && cfg.state == "" && !cfg.eos:
+		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka, unless --exactly-once")
+	case cfg.txnID != "" && !cfg.eos:
+		return config{}, errors.New("--transactional-id is for --exactly-once")
+	case cfg.txnID != "" && cfg.direction == toLog:
+		return config{}, errors.New("--transactional-id is for log-to-kafka: kafka-to-log --exactly-once commits in the log (the sink.LogSink's transaction file), not in Kafka")
 	case cfg.batch < 1:
 		return config{}, fmt.Errorf("--batch %d: must be at least 1", cfg.batch)
 	case cfg.delay < 0:
@@ -312,10 +365,32 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 	if err != nil {
 		return nil, err
 	}
+	logSink := sink.Log(out)
 	r.lag = func(ctx context.Context) (int64, map[int32]int64, error) {
 		commits, err := adm.FetchOffsetsForTopics(ctx, r.cfg.group, r.cfg.from)
 		if err != nil {
 			return 0, nil, err
+		}
+		if r.cfg.eos {
+			// The positions are the log's transactions'.
+			ends, err := adm.ListEndOffsets(ctx, r.cfg.from)
+			if err != nil {
+				return 0, nil, err
+			}
+			var lag int64
+			positions := map[int32]int64{}
+			var lerr error
+			ends.Each(func(e kadm.ListedOffset) {
+				pos, found, err := logSink.Load(ctx, e.Topic, e.Partition)
+				if err != nil {
+					lerr = err
+				}
+				if found {
+					positions[e.Partition] = pos.Offset
+				}
+				lag += max(e.Offset-pos.Offset, 0)
+			})
+			return lag, positions, lerr
 		}
 		ends, err := adm.ListEndOffsets(ctx, r.cfg.from)
 		if err != nil {
@@ -341,10 +416,21 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 			if r.cfg.instance != "" {
 				opts = append(opts, kgo.InstanceID(r.cfg.instance))
 			}
+			if r.cfg.eos {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			}
 			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
 				source.KafkaMaxRecords(r.cfg.batch), source.KafkaClientOpts(opts...))
 			if err != nil {
 				return failed{err}
+			}
+			if r.cfg.eos {
+				return stream.From(src, stream.WithName(r.cfg.direction), stream.ExactlyOnce()).
+					Map(r.tag).
+					To(logSink).
+					Tap(r.wroteLog(out)).
+					Tap(r.crashAfterAppend).
+					Checkpointing(logSink)
 			}
 			return stream.From(src, stream.WithName(r.cfg.direction)).
 				Map(r.tag).
@@ -358,15 +444,29 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 
 // logToKafka builds the log -> Kafka pipeline runner.
 func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Context) error, error) {
-	store, err := checkpoint.NewFileStore(r.cfg.state)
+	var file *checkpoint.FileStore
+	if !r.cfg.eos {
+		var err error
+		if file, err = checkpoint.NewFileStore(r.cfg.state); err != nil {
+			return nil, err
+		}
+	}
+	out, err := r.kafkaSink()
 	if err != nil {
 		return nil, err
 	}
-	out, err := sink.Kafka(r.cfg.brokers, r.cfg.to, sink.KafkaDeliveryTimeout(r.cfg.timeout))
-	if err != nil {
-		return nil, err
+	// store is where the positions are: the FileStore, or under
+	// --exactly-once the sink itself, replaced with it after a failure.
+	var mu sync.Mutex
+	store := func() checkpoint.Store {
+		mu.Lock()
+		defer mu.Unlock()
+		if file != nil {
+			return file
+		}
+		return out
 	}
-	r.before = kafkaTail(ctx, r.cfg.brokers, out.Client(), r.cfg.to)
+	r.before = kafkaTail(ctx, out.Client(), r.cfg.to)
 	// Its own client: the sink's is replaced after a failure.
 	adm, err := admin(r.cfg.brokers)
 	if err != nil {
@@ -391,6 +491,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		if err != nil {
 			return 0, nil, err
 		}
+		st := store()
 		var lag int64
 		positions := map[int32]int64{}
 		for p := range int32(t.Partitions()) {
@@ -398,7 +499,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 			if err != nil {
 				return 0, nil, err
 			}
-			pos, found, err := store.Load(ctx, r.cfg.from, p)
+			pos, found, err := st.Load(ctx, r.cfg.from, p)
 			if err != nil {
 				return 0, nil, err
 			}
@@ -414,19 +515,19 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 		backoff := 50 * time.Millisecond
 		for attempt := 1; ; attempt++ {
 			err := stream.Forever(ctx, func() stream.Runner {
-				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(store), source.MaxBytes(r.cfg.batch*128)), stream.WithName(r.cfg.direction)).
+				st := store()
+				var opts []stream.Option
+				if r.cfg.eos {
+					opts = append(opts, stream.ExactlyOnce())
+				}
+				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(st), source.MaxBytes(r.cfg.batch*128)),
+					append(opts, stream.WithName(r.cfg.direction))...).
 					Map(r.tag).
 					To(out).
-					Checkpointing(store)
+					Checkpointing(st)
 			}, r.foreverOpts()...)
 			out.Close()
-			// stream.Forever retries the source, not the sink. A record
-			// Kafka did not acknowledge (the broker went away, or came
-			// back as a new cluster whose topic has a new ID; the topic
-			// does not exist yet) is retried here, with a new client, from
-			// the saved positions: nothing past them was acknowledged.
-			var pe *sink.ProduceError
-			if err == nil || ctx.Err() != nil || !errors.As(err, &pe) {
+			if err == nil || ctx.Err() != nil || !r.retrySink(err) {
 				return err
 			}
 			r.mu.Lock()
@@ -439,11 +540,51 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 2*time.Second)
-			if out, err = sink.Kafka(r.cfg.brokers, r.cfg.to, sink.KafkaDeliveryTimeout(r.cfg.timeout)); err != nil {
+			next, err := r.kafkaSink()
+			if err != nil {
 				return err
 			}
+			mu.Lock()
+			out = next
+			mu.Unlock()
 		}
 	}, nil
+}
+
+// kafkaSink returns the sink of log-to-kafka: transactional under
+// --exactly-once.
+func (r *relay) kafkaSink() (*sink.KafkaSink, error) {
+	opts := []sink.KafkaOption{sink.KafkaDeliveryTimeout(r.cfg.timeout)}
+	if r.cfg.eos {
+		opts = append(opts, sink.KafkaTransactionalID(r.cfg.txnID))
+	}
+	return sink.Kafka(r.cfg.brokers, r.cfg.to, opts...)
+}
+
+// retrySink reports whether log-to-kafka runs again, with a new sink,
+// after its pipeline failed with err. stream.Forever retries the source,
+// not the sink. A record Kafka did not acknowledge (the broker went away,
+// or came back as a new cluster whose topic has a new ID; the topic does
+// not exist yet) is retried, with a new client, from the saved positions:
+// nothing past them was acknowledged. Under --exactly-once so is every
+// failure of the transactions (an aborted one, brokers that cannot be
+// reached when they begin), from the committed positions, except a fenced
+// sink (another relay took the transactional id over: this one stops), a
+// corrupt position, and a pipeline ExactlyOnce refuses.
+func (r *relay) retrySink(err error) bool {
+	var pe *sink.ProduceError
+	switch {
+	case errors.Is(err, sink.ErrFenced):
+		return false
+	case errors.As(err, &pe):
+		return true
+	case !r.cfg.eos:
+		return false
+	case errors.Is(err, checkpoint.ErrCorrupt), errors.Is(err, stream.ErrNotExactlyOnce):
+		return false
+	default:
+		return true
+	}
 }
 
 func (r *relay) foreverOpts() []stream.ConsumeOption {
@@ -632,46 +773,21 @@ func logTail(out *log.Topic) map[int32]int64 {
 }
 
 // kafkaTail reads the last records of every partition of the Kafka topic
-// and returns the highest source offset relayed per source partition. A
-// topic that cannot be read yet (it does not exist) gives an empty map.
-func kafkaTail(ctx context.Context, brokers []string, cl *kgo.Client, topic string) map[int32]int64 {
+// that a read_committed reader sees (the same records as any reader's
+// when no transaction wrote them) and returns the highest source offset
+// relayed per source partition. A topic that cannot be read yet (it does
+// not exist) gives an empty map.
+func kafkaTail(ctx context.Context, cl *kgo.Client, topic string) map[int32]int64 {
 	seen := map[int32]int64{}
-	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
+	t, found, err := kafkaread.List(ctx, cl, topic)
+	if err != nil || !found {
 		return seen
 	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return seen
-	}
-	offsets := map[string]map[int32]kgo.Offset{topic: {}}
-	want := 0
-	ends.Each(func(e kadm.ListedOffset) {
-		if e.Err != nil || e.Offset <= 0 {
-			return
-		}
-		from := e.Offset - tailRecords
-		if s, ok := starts.Lookup(topic, e.Partition); ok && s.Offset > from {
-			from = s.Offset
-		}
-		offsets[topic][e.Partition] = kgo.NewOffset().At(from)
-		want += int(e.Offset - from)
-	})
-	if want == 0 {
-		return seen
-	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(offsets))
-	if err != nil {
-		return seen
-	}
-	defer rd.Close()
-	for got := 0; got < want && ctx.Err() == nil; {
-		fs := rd.PollFetches(ctx)
-		fs.EachRecord(func(rec *kgo.Record) {
-			got++
+	for _, p := range t.Partitions {
+		from := max(p.Start, p.End-tailRecords)
+		_ = kafkaread.Read(ctx, cl, t, p.ID, from, p.End, func(rec *kgo.Record) error {
 			hs := make([]log.Header, len(rec.Headers))
 			for i, h := range rec.Headers {
 				hs[i] = log.Header{Key: h.Key, Value: h.Value}
@@ -681,6 +797,7 @@ func kafkaTail(ctx context.Context, brokers []string, cl *kgo.Client, topic stri
 					seen[sp] = so
 				}
 			}
+			return nil
 		})
 	}
 	return seen

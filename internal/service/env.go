@@ -68,6 +68,22 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// Bool returns the environment variable name parsed by [strconv.ParseBool] ("1", "true",
+// "0", "false", ...), or def when it is unset or empty. A value that does not parse records
+// an error in e.Err and returns def.
+func (e *Env) Bool(name string, def bool) bool {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(fmt.Errorf("environment %s=%q: not a boolean (true, false, 1, 0)", name, v))
+		return def
+	}
+	return b
+}
+
 func (e *Env) fail(err error) {
 	if e.Err == nil {
 		e.Err = err

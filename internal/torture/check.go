@@ -22,7 +22,10 @@ const maxListed = 40
 //	    (log.Verify checks every frame's CRC);
 //	(b) every record in the log was finished by its partition's consumer
 //	    (journal), and every record a consumer finished is in the log;
-//	    every position is the high watermark.
+//	    every position is the high watermark;
+//	(e) in ScenarioRelayExactlyOnce, every record of the log is in
+//	    RelayTopic once for a read_committed reader (no duplicate), in
+//	    the log's order per source partition.
 func (s *supervisor) check() error {
 	if err := s.advancePublisher(); err != nil {
 		return err
@@ -38,6 +41,10 @@ func (s *supervisor) check() error {
 		s.sum.Foreign = s.kafka.foreign
 		if s.sum.Foreign > 0 {
 			s.violate("relay: %d records of %s lack the relay's source headers", s.sum.Foreign, RelayTopic)
+		}
+		s.sum.OutOfOrder = len(s.kafka.disordered)
+		for _, v := range s.kafka.disordered {
+			s.violate("%s", v)
 		}
 	}
 
@@ -92,6 +99,10 @@ func (s *supervisor) check() error {
 			}
 			s.sum.Distinct++
 			s.sum.Replays += int64(n - 1)
+			if n > 1 && s.cfg.Scenario == ScenarioRelayExactlyOnce {
+				s.sum.Duplicated++
+				s.violate("duplicate: partition %d offset %d (record %s) is in %s %d times for a read_committed reader", p, off, id, RelayTopic, n)
+			}
 		}
 		keys := make([]recKey, 0)
 		for k := range st.counts {

@@ -58,8 +58,11 @@ func Child(args []string) error {
 	if args[0] == roleScaleWorker {
 		return runScaleWorker(ctx, args[1:])
 	}
-	if args[0] == roleEOSWorker {
-		return runEOSWorker(ctx, args[1:])
+	if args[0] == roleEOSKafkaWorker {
+		return runEOSKafkaWorker(ctx, args[1:])
+	}
+	if args[0] == roleEOSLogWorker {
+		return runEOSLogWorker(ctx, args[1:])
 	}
 	fl := flag.NewFlagSet("torture "+args[0], flag.ContinueOnError)
 	dir := fl.String("dir", "", "the run folder")

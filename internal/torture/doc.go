@@ -7,9 +7,11 @@
 // a consumer and no publisher, and measures how far progress survives
 // kills. Scenario scale (below) runs a windowed count on worker processes
 // of a Kafka consumer group that join, leave and are killed, and checks
-// every window's count. Scenario eos (below) runs such a count under
-// stream.ExactlyOnce with seeded faults, and checks every window's result
-// is committed exactly once, in order.
+// every window's count. Scenario eos-log (below) kills a worker writing
+// into the log under stream.ExactlyOnce and checks that every result is
+// in its output once; scenario eos-kafka (below) runs a windowed count
+// from Kafka to Kafka under stream.ExactlyOnce with seeded faults, and
+// checks every window's result is committed exactly once, in order.
 //
 // # The processes
 //
@@ -56,6 +58,20 @@
 // may pass a Kafka record BackTopic does not hold a copy of, and at the
 // end every record of RelayTopic must be in BackTopic and every commit at
 // the end offset.
+//
+// Scenario relay-eos (ScenarioRelayExactlyOnce, issue 19) runs the
+// log-to-kafka relay alone, with --exactly-once: its records and its log
+// positions are committed in Kafka transactions together, the positions in
+// the topic sink.KafkaPositionsTopic(RelayTransactionalID). The publisher
+// and the relay are killed. The supervisor reads RelayTopic as a
+// read_committed reader does (internal/kafkaread: up to the last stable
+// offsets, aborted transactions left out), and samples the committed
+// positions the same way (a sink.Kafka with the relay's transactional id
+// that never begins a transaction, so fences nobody); the rules (c) and
+// (d) apply to them, and at the end (e): every record of the log is in
+// RelayTopic exactly once, and per source partition in the log's order.
+// Its summary counts the duplicates and the records out of order, which
+// must be 0.
 //
 // Journals are files opened with O_APPEND, one write(2) per line, so a line
 // is in the page cache, and survives the writer's SIGKILL, once the write
@@ -202,27 +218,71 @@
 // opens with one line giving the seed and the counts; --seed replays the
 // records and the schedule (not the scheduling of the processes).
 //
-// # Scenario eos
+// # Scenario eos-log
+//
+// Issue 19's exactly-once into the log. The supervisor writes
+// Config.Records records (20,000, or 100 a kill when more) to the topic
+// EOSLogInput of 3 partitions, each keyed by one of Config.Keys (50) keys
+// drawn from the seed, and starts a worker (a child like the others) that
+// runs, to the end of the input (source.Replay):
+//
+//	source.Topic(EOSLogInput, FromStore(out)) → Map (sleep Config.Work, 100 µs)
+//	→ KeyBy(record key) → Aggregate(Count) → MapTo(key, "count") → To(out)
+//	Checkpointing(out), under stream.ExactlyOnce(TransactionInterval 5 to 50 ms)
+//
+// out being sink.Log(EOSLogOutput), with sink.Synced or not (both drawn
+// per incarnation), segments of 16 KiB. Each input record makes one
+// output, its key's count so far. The supervisor kills the worker
+// Config.Kills (5) times, each at a moment drawn from the seed: once the
+// output holds a drawn number of records (committed or not, 5% to 85% of
+// the input, ascending) plus a wait of MinInterval to MaxInterval (0 to
+// 30 ms), or, one kill in four, 0 to 150 ms after the worker's start (while
+// it truncates, restores and starts over); each is restarted at once. The
+// summary counts the kills that left outputs past the committed ends
+// (sink.CommittedEnds) and those outputs, which the next start truncates.
+// The last incarnation must reach the end and exit 0.
+//
+// The check reads the output: every key's counts 1 to N (N its records in
+// the input) must each be there once and in increasing order, nothing
+// else; it counts lost, duplicated and out-of-order results and phantoms
+// (an unknown key, a count outside 1..N), each kind a violation. The
+// committed ends must be the partitions' ends and the committed positions
+// the input's ends, and log.Verify must find no problem. The seed gives
+// the input, the moments and the workers' settings again.
+//
+// Scenario eos-kafka-log is the same from Kafka: the supervisor produces
+// the records to EOSLogInput on an in-process Kafka (kfake, 100 ms minimum
+// session), and the worker, a member of the group EOSLogGroup (500 ms
+// session, 1 s rebalance timeout), copies each record's key and value
+// into EOSLogOutput (stateless: a stateful stage on a group needs a
+// changelog store, which a LogSink is not), under stream.ExactlyOnce, with
+// the LogSink's positions, not the group's commits, as its starts. It
+// follows the group, so once every record is committed the supervisor
+// stops it with SIGTERM (it must exit 0). The check is the one above, a
+// record's number being its place among its key's records: each record
+// once, in order per key.
+//
+// # Scenario eos-kafka
 //
 // Issue 19's fault runs, checked as Flink's failure ITCases check theirs:
 // a seed draws the input and 3 to 5 faults (Config.Faults), the run injects
 // them into a running exactly-once pipeline, and the committed output is
 // compared with what an uninterrupted computation gives. Each run is
 // small (seconds), so that hundreds of seeds run in minutes:
-// RunExactlyOnce runs seeds in parallel (make torture: 200 seeds, make
+// RunEOSKafka runs seeds in parallel (make torture: 200 seeds, make
 // torture-soak: 1,000).
 //
 // The supervisor runs an in-process Kafka (kfake, through package
-// kafkatest) with the topics EOSInput, EOSOutput and EOSLate of 4
+// kafkatest) with the topics EOSKafkaInput, EOSKafkaOutput and EOSKafkaLate of 4
 // partitions, and produces Config.Records (400) records over Config.Keys
 // (16) keys, generated as scenario scale's (about 20 one-minute windows,
 // event times up to 2 s out of order, no record late), in chunks, one
 // chunk per fault plus one, then one sentinel per partition that closes
 // every window. Every worker, a child process in one of two slots, runs
 //
-//	source.Kafka(brokers, EOSGroup, EOSInput, KafkaTransactionalID("eos-slot-N"), 1 s session and rebalance timeouts, KafkaStateDir)
-//	→ stream.KeyBy(record key).FollowsPartitioning() → stream.Window(Tumbling(1 min), Count, OutOfOrderness(5 s), LateTo(sink.Kafka(EOSLate)))
-//	→ MapTo(key, "start end key count worker") → sink.Kafka(EOSOutput)
+//	source.Kafka(brokers, EOSKafkaGroup, EOSKafkaInput, KafkaTransactionalID("eos-kafka-slot-N"), 1 s session and rebalance timeouts, KafkaStateDir)
+//	→ stream.KeyBy(record key).FollowsPartitioning() → stream.Window(Tumbling(1 min), Count, OutOfOrderness(5 s), LateTo(sink.Kafka(EOSKafkaLate)))
+//	→ MapTo(key, "start end key count worker") → sink.Kafka(EOSKafkaOutput)
 //	stream.From(src, stream.ExactlyOnce()), Checkpointing(src), under stream.Forever
 //
 // Slot 0 runs from the start; slot 1 joins and leaves. A slot's
@@ -231,7 +291,7 @@
 //
 // Before each chunk but the first, the chunk's fault is armed (a broker
 // fault) and after the chunk it fires; then the supervisor waits until
-// the group committed every record produced. The kinds (EOSFaultKinds),
+// the group committed every record produced. The kinds (EOSKafkaFaultKinds),
 // drawn with equal weight:
 //
 //   - kill: SIGKILL a running worker 0 to 150 ms after the chunk (while it
@@ -258,10 +318,10 @@
 // counts it.
 //
 // At the end the workers get SIGTERM (each must exit 0) and the
-// supervisor reads EOSOutput and EOSLate with read_committed (raw fetches
+// supervisor reads EOSKafkaOutput and EOSKafkaLate with read_committed (raw fetches
 // up to the last stable offset, without aborted transactions' records).
 // Every result of a key is in one output partition, in the order its
-// workers committed them. The check (EOSCheck) counts, against each
+// workers committed them. The check (EOSKafkaCheck) counts, against each
 // (window, key)'s count computed from the generated records: results
 // lost (never committed), duplicated (committed more than once), out of
 // order (a window of a key committed after a later window of that key),

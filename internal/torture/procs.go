@@ -19,7 +19,7 @@ import (
 // incarnations.
 type child struct {
 	name      string
-	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack, roleProbe, roleScaleWorker or roleEOSWorker
+	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack, roleProbe, roleScaleWorker or roleEOSKafkaWorker
 	partition int32  // the consumer's partition, the scale worker's slot; -1 for the others
 	inc       int    // incarnations started so far, minus one
 	cmd       *exec.Cmd
@@ -49,13 +49,21 @@ func (s *supervisor) args(c *child) []string {
 	if c.role == roleScaleWorker {
 		return s.scaleWorkerArgs(c)
 	}
-	if c.role == roleEOSWorker {
-		return s.eosWorkerArgs(c)
+	if c.role == roleEOSKafkaWorker {
+		return s.eosKafkaWorkerArgs(c)
+	}
+	if c.role == roleEOSLogWorker {
+		return s.eosLogWorkerArgs(c)
 	}
 	if c.role == roleRelayBack {
 		return []string{"--direction", "kafka-to-log", "--brokers", strings.Join(s.cluster.Brokers(), ","),
 			"--dir", logDir(s.cfg.Dir), "--from", RelayTopic, "--to", BackTopic, "--partitions", strconv.Itoa(Partitions),
 			"--group", BackGroup, "--session-timeout", backSession.String(), "--rebalance-timeout", backRebalance.String(), "--instance-id", "torture-back", "--addr", "127.0.0.1:0"}
+	}
+	if c.role == roleRelay && s.cfg.Scenario == ScenarioRelayExactlyOnce {
+		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),
+			"--dir", logDir(s.cfg.Dir), "--from", Topic, "--to", RelayTopic,
+			"--exactly-once", "--transactional-id", RelayTransactionalID, "--addr", "127.0.0.1:0"}
 	}
 	if c.role == roleRelay {
 		return []string{"--direction", "log-to-kafka", "--brokers", strings.Join(s.cluster.Brokers(), ","),

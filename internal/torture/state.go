@@ -18,9 +18,9 @@ type recKey struct {
 // as read so far and its position file.
 type partitionState struct {
 	p     int32
-	who   string      // "consumer-P", or "the relay"
-	src   entrySource // the consumer's journal, or Kafka's copy (ScenarioRelay)
-	store *checkpoint.FileStore
+	who   string           // "consumer-P", or "the relay"
+	src   entrySource      // the consumer's journal, or Kafka's copy (ScenarioRelay)
+	store checkpoint.Store // the position file (checkpoint.FileStore), or the relay's committed positions (ScenarioRelayExactlyOnce)
 
 	handled []bool         // by offset: the journal holds a finish (kindHandled or kindFiltered) of it
 	first   int64          // the lowest offset not finished: a position may be at most this

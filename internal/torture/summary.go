@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
 )
 
 // Summary is what a run did and found.
 type Summary struct {
-	Scenario string        // ScenarioPlain, ScenarioPipeline, ScenarioRelay, ScenarioSlow, ScenarioScale or ScenarioExactlyOnce
+	Scenario string        // ScenarioPlain, ScenarioPipeline, ScenarioRelay, ScenarioRelayExactlyOnce, ScenarioSlow, ScenarioScale, ScenarioEOSLog, ScenarioEOSKafkaLog or ScenarioEOSKafka
 	Mode     log.Mode      // the log's write path
 	Seed     uint64        // the seed of the run's random choices
 	Dir      string        // the run folder
@@ -23,7 +24,7 @@ type Summary struct {
 	KillsMidSave            int // of which with a Save begun and not returned
 	KillsMidBatch           int // of which right after finishing a record (mid-batch or waiting)
 	KillsOther              int // of which after a Save returned, or before its journal had anything
-	RelayKills              int // SIGKILLs of the relay (ScenarioRelay)
+	RelayKills              int // SIGKILLs of the relay (ScenarioRelay, ScenarioRelayExactlyOnce)
 	BackKills               int // SIGKILLs of the relay back, kafka-to-log (ScenarioRelay)
 	Restarts                int // children started again after a kill
 
@@ -67,14 +68,17 @@ type Summary struct {
 	CaughtUpAfter   time.Duration // when !Reached: from then to position Records, not killed
 	FirstCheckpoint time.Duration // the probe: from its first handler call to its first Save of a position above 0 (0: none)
 	FirstPosition   int64         // the position of that Save
-	Duplicated      int64         // records finished more than once (their extra finishes are Replays)
+	Duplicated      int64         // records finished more than once (their extra finishes are Replays); ScenarioRelayExactlyOnce: records in Kafka more than once (must be 0)
+	OutOfOrder      int           // ScenarioRelayExactlyOnce: records in Kafka after a later one of their source partition (must be 0)
 
 	TornLines int // journal lines torn by a kill (ignored: their write never returned)
 	Foreign   int // ScenarioRelay: Kafka records without the relay's headers (must be 0)
 	TornTails int // partitions whose last segment ends in a torn tail at the end
 
-	Scale *ScaleReport // ScenarioScale's run and checks; nil for the others
-	EOS   *EOSReport   // ScenarioExactlyOnce's run and checks; nil for the others
+	Scale    *ScaleReport    // ScenarioScale's run and checks; nil for the others
+	EOSKafka *EOSKafkaReport // ScenarioEOSKafka's run and checks; nil for the others
+
+	EOSLog *EOSLogReport // ScenarioEOSLog's run and checks; nil for the others
 
 	Violations []string // every violation, in the order found
 }
@@ -98,32 +102,46 @@ func (s *Summary) String() string {
 		s.violationLines(&b)
 		return b.String()
 	}
-	if s.EOS != nil {
+	if s.EOSKafka != nil {
 		fmt.Fprintf(&b, "torture: scenario %s, seed %d: %s in %v\n", s.Scenario, s.Seed, verdict, s.Took.Round(10*time.Millisecond))
-		s.EOS.lines(&b, s)
+		s.EOSKafka.lines(&b, s)
 		s.violationLines(&b)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "torture: scenario %s, mode %s, seed %d: %s in %v\n", s.Scenario, s.Mode, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
+	if s.EOSLog != nil {
+		s.EOSLog.lines(&b, s)
+		s.violationLines(&b)
+		return b.String()
+	}
 	if s.Scenario == ScenarioSlow {
 		s.slowLines(&b)
 		s.violationLines(&b)
 		return b.String()
 	}
-	if s.Scenario == ScenarioRelay {
+	switch s.Scenario {
+	case ScenarioRelay:
 		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), relay log-to-kafka %d, relay kafka-to-log %d\n",
 			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.RelayKills, s.BackKills)
-	} else {
+	case ScenarioRelayExactlyOnce:
+		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), relay log-to-kafka --exactly-once %d\n",
+			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.RelayKills)
+	default:
 		fmt.Fprintf(&b, "  kills       %d: publisher %d (%d with appends in flight), consumers %d (%d mid-save, %d right after a record, %d after a save or at startup)\n",
 			s.Kills(), s.PublisherKills, s.PublisherKillsMidAppend, s.ConsumerKills, s.KillsMidSave, s.KillsMidBatch, s.KillsOther)
 	}
 	fmt.Fprintf(&b, "  restarts    %d\n", s.Restarts)
 	fmt.Fprintf(&b, "  published   %d appends begun, %d acked (AckSynced), %d records in the log (every frame verified)\n", s.Appends, s.Acked, s.InLog)
-	if s.Scenario == ScenarioRelay {
+	switch s.Scenario {
+	case ScenarioRelay:
 		fmt.Fprintf(&b, "  handled     %d records relayed to Kafka (%d without the relay's headers), %d distinct records, %d replays\n", s.HandledLines, s.Foreign, s.Distinct, s.Replays)
 		fmt.Fprintf(&b, "  back        %d records relayed back to the log (%s), %d replays\n", s.BackRecords, BackTopic, s.BackReplays)
 		fmt.Fprintf(&b, "  positions   %d samples, %d unreadable; %d commits of the group %s checked\n", s.Samples, s.Unreadable, s.CommitSamples, BackGroup)
-	} else {
+	case ScenarioRelayExactlyOnce:
+		fmt.Fprintf(&b, "  handled     %d records in Kafka for a read_committed reader (%d without the relay's headers), %d distinct records, %d duplicates, %d out of order\n",
+			s.HandledLines, s.Foreign, s.Distinct, s.Replays, s.OutOfOrder)
+		fmt.Fprintf(&b, "  positions   %d samples of the committed positions (%s), %d unreadable\n", s.Samples, sink.KafkaPositionsTopic(RelayTransactionalID), s.Unreadable)
+	default:
 		fmt.Fprintf(&b, "  handled     %d finishes (%d by the filter), %d distinct records, %d replays\n", s.HandledLines, s.FilteredLines, s.Distinct, s.Replays)
 		fmt.Fprintf(&b, "  positions   %d samples, %d saves checked against the journal (%d returned), %d unreadable\n", s.Samples, s.SavesChecked, s.Saves, s.Unreadable)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/kafkatest"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
 )
 
 // Config is one torture run.
@@ -29,10 +30,10 @@ type Config struct {
 	Dir string
 	// Scenario is the consumers' pipeline, ScenarioPlain or
 	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
-	// consumers, or ScenarioSlow: one slow consumer of a partition
+	// consumers (ScenarioRelayExactlyOnce: exactly once), or ScenarioSlow: one slow consumer of a partition
 	// written beforehand, without a publisher, or ScenarioScale: workers
 	// of a consumer group on an in-process Kafka, without the log, or
-	// ScenarioExactlyOnce: such workers under stream.ExactlyOnce, with
+	// ScenarioEOSKafka: such workers under stream.ExactlyOnce, with
 	// faults drawn from the seed.
 	Scenario string
 	// Mode is the log's write path; zero means log.DefaultMode.
@@ -58,26 +59,27 @@ type Config struct {
 	// means 2000.
 	Rate int
 	// SampleEvery is how often the supervisor reads every position file;
-	// zero means 5 ms.
+	// zero means 5 ms (50 ms in ScenarioRelayExactlyOnce, where each
+	// sample reads the positions topic from its start).
 	SampleEvery time.Duration
 	// CatchUp bounds the wait, after the publisher stopped, for the
 	// consumers to save the high watermark; zero means 2 minutes. In
 	// ScenarioScale it bounds how long the group's commits may stay
 	// still before the run is reported stalled, and in
-	// ScenarioExactlyOnce too (zero means a minute there).
+	// ScenarioEOSKafka too (zero means a minute there).
 	CatchUp time.Duration
 	// Command returns the command that runs Child(args): the torture
 	// binary itself, or a test binary. Required.
 	Command func(args ...string) *exec.Cmd
 	// RelayCommand returns the command that runs examples/relay with args.
-	// Required for ScenarioRelay.
+	// Required for ScenarioRelay and ScenarioRelayExactlyOnce.
 	RelayCommand func(args ...string) *exec.Cmd
 	// Progress, when not nil, receives a line every 50 kills.
 	Progress io.Writer
 	// Records is ScenarioSlow's partition size in records, written before
 	// the consumer starts; zero means 5000. In ScenarioScale it is the
 	// input records, sentinels excluded; zero means 120,000; in
-	// ScenarioExactlyOnce the same, zero meaning 400.
+	// ScenarioEOSKafka the same, zero meaning 400.
 	Records int
 	// RecordBytes is the size in bytes of each of those records' values;
 	// zero means 100.
@@ -89,7 +91,7 @@ type Config struct {
 	// first-checkpoint probe; zero means 2 ms.
 	ProbeWork time.Duration
 	// Keys is ScenarioScale's number of distinct keys; zero means 1000
-	// (16 in ScenarioExactlyOnce).
+	// (16 in ScenarioEOSKafka).
 	Keys int
 	// ScalePartitions is ScenarioScale's input partition count; zero
 	// means 12.
@@ -101,13 +103,13 @@ type Config struct {
 	// output instead of counting windows: the check is then that every
 	// input record reached the output at least once.
 	Stateless bool
-	// Faults is ScenarioExactlyOnce's number of faults per run; zero
+	// Faults is ScenarioEOSKafka's number of faults per run; zero
 	// draws 3 to 5 from the seed.
 	Faults int
-	// FaultKinds are the kinds of fault ScenarioExactlyOnce draws from
-	// (EOSFaultKinds); nil means all of them.
+	// FaultKinds are the kinds of fault ScenarioEOSKafka draws from
+	// (EOSKafkaFaultKinds); nil means all of them.
 	FaultKinds []string
-	// PlantDuplicates plants a fault in ScenarioExactlyOnce's workers:
+	// PlantDuplicates plants a fault in ScenarioEOSKafka's workers:
 	// they write every result twice, so the run must fail with every
 	// result duplicated. Only the harness's own test sets it.
 	PlantDuplicates bool
@@ -125,11 +127,15 @@ func (c *Config) defaults() error {
 		return errors.New("torture: Config.Dir is required")
 	}
 	minWait, maxWait := 30*time.Millisecond, 200*time.Millisecond
+	sample := 5 * time.Millisecond
 	switch c.Scenario {
 	case ScenarioPlain, ScenarioPipeline:
-	case ScenarioRelay:
+	case ScenarioRelay, ScenarioRelayExactlyOnce:
 		if c.RelayCommand == nil {
-			return errors.New("torture: scenario relay needs Config.RelayCommand")
+			return fmt.Errorf("torture: scenario %s needs Config.RelayCommand", c.Scenario)
+		}
+		if c.Scenario == ScenarioRelayExactlyOnce {
+			sample = 50 * time.Millisecond
 		}
 	case ScenarioSlow:
 		// Issue 17's figures: 5,000 records of 100 B, 1 ms per record, a
@@ -150,17 +156,20 @@ func (c *Config) defaults() error {
 		if c.ProbeWork <= 0 {
 			c.ProbeWork = 2 * time.Millisecond
 		}
+	case ScenarioEOSLog, ScenarioEOSKafkaLog:
+		c.eosLogDefaults()
+		minWait, maxWait = 0, 30*time.Millisecond
 	case ScenarioScale:
 		c.scaleDefaults()
 		if slices.Min(c.Members) < 1 {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
-	case ScenarioExactlyOnce:
-		if err := c.eosDefaults(); err != nil {
+	case ScenarioEOSKafka:
+		if err := c.eosKafkaDefaults(); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, slow, scale or eos)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, relay-eos, slow, scale, eos-log, eos-kafka-log or eos-kafka)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -184,7 +193,7 @@ func (c *Config) defaults() error {
 		c.Rate = 2000
 	}
 	if c.SampleEvery <= 0 {
-		c.SampleEvery = 5 * time.Millisecond
+		c.SampleEvery = sample
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = 2 * time.Minute
@@ -205,12 +214,13 @@ type supervisor struct {
 	parts [Partitions]*partitionState
 	pub   *publisherState
 
-	scale *scaleState // ScenarioScale
-	eos   *eosState   // ScenarioExactlyOnce
+	scale    *scaleState    // ScenarioScale
+	eosKafka *eosKafkaState // ScenarioEOSKafka
 
 	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
 	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
 	back    *backState         // ScenarioRelay: BackTopic and the group's commits
+	monitor *sink.KafkaSink    // ScenarioRelayExactlyOnce: reads the relay's committed positions, never begins
 }
 
 // Run runs a torture run: it creates the topic in cfg.Dir, starts the
@@ -253,8 +263,11 @@ func (s *supervisor) run(ctx context.Context) error {
 	if s.cfg.Scenario == ScenarioScale {
 		return s.runScale(ctx)
 	}
-	if s.cfg.Scenario == ScenarioExactlyOnce {
-		return s.runEOS(ctx)
+	if s.cfg.Scenario == ScenarioEOSKafka {
+		return s.runEOSKafka(ctx)
+	}
+	if s.cfg.Scenario == ScenarioEOSLog || s.cfg.Scenario == ScenarioEOSKafkaLog {
+		return s.runEOSLog(ctx)
 	}
 	defer func() {
 		if s.kafka != nil {
@@ -262,6 +275,9 @@ func (s *supervisor) run(ctx context.Context) error {
 		}
 		if s.back != nil {
 			s.back.close()
+		}
+		if s.monitor != nil {
+			s.monitor.Close()
 		}
 		if s.cluster != nil {
 			s.cluster.Close()
@@ -300,7 +316,8 @@ func (s *supervisor) setup() error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("torture: run folder %s is not empty", dir)
 	}
-	relay := s.cfg.Scenario == ScenarioRelay
+	eos := s.cfg.Scenario == ScenarioRelayExactlyOnce
+	relay := s.cfg.Scenario == ScenarioRelay || eos
 	if relay {
 		if err := os.MkdirAll(filepath.Join(relayDir(dir), "state"), 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
@@ -311,8 +328,16 @@ func (s *supervisor) setup() error {
 			return fmt.Errorf("torture: start the in-process Kafka: %w", err)
 		}
 		s.cluster = kc
-		if s.kafka, err = newKafkaReader(kc.Brokers()); err != nil {
+		if s.kafka, err = newKafkaReader(kc.Brokers(), eos); err != nil {
 			return err
+		}
+		if eos {
+			// Load before BeginTransactions reads the committed
+			// positions from the positions topic each time, and fences
+			// nobody.
+			if s.monitor, err = sink.Kafka(kc.Brokers(), RelayTopic, sink.KafkaTransactionalID(RelayTransactionalID)); err != nil {
+				return fmt.Errorf("torture: %w", err)
+			}
 		}
 	}
 	for p := range int32(Partitions) {
@@ -327,11 +352,15 @@ func (s *supervisor) setup() error {
 		if err := os.MkdirAll(sdir, 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
 		}
-		store, err := checkpoint.NewFileStore(sdir)
-		if err != nil {
-			return fmt.Errorf("torture: %w", err)
+		if eos {
+			st.store = s.monitor
+		} else {
+			store, err := checkpoint.NewFileStore(sdir)
+			if err != nil {
+				return fmt.Errorf("torture: %w", err)
+			}
+			st.store = store
 		}
-		st.store = store
 		s.parts[p] = st
 	}
 	lg, err := log.Open(logDir(dir), log.CreateIfMissing(), log.WithMode(s.cfg.Mode), log.WithSegmentBytes(s.cfg.SegmentBytes))
@@ -346,6 +375,10 @@ func (s *supervisor) setup() error {
 		return fmt.Errorf("torture: close the log after creating the topic: %w", err)
 	}
 	s.children = append(s.children, &child{name: "publisher", role: rolePublisher, partition: -1})
+	if eos {
+		s.children = append(s.children, &child{name: "relay", role: roleRelay, partition: -1})
+		return nil
+	}
 	if relay {
 		if s.back, err = newBackState(dir); err != nil {
 			return err

@@ -220,6 +220,7 @@ func rows() []row {
 	rs = append(rs, pipelineRows()...)
 	rs = append(rs, statefulRows()...)
 	rs = append(rs, scaleOutRows()...)
+	rs = append(rs, exactlyOnceRows()...)
 	rs = append(rs, relayRows()...)
 	return append(rs, cliRows()...)
 }
@@ -361,6 +362,22 @@ func scaleOutRows() []row {
 		{figure: "windowed count through Kafka, 1 member", bench: "BenchmarkKafkaWindow/members=1", unit: "records/s", formatter: rate},
 		{figure: "  same, 3 members (2 cores: distribution's cost)", bench: "BenchmarkKafkaWindow/members=3", unit: "records/s",
 			baseline: "BenchmarkKafkaWindow/members=1", baseUnit: "records/s", formatter: rate},
+	}
+}
+
+// exactlyOnceRows are issue 19's figures, from internal/bench, on an
+// in-process kfake: the same Kafka -> window -> Kafka pipeline exactly-once
+// against at-least-once (goal 0.7x or better), and the visibility latency
+// of a read_committed reader at the default transaction interval (goal p99
+// at most 150 ms).
+func exactlyOnceRows() []row {
+	msf := func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+	return []row{
+		{figure: "Kafka -> window -> Kafka, exactly-once (vs at-least-once)", bench: "BenchmarkKafkaExactlyOnce/mode=exactly-once", unit: "records/s",
+			baseline: "BenchmarkKafkaExactlyOnce/mode=at-least-once", baseUnit: "records/s", target: ">= 0.7x", minRatio: 0.7, formatter: rate},
+		{figure: "exactly-once visibility latency, read_committed, p50", bench: "BenchmarkKafkaVisibility", unit: "p50-ms", formatter: msf},
+		{figure: "  same, p99", bench: "BenchmarkKafkaVisibility", unit: "p99-ms", target: "<= 150 ms", formatter: msf,
+			meets: func(v float64) bool { return v <= 150 }},
 	}
 }
 

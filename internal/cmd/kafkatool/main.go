@@ -7,6 +7,7 @@
 //	kafkatool create --brokers 127.0.0.1:9092 --topics ssh,ssh-back --partitions 3
 //	kafkatool count --brokers 127.0.0.1:9092 --topic ssh-back
 //	kafkatool roundtrip --brokers 127.0.0.1:9092 --in ssh --out ssh-back
+//	kafkatool sources --brokers 127.0.0.1:9092 --topic ssh-back
 //
 // serve runs until SIGINT or SIGTERM. produce writes every line of the file
 // (without its line ending) as one record, keyed by the first group of
@@ -16,7 +17,15 @@
 // --out with the same key and value bytes, nothing in --out may be
 // invented, and per key the values must come back in the order they went
 // in; duplicates (records delivered again, at-least-once) are counted and
-// printed, not failed. Exit 0 pass, 1 fail, 2 usage or Kafka error.
+// printed, not failed. sources counts the topic's records by the source
+// record each names in examples/relay's headers (strom.relay.partition and
+// strom.relay.offset): how many, how many distinct, and the duplicates
+// (copies beyond a source record's first), one relay's own. count,
+// roundtrip and sources read what a reader of committed records sees
+// (read_committed, up to the last stable offsets): the same as any
+// reader's for a topic no transaction wrote, and without the records of
+// aborted transactions for one an exactly-once relay wrote. Exit 0 pass, 1
+// fail, 2 usage or Kafka error.
 package main
 
 import (
@@ -42,7 +51,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kafkatool serve|create|produce|count|roundtrip [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kafkatool serve|create|produce|count|sources|roundtrip [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -56,6 +65,8 @@ func main() {
 		err = count(os.Args[2:])
 	case "create":
 		err = create(os.Args[2:])
+	case "sources":
+		err = sources(os.Args[2:])
 	case "roundtrip":
 		var ok bool
 		ok, err = roundtrip(os.Args[2:])
@@ -63,7 +74,7 @@ func main() {
 			os.Exit(1)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q: want serve, produce, count or roundtrip", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want serve, create, produce, count, sources or roundtrip", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kafkatool %s: %v\n", os.Args[1], err)
@@ -196,14 +207,70 @@ func count(args []string) error {
 	return nil
 }
 
-// readAll reads every record of topic up to the high watermarks.
+// readAll reads every committed record of topic up to the last stable
+// offsets (read_committed).
 func readAll(brokers, topic string) ([]*kgo.Record, error) {
 	if brokers == "" {
 		return nil, errors.New("--brokers (or KAFKA_BROKERS) is required")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return kafkatest.ReadTopic(ctx, strings.Split(brokers, ","), topic)
+	return kafkatest.ReadCommitted(ctx, strings.Split(brokers, ","), topic)
+}
+
+// The headers examples/relay puts on every record it writes.
+const (
+	relayHeaderPartition = "strom.relay.partition"
+	relayHeaderOffset    = "strom.relay.offset"
+)
+
+func sources(args []string) error {
+	fs := flag.NewFlagSet("sources", flag.ContinueOnError)
+	brokers := brokersFlag(fs)
+	topic := fs.String("topic", "", "topic a relay wrote")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	recs, err := readAll(*brokers, *topic)
+	if err != nil {
+		return err
+	}
+	n, distinct, dups, foreign := countSources(recs)
+	fmt.Printf("%s: %d records from %d distinct source records: %d duplicates", *topic, n, distinct, dups)
+	if foreign > 0 {
+		fmt.Printf(" (%d records without the relay's headers)", foreign)
+	}
+	fmt.Println()
+	return nil
+}
+
+// countSources counts recs by the source record the relay's headers name:
+// all of them, the distinct sources, the copies beyond each source's
+// first, and the records without the headers.
+func countSources(recs []*kgo.Record) (n, distinct, dups, foreign int) {
+	seen := map[[2]string]int{}
+	for _, r := range recs {
+		var p, o string
+		var hasP, hasO bool
+		for _, h := range r.Headers {
+			switch h.Key {
+			case relayHeaderPartition:
+				p, hasP = string(h.Value), true
+			case relayHeaderOffset:
+				o, hasO = string(h.Value), true
+			}
+		}
+		if !hasP || !hasO {
+			foreign++
+			continue
+		}
+		seen[[2]string{p, o}]++
+	}
+	for _, c := range seen {
+		distinct++
+		dups += c - 1
+	}
+	return len(recs), distinct, dups, foreign
 }
 
 func roundtrip(args []string) (bool, error) {

@@ -42,3 +42,15 @@ func TestCompareJudgesTheRoundTrip(t *testing.T) {
 	assert.Equal(t, 1, r.missing, "a nil key is not an empty or other key")
 	assert.Equal(t, 1, r.invented)
 }
+
+// TestCountSourcesCountsCopiesOfOneSourceRecord proves sources counts a
+// record whose relay headers name a source record already seen as a
+// duplicate, tells apart the same offset of two partitions, and counts
+// records without the headers apart.
+func TestCountSourcesCountsCopiesOfOneSourceRecord(t *testing.T) {
+	from := func(p, o string) *kgo.Record {
+		return &kgo.Record{Headers: []kgo.RecordHeader{{Key: relayHeaderPartition, Value: []byte(p)}, {Key: relayHeaderOffset, Value: []byte(o)}}}
+	}
+	n, distinct, dups, foreign := countSources([]*kgo.Record{from("0", "1"), from("1", "1"), from("0", "1"), from("0", "1"), from("0", "2"), {}})
+	assert.Equal(t, [4]int{6, 3, 2, 1}, [4]int{n, distinct, dups, foreign})
+}

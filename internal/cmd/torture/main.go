@@ -6,9 +6,9 @@
 // passed a record its consumer had not finished. See package
 // internal/torture for the checks.
 //
-//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,slow,scale,eos] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
+//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log,eos-kafka] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
 //	        [--scale-records 120000] [--scale-keys 1000] [--scale-kills 3] [--members 1,3,2,3] [--stateless]
-//	        [--eos-seeds 200] [--eos-parallel 8] [--eos-records 400] [--eos-keys 16] [--eos-faults 0] [--eos-fault-kinds kill,...]
+//	        [--eos-kafka-seeds 200] [--eos-kafka-parallel 8] [--eos-kafka-records 400] [--eos-kafka-keys 16] [--eos-kafka-faults 0] [--eos-kafka-fault-kinds kill,...]
 //
 // Each scenario runs in turn, the i-th with the i-th mode (modes repeat
 // when fewer), each with --kills kills, except scenario slow (issue 17: one
@@ -19,6 +19,19 @@
 // scenarios, the first gets the seed and each next one the seed plus its
 // index). The summary of each run goes to stdout; the exit status is 0
 // when every run passed, 1 on a violation, 2 on a usage or harness error.
+//
+// Scenario eos-log (issue 19) runs a log -> Aggregate -> log pipeline under
+// stream.ExactlyOnce in a worker process, its sink.LogSink the transactor,
+// SIGKILLed --kills times at seeded moments (the input grows with them:
+// 100 records a kill, at least 20,000), and checks that the output holds
+// every key's running count once: 0 lost, 0 duplicated, 0 out of order
+// (57 s for the default 300 kills). Scenario eos-kafka-log is the same
+// from Kafka: a member of a consumer group on an in-process Kafka copies
+// every record into the log (stateless), and each must be there once, in
+// order per key (each kill waits out a rebalance):
+//
+//	make torture TORTURE_FLAGS='--scenarios eos-log --kills 40 --seed 7'
+//	make torture TORTURE_FLAGS='--scenarios eos-kafka-log --kills 5 --seed 3'
 //
 // Scenario scale (issue 18; in the default list since a partition's state
 // follows it through the group: about 12 s) runs no log: a windowed count per key over a Kafka
@@ -31,7 +44,15 @@
 //	make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 //	make torture TORTURE_FLAGS='--scenarios scale --seed 17 --stateless'
 //
-// Scenario eos (issue 19) runs --eos-seeds seeded fault runs, --eos-parallel
+// Scenario relay-eos (issue 19) is scenario relay's log-to-kafka relay with
+// --exactly-once and no relay back, killed beside the publisher; Kafka is
+// read as a read_committed reader reads it, and every record of the log
+// must be there exactly once, in order per partition ("0 duplicates" in its
+// summary):
+//
+//	make torture TORTURE_FLAGS='--scenarios relay-eos --seed 17'
+//
+// Scenario eos-kafka (issue 19) runs --eos-kafka-seeds seeded fault runs, --eos-kafka-parallel
 // at a time, seeds --seed, --seed+1, ...: in each, a windowed count from
 // Kafka to Kafka under stream.ExactlyOnce on worker processes of one group,
 // 3 to 5 faults drawn from the seed (SIGKILL, SIGKILL with the commit held
@@ -39,21 +60,21 @@
 // TxnOffsetCommit and Heartbeat answered with errors, dropped or delayed),
 // and the output, read with read_committed, must hold every window's
 // result once, in order, with the right count (see package
-// internal/torture, "Scenario eos"). It prints a line per seed and one
+// internal/torture, "Scenario eos-kafka"). It prints a line per seed and one
 // summing them:
 //
-//	eos: 200 seeds: PASS: lost 0, duplicated 0, out-of-order 0 (wrong 0, unknown 0, late 0) of 46637 results; faults 813 (endtxn 131, ...), 0 not fired; aborts 313 (of 3273 transactions); ...
+//	eos-kafka: 200 seeds: PASS: lost 0, duplicated 0, out-of-order 0 (wrong 0, unknown 0, late 0) of 46637 results; faults 813 (endtxn 131, ...), 0 not fired; aborts 313 (of 3273 transactions); ...
 //
 // and, for a seed that failed, its whole summary and the command that runs
 // it alone:
 //
-//	go run ./internal/cmd/torture --scenarios eos --seed 17 --eos-seeds 1 --eos-records 400 --eos-keys 16 --keep
+//	go run ./internal/cmd/torture --scenarios eos-kafka --seed 17 --eos-kafka-seeds 1 --eos-kafka-records 400 --eos-kafka-keys 16 --keep
 //
 // STROM_TORTURE_KGO_LOG=1 makes its workers log franz-go's view (joins,
 // assignments, transactions) to their stderr in the run folder.
 //
-// The binary runs its own children: "torture child publish|consume|scale-worker|eos-worker ..."
-// is how the supervisor starts them. Scenario relay also runs
+// The binary runs its own children: "torture child publish|consume|scale-worker|eos-log-worker|eos-kafka-worker ..."
+// is how the supervisor starts them. Scenarios relay and relay-eos also run
 // examples/relay, by default the binary named relay beside this one (make
 // torture builds both into bin/).
 //
@@ -133,13 +154,13 @@ func run() int {
 	scaleKeys := flag.Int("scale-keys", 1000, "scenario scale: the distinct keys")
 	members := flag.String("members", "1,3,2,3", "scenario scale: the membership schedule, workers per step, comma-separated")
 	stateless := flag.Bool("stateless", false, "scenario scale: relay every record instead of counting windows, and check every record reached the output")
-	eosSeeds := flag.Int("eos-seeds", 200, "scenario eos: the seeds to run, --seed and on")
-	eosParallel := flag.Int("eos-parallel", 8, "scenario eos: the seeds run at once (each mostly waits on its workers and Kafka)")
-	eosRecords := flag.Int("eos-records", 400, "scenario eos: the input records of each seed")
-	eosKeys := flag.Int("eos-keys", 16, "scenario eos: the distinct keys of each seed")
-	eosFaults := flag.Int("eos-faults", 0, "scenario eos: the faults of each seed (0: 3 to 5, drawn from the seed)")
-	eosKinds := flag.String("eos-fault-kinds", "", "scenario eos: the kinds of fault to draw from, comma-separated (default all: "+strings.Join(torture.EOSFaultKinds, ",")+")")
-	scenarios := flag.String("scenarios", "plain,pipeline,relay,slow,scale,eos", "the scenarios to run, comma-separated: plain, pipeline, relay, slow, scale, eos")
+	eosSeeds := flag.Int("eos-kafka-seeds", 200, "scenario eos-kafka: the seeds to run, --seed and on")
+	eosParallel := flag.Int("eos-kafka-parallel", 8, "scenario eos-kafka: the seeds run at once (each mostly waits on its workers and Kafka)")
+	eosRecords := flag.Int("eos-kafka-records", 400, "scenario eos-kafka: the input records of each seed")
+	eosKeys := flag.Int("eos-kafka-keys", 16, "scenario eos-kafka: the distinct keys of each seed")
+	eosFaults := flag.Int("eos-kafka-faults", 0, "scenario eos-kafka: the faults of each seed (0: 3 to 5, drawn from the seed)")
+	eosKinds := flag.String("eos-kafka-fault-kinds", "", "scenario eos-kafka: the kinds of fault to draw from, comma-separated (default all: "+strings.Join(torture.EOSKafkaFaultKinds, ",")+")")
+	scenarios := flag.String("scenarios", "plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log,eos-kafka", "the scenarios to run, comma-separated: plain, pipeline, relay, relay-eos, slow, scale, eos-log, eos-kafka-log, eos-kafka")
 	modes := flag.String("modes", "mmap,file", "the log's write paths, comma-separated, the i-th scenario using the i-th (repeating)")
 	seed := flag.Uint64("seed", 0, "the seed of the first scenario's random choices (0: random)")
 	dir := flag.String("dir", "", "the folder for the run folders (default: a new temporary folder)")
@@ -147,7 +168,7 @@ func run() int {
 	minInterval := flag.Duration("min-interval", 0, "the shortest wait before a kill (0: the scenario's, 30ms; 200ms for slow)")
 	maxInterval := flag.Duration("max-interval", 0, "the longest wait before a kill (0: the scenario's, 200ms; 1s for slow)")
 	rate := flag.Int("rate", 2000, "about how many records a second the publisher appends")
-	relayBin := flag.String("relay-bin", "", "examples/relay's binary, for scenario relay (default: relay beside this binary)")
+	relayBin := flag.String("relay-bin", "", "examples/relay's binary, for scenarios relay and relay-eos (default: relay beside this binary)")
 	flag.Parse()
 
 	exe, err := os.Executable()
@@ -219,13 +240,13 @@ func run() int {
 		if sc == torture.ScenarioScale {
 			cfg.Records, cfg.Keys, cfg.Members, cfg.Stateless = *scaleRecords, *scaleKeys, ns, *stateless
 		}
-		if sc == torture.ScenarioExactlyOnce {
+		if sc == torture.ScenarioEOSKafka {
 			var kinds []string
 			if *eosKinds != "" {
 				kinds = strings.Split(*eosKinds, ",")
 			}
 			cfg.Records, cfg.Keys, cfg.Faults, cfg.FaultKinds = *eosRecords, *eosKeys, *eosFaults, kinds
-			if st := runEOS(ctx, cfg, runSeed, *eosSeeds, *eosParallel, *keep || *dir != ""); st > status {
+			if st := runEOSKafka(ctx, cfg, runSeed, *eosSeeds, *eosParallel, *keep || *dir != ""); st > status {
 				status = st
 			}
 			continue
@@ -238,8 +259,12 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "torture: scenario scale, %d records, %d keys, members %s, %d kills, seed %d (again: %s), in %s\n",
 				cfg.Records, cfg.Keys, *members, max(cfg.Kills, 0), runSeed, again, cfg.Dir)
 		} else {
-			fmt.Fprintf(os.Stderr, "torture: scenario %s, mode %s, %d %s, seed %d (again: --seed %d --scenarios %s --modes %s), in %s\n",
-				sc, cfg.Mode, cfg.Kills, what, runSeed, runSeed, sc, cfg.Mode, cfg.Dir)
+			again := fmt.Sprintf("--seed %d --scenarios %s --modes %s", runSeed, sc, cfg.Mode)
+			if sc == torture.ScenarioEOSLog || sc == torture.ScenarioEOSKafkaLog {
+				again += fmt.Sprintf(" --kills %d", cfg.Kills) // the input's size follows the kills
+			}
+			fmt.Fprintf(os.Stderr, "torture: scenario %s, mode %s, %d %s, seed %d (again: %s), in %s\n",
+				sc, cfg.Mode, cfg.Kills, what, runSeed, again, cfg.Dir)
 		}
 		sum, err := torture.Run(ctx, cfg)
 		var verr *torture.ViolationError
@@ -266,29 +291,29 @@ func run() int {
 	return status
 }
 
-// runEOS runs scenario eos's seeds, first to first+n-1, parallel at a
+// runEOSKafka runs scenario eos-kafka's seeds, first to first+n-1, parallel at a
 // time: a line per seed as it ends (its whole summary when it failed,
 // with the command that runs it alone), then the line summing them.
 // It returns the exit status: 0 when every seed passed, 1 on a
 // violation, 2 on a harness error.
-func runEOS(ctx context.Context, cfg torture.Config, first uint64, n, parallel int, keep bool) int {
+func runEOSKafka(ctx context.Context, cfg torture.Config, first uint64, n, parallel int, keep bool) int {
 	again := func(seed uint64) string {
-		cmd := fmt.Sprintf("go run ./internal/cmd/torture --scenarios eos --seed %d --eos-seeds 1 --eos-records %d --eos-keys %d", seed, cfg.Records, cfg.Keys)
+		cmd := fmt.Sprintf("go run ./internal/cmd/torture --scenarios eos-kafka --seed %d --eos-kafka-seeds 1 --eos-kafka-records %d --eos-kafka-keys %d", seed, cfg.Records, cfg.Keys)
 		if cfg.Faults > 0 {
-			cmd += fmt.Sprintf(" --eos-faults %d", cfg.Faults)
+			cmd += fmt.Sprintf(" --eos-kafka-faults %d", cfg.Faults)
 		}
 		if len(cfg.FaultKinds) > 0 {
-			cmd += " --eos-fault-kinds " + strings.Join(cfg.FaultKinds, ",")
+			cmd += " --eos-kafka-fault-kinds " + strings.Join(cfg.FaultKinds, ",")
 		}
 		return cmd + " --keep"
 	}
-	fmt.Fprintf(os.Stderr, "torture: scenario eos, %d seeds from %d, %d at a time, %d records over %d keys each, in %s\n", n, first, parallel, cfg.Records, cfg.Keys, cfg.Dir)
+	fmt.Fprintf(os.Stderr, "torture: scenario eos-kafka, %d seeds from %d, %d at a time, %d records over %d keys each, in %s\n", n, first, parallel, cfg.Records, cfg.Keys, cfg.Dir)
 	status := 0
-	totals, err := torture.RunExactlyOnce(ctx, cfg, first, n, parallel, keep, func(r torture.SeedResult) {
+	totals, err := torture.RunEOSKafka(ctx, cfg, first, n, parallel, keep, func(r torture.SeedResult) {
 		var verr *torture.ViolationError
 		switch {
 		case r.Err == nil:
-			fmt.Fprintln(os.Stderr, r.Summary.EOS.Line(r.Seed, true))
+			fmt.Fprintln(os.Stderr, r.Summary.EOSKafka.Line(r.Seed, true))
 			return
 		case errors.As(r.Err, &verr):
 			status = max(status, 1)
@@ -298,12 +323,12 @@ func runEOS(ctx context.Context, cfg torture.Config, first uint64, n, parallel i
 			if r.Summary != nil {
 				fmt.Print(r.Summary)
 			}
-			fmt.Fprintf(os.Stderr, "torture: scenario eos (seed %d): %v\n", r.Seed, r.Err)
+			fmt.Fprintf(os.Stderr, "torture: scenario eos-kafka (seed %d): %v\n", r.Seed, r.Err)
 		}
 		fmt.Printf("  again: %s\n", again(r.Seed))
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "torture: scenario eos:", err)
+		fmt.Fprintln(os.Stderr, "torture: scenario eos-kafka:", err)
 		status = max(status, 2)
 	}
 	if totals != nil {

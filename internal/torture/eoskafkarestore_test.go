@@ -23,7 +23,7 @@ import (
 // TestExactlyOnceRewindBehindAnOpenTransactionCommitsNoResultTwice
 // ensures an exactly-once window commits each result once when its
 // changelog's last stable offset is held back by another producer's open
-// transaction (scenario eos, seed 6055: a member stuck in its JoinGroup for
+// transaction (scenario eos-kafka, seed 6055: a member stuck in its JoinGroup for
 // 11 s, expelled, with a transaction open on the changelog, until the
 // transaction timeout aborted it). The pipeline commits windows while the
 // other transaction stays open, so its changes are committed past the last

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// EOSReport is what a scenario eos run did and found (Summary.EOS).
-type EOSReport struct {
+// EOSKafkaReport is what a scenario eos-kafka run did and found (Summary.EOSKafka).
+type EOSKafkaReport struct {
 	Records    int // input records, sentinels excluded
 	Keys       int // distinct keys drawn
 	Partitions int // of each topic
@@ -35,13 +35,13 @@ type EOSReport struct {
 
 	Events []string // the faults as they happened
 
-	Check *EOSCheck // nil when the run stopped before its check
+	Check *EOSKafkaCheck // nil when the run stopped before its check
 
 	watch *brokerWatch // logs the events too
 }
 
 // note adds an event.
-func (r *EOSReport) note(sum *Summary, what string) {
+func (r *EOSKafkaReport) note(sum *Summary, what string) {
 	r.Events = append(r.Events, fmt.Sprintf("%6.2fs  %s", time.Since(sum.started).Seconds(), what))
 	if r.watch != nil {
 		r.watch.note(what)
@@ -49,7 +49,7 @@ func (r *EOSReport) note(sum *Summary, what string) {
 }
 
 // FaultCount is the number of faults injected.
-func (r *EOSReport) FaultCount() int {
+func (r *EOSKafkaReport) FaultCount() int {
 	n := 0
 	for _, c := range r.Faults {
 		n += c
@@ -58,17 +58,17 @@ func (r *EOSReport) FaultCount() int {
 }
 
 // Line is the run's one-line summary.
-func (r *EOSReport) Line(seed uint64, pass bool) string {
+func (r *EOSKafkaReport) Line(seed uint64, pass bool) string {
 	verdict := "PASS"
 	if !pass {
 		verdict = "FAIL"
 	}
 	faults := faultsString(r.Faults)
 	if r.Check == nil {
-		return fmt.Sprintf("eos: seed %d: %s: not checked (the run stopped before its check); faults %s", seed, verdict, faults)
+		return fmt.Sprintf("eos-kafka: seed %d: %s: not checked (the run stopped before its check); faults %s", seed, verdict, faults)
 	}
 	c := r.Check
-	return fmt.Sprintf("eos: seed %d: %s: lost %d, duplicated %d, out-of-order %d (wrong %d, unknown %d, late %d) of %d results; faults %s; aborts %d",
+	return fmt.Sprintf("eos-kafka: seed %d: %s: lost %d, duplicated %d, out-of-order %d (wrong %d, unknown %d, late %d) of %d results; faults %s; aborts %d",
 		seed, verdict, c.Lost, c.Duplicated, c.OutOfOrder, c.Wrong, c.Unknown, c.Late, c.Expected, faults, r.Aborts)
 }
 
@@ -84,10 +84,10 @@ func faultsString(faults map[string]int) string {
 }
 
 // lines writes the report below the summary's head line.
-func (r *EOSReport) lines(b *strings.Builder, s *Summary) {
+func (r *EOSKafkaReport) lines(b *strings.Builder, s *Summary) {
 	fmt.Fprintf(b, "  %s\n", r.Line(s.Seed, len(s.Violations) == 0))
 	fmt.Fprintf(b, "  setup       kfake, %s of %d partitions, %d records over %d keys; workers: source.Kafka(group %s, a transactional id per slot) → KeyBy(key) → Window(Tumbling(%v), Count, OutOfOrderness(%v)) → sink.Kafka(%s), stream.ExactlyOnce\n",
-		EOSInput, r.Partitions, r.Records, r.Keys, EOSGroup, scaleWindow, scaleOutOfOrderness, EOSOutput)
+		EOSKafkaInput, r.Partitions, r.Records, r.Keys, EOSKafkaGroup, scaleWindow, scaleOutOfOrderness, EOSKafkaOutput)
 	fmt.Fprintf(b, "  workers     %d started, %d stopped (SIGTERM), %d killed (SIGKILL, replaced), %d exited by themselves; %d ghosts removed from the group\n", r.Joins, r.Leaves, r.Kills, r.Crashes, r.Ghosts)
 	fmt.Fprintf(b, "  faults      %s; %d not fired\n", faultsString(r.Faults), r.Unfired)
 	for _, e := range r.Events {
@@ -99,12 +99,12 @@ func (r *EOSReport) lines(b *strings.Builder, s *Summary) {
 		fmt.Fprintf(b, "  lost        %d\n", c.Lost)
 		fmt.Fprintf(b, "  duplicated  %d\n", c.Duplicated)
 		fmt.Fprintf(b, "  out-of-order %d\n", c.OutOfOrder)
-		fmt.Fprintf(b, "  wrong       %d counts, %d unknown windows, %d malformed, %d late records committed to %s\n", c.Wrong, c.Unknown, c.Malformed, c.Late, EOSLate)
+		fmt.Fprintf(b, "  wrong       %d counts, %d unknown windows, %d malformed, %d late records committed to %s\n", c.Wrong, c.Unknown, c.Malformed, c.Late, EOSKafkaLate)
 	}
 }
 
-// EOSTotals is what RunExactlyOnce's seeds did and found, summed.
-type EOSTotals struct {
+// EOSKafkaTotals is what RunEOSKafka's seeds did and found, summed.
+type EOSKafkaTotals struct {
 	Seeds  int            // runs
 	Failed []uint64       // the seeds that failed (a violation or a harness error), in the order they ended
 	Faults map[string]int // faults injected, by kind (the part of the fault's name before "/")
@@ -121,7 +121,7 @@ type EOSTotals struct {
 }
 
 // add sums one seed's report.
-func (t *EOSTotals) add(r *EOSReport) {
+func (t *EOSKafkaTotals) add(r *EOSKafkaReport) {
 	for k, n := range r.Faults {
 		t.Detail[k] += n
 		kind, _, _ := strings.Cut(k, "/")
@@ -151,17 +151,17 @@ func (t *EOSTotals) add(r *EOSReport) {
 }
 
 // Line is the one-line summary of every seed.
-func (t *EOSTotals) Line() string {
+func (t *EOSKafkaTotals) Line() string {
 	verdict := "PASS"
 	if len(t.Failed) > 0 {
 		verdict = fmt.Sprintf("FAIL (%d seeds)", len(t.Failed))
 	}
-	return fmt.Sprintf("eos: %d seeds: %s: lost %d, duplicated %d, out-of-order %d (wrong %d, unknown %d, late %d) of %d results; faults %s, %d not fired; aborts %d (of %d transactions); %d worker crashes, %d stalls, %d ghost members removed, %d harness errors; %v",
+	return fmt.Sprintf("eos-kafka: %d seeds: %s: lost %d, duplicated %d, out-of-order %d (wrong %d, unknown %d, late %d) of %d results; faults %s, %d not fired; aborts %d (of %d transactions); %d worker crashes, %d stalls, %d ghost members removed, %d harness errors; %v",
 		t.Seeds, verdict, t.Lost, t.Duplicated, t.OutOfOrder, t.Wrong, t.Unknown, t.Late, t.Expected,
 		faultsString(t.Faults), t.Unfired, t.Aborts, t.Commits+t.Aborts, t.Crashes, t.Stalled, t.Ghosts, t.Errors, t.Took.Round(100*time.Millisecond))
 }
 
-// SeedResult is one seed's run, as RunExactlyOnce hands it to its
+// SeedResult is one seed's run, as RunEOSKafka hands it to its
 // callback.
 type SeedResult struct {
 	Seed    uint64
@@ -169,24 +169,24 @@ type SeedResult struct {
 	Err     error    // Run's error: a *ViolationError, or what stopped the harness
 }
 
-// RunExactlyOnce runs scenario eos once per seed, first to first+n-1,
+// RunEOSKafka runs scenario eos-kafka once per seed, first to first+n-1,
 // parallel runs at a time, each in its own folder cfg.Dir/seed-N (removed
 // when it passed, unless keep), and sums them. done, when not nil, is
 // called after each run, one call at a time. The error is ctx's, or a
-// setup error of cfg; failed seeds are in EOSTotals.Failed. first must
+// setup error of cfg; failed seeds are in EOSKafkaTotals.Failed. first must
 // not be 0 (Run's "draw a seed").
-func RunExactlyOnce(ctx context.Context, cfg Config, first uint64, n, parallel int, keep bool, done func(SeedResult)) (*EOSTotals, error) {
+func RunEOSKafka(ctx context.Context, cfg Config, first uint64, n, parallel int, keep bool, done func(SeedResult)) (*EOSKafkaTotals, error) {
 	if first == 0 {
-		return nil, errors.New("torture: RunExactlyOnce: seed 0 (pick one, as the command does)")
+		return nil, errors.New("torture: RunEOSKafka: seed 0 (pick one, as the command does)")
 	}
-	cfg.Scenario = ScenarioExactlyOnce
+	cfg.Scenario = ScenarioEOSKafka
 	check := cfg
 	check.Dir = filepath.Join(cfg.Dir, "check")
 	if err := check.defaults(); err != nil {
 		return nil, err
 	}
 	parallel = max(parallel, 1)
-	t := &EOSTotals{Faults: make(map[string]int), Detail: make(map[string]int)}
+	t := &EOSKafkaTotals{Faults: make(map[string]int), Detail: make(map[string]int)}
 	start := time.Now()
 	seeds := make(chan uint64)
 	var mu sync.Mutex
@@ -202,12 +202,12 @@ func RunExactlyOnce(ctx context.Context, cfg Config, first uint64, n, parallel i
 				sum, err := Run(ctx, c)
 				mu.Lock()
 				t.Seeds++
-				if sum != nil && sum.EOS != nil {
-					t.add(sum.EOS)
+				if sum != nil && sum.EOSKafka != nil {
+					t.add(sum.EOSKafka)
 				}
 				if err != nil {
 					t.Failed = append(t.Failed, seed)
-					if sum == nil || sum.EOS == nil || sum.EOS.Check == nil {
+					if sum == nil || sum.EOSKafka == nil || sum.EOSKafka.Check == nil {
 						t.Errors++
 					}
 				} else if !keep {

@@ -15,38 +15,38 @@ import (
 	"github.com/strom-dev/strom/internal/torture"
 )
 
-// eosSeedEnv, set to a seed, makes TestShortExactlyOnceFaultRuns run that
+// eosKafkaSeedEnv, set to a seed, makes TestShortEOSKafkaCommitsEachWindowOnceUnderFaults run that
 // seed alone (the rerun command a failing seed prints).
-const eosSeedEnv = "STROM_TORTURE_EOS_SEED"
+const eosKafkaSeedEnv = "STROM_TORTURE_EOS_KAFKA_SEED"
 
-// eosDirEnv, set to a folder, makes TestShortExactlyOnceFaultRuns keep
+// eosKafkaDirEnv, set to a folder, makes TestShortEOSKafkaCommitsEachWindowOnceUnderFaults keep
 // each seed's run folder (the workers' stderr, their state) in it, as
 // seed-N, instead of a temporary one.
-const eosDirEnv = "STROM_TORTURE_EOS_DIR"
+const eosKafkaDirEnv = "STROM_TORTURE_EOS_KAFKA_DIR"
 
-// shortEOSSeeds are the seeds make test runs: fixed, so a failure is
+// shortEOSKafkaSeeds are the seeds make test runs: fixed, so a failure is
 // reproducible by name, and chosen to cover every kind of fault between
 // them.
-var shortEOSSeeds = []uint64{1, 2, 3}
+var shortEOSKafkaSeeds = []uint64{1, 2, 3}
 
-// eosConfig is scenario eos as make test runs it: the default 400
+// eosKafkaConfig is scenario eos-kafka as make test runs it: the default 400
 // records over 16 keys and 3 to 5 faults drawn from the seed, the workers
 // being this test binary.
-func eosConfig(t *testing.T, seed uint64) torture.Config {
+func eosKafkaConfig(t *testing.T, seed uint64) torture.Config {
 	dir := t.TempDir()
-	if keep := os.Getenv(eosDirEnv); keep != "" {
+	if keep := os.Getenv(eosKafkaDirEnv); keep != "" {
 		dir = filepath.Join(keep, fmt.Sprintf("seed-%d", seed))
 	}
 	return torture.Config{
 		Dir:      dir,
 		Seed:     seed,
-		Scenario: torture.ScenarioExactlyOnce,
+		Scenario: torture.ScenarioEOSKafka,
 		CatchUp:  time.Minute,
 		Command:  command,
 	}
 }
 
-// TestShortExactlyOnceFaultRuns ensures issue 19's fault runs, a few of
+// TestShortEOSKafkaCommitsEachWindowOnceUnderFaults ensures issue 19's fault runs, a few of
 // them: for each seed, a keyed tumbling-window count from Kafka to Kafka
 // under stream.ExactlyOnce, on worker processes of one group, with 3 to 5
 // faults drawn from the seed (SIGKILLs, one held in the middle of a
@@ -54,23 +54,23 @@ func eosConfig(t *testing.T, seed uint64) torture.Config {
 // and Heartbeat requests answered with errors, dropped or delayed),
 // commits every window's result exactly once, in order, with the count an
 // uninterrupted computation gives: 0 lost, 0 duplicated, 0 out of order.
-func TestShortExactlyOnceFaultRuns(t *testing.T) {
+func TestShortEOSKafkaCommitsEachWindowOnceUnderFaults(t *testing.T) {
 	t.Parallel()
-	seeds := shortEOSSeeds
-	if v := os.Getenv(eosSeedEnv); v != "" {
+	seeds := shortEOSKafkaSeeds
+	if v := os.Getenv(eosKafkaSeedEnv); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "%s=%q", eosSeedEnv, v)
+		require.NoError(t, err, "%s=%q", eosKafkaSeedEnv, v)
 		seeds = []uint64{seed}
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
-			cfg := eosConfig(t, seed)
+			cfg := eosKafkaConfig(t, seed)
 			sum, err := torture.Run(context.Background(), cfg)
 			require.NotNil(t, sum, "Run: %v", err)
 			t.Log("\n" + sum.String())
-			require.NoError(t, err, "again: %s=%d go test -race -count=1 -run 'TestShortExactlyOnceFaultRuns' ./internal/torture/", eosSeedEnv, seed)
-			r := sum.EOS
+			require.NoError(t, err, "again: %s=%d go test -race -count=1 -run 'TestShortEOSKafkaCommitsEachWindowOnceUnderFaults' ./internal/torture/", eosKafkaSeedEnv, seed)
+			r := sum.EOSKafka
 			require.NotNil(t, r.Check)
 			require.Zero(t, r.Check.Lost, "lost")
 			require.Zero(t, r.Check.Duplicated, "duplicated")
@@ -83,12 +83,12 @@ func TestShortExactlyOnceFaultRuns(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceFaultRunReportsDuplicates ensures the check catches what
+// TestEOSKafkaReportsDuplicatesAWorkerPlants ensures the check catches what
 // it is for: workers that write every result twice (a planted fault) make
 // the run fail with every result duplicated, and nothing lost.
-func TestExactlyOnceFaultRunReportsDuplicates(t *testing.T) {
+func TestEOSKafkaReportsDuplicatesAWorkerPlants(t *testing.T) {
 	t.Parallel()
-	cfg := eosConfig(t, 1)
+	cfg := eosKafkaConfig(t, 1)
 	cfg.Dir = t.TempDir()
 	cfg.Faults = 1
 	cfg.FaultKinds = []string{torture.FaultHeartbeat}
@@ -98,7 +98,7 @@ func TestExactlyOnceFaultRunReportsDuplicates(t *testing.T) {
 	t.Log("\n" + sum.String())
 	var verr *torture.ViolationError
 	require.True(t, errors.As(err, &verr), "want a ViolationError, got %v", err)
-	c := sum.EOS.Check
+	c := sum.EOSKafka.Check
 	require.NotNil(t, c)
 	require.Equal(t, c.Expected, c.Duplicated)
 	require.Zero(t, c.Lost)

@@ -1,8 +1,8 @@
 package torture
 
-// Scenario eos, the supervisor's side: issue 19's seeded fault runs of an
+// Scenario eos-kafka, the supervisor's side: issue 19's seeded fault runs of an
 // exactly-once Kafka -> window -> Kafka pipeline. See the package doc,
-// "Scenario eos".
+// "Scenario eos-kafka".
 
 import (
 	"context"
@@ -24,25 +24,25 @@ import (
 	"github.com/strom-dev/strom/kafkatest"
 )
 
-// ScenarioExactlyOnce is issue 19's fault run: a keyed tumbling-window
+// ScenarioEOSKafka is issue 19's fault run: a keyed tumbling-window
 // count from one Kafka topic to another under stream.ExactlyOnce, on
 // worker processes of one consumer group, with faults drawn from the
 // seed (SIGKILLs, members joining and leaving, and Kafka requests
 // answered with errors, dropped or delayed); every window's result must
 // be in the output, read with read_committed, exactly once, in order, with
 // the count an uninterrupted computation gives.
-const ScenarioExactlyOnce = "eos"
+const ScenarioEOSKafka = "eos-kafka"
 
-// The Kafka names of scenario eos, on the in-process Kafka the supervisor
+// The Kafka names of scenario eos-kafka, on the in-process Kafka the supervisor
 // runs.
 const (
-	EOSInput  = "eos-in"   // the records, eosPartitions partitions
-	EOSOutput = "eos-out"  // the window results
-	EOSLate   = "eos-late" // the window's late records (LateTo): none expected
-	EOSGroup  = "eos"      // the workers' consumer group
+	EOSKafkaInput  = "eos-kafka-in"   // the records, eosPartitions partitions
+	EOSKafkaOutput = "eos-kafka-out"  // the window results
+	EOSKafkaLate   = "eos-kafka-late" // the window's late records (LateTo): none expected
+	EOSKafkaGroup  = "eos-kafka"      // the workers' consumer group
 )
 
-// eosPartitions is the partition count of scenario eos's topics, and
+// eosPartitions is the partition count of scenario eos-kafka's topics, and
 // eosSlots its worker slots: slot 0 runs from the start, slot 1 joins and
 // leaves (FaultRebalance).
 const (
@@ -78,11 +78,11 @@ const eosPoll = 10 * time.Millisecond
 // then does what Kafka would, with a LeaveGroup naming the ghost.
 const eosGhostAfter = 3 * eosSession
 
-// maxEOSCrashes bounds the workers' own exits before the run gives up.
-const maxEOSCrashes = 10
+// maxEOSKafkaCrashes bounds the workers' own exits before the run gives up.
+const maxEOSKafkaCrashes = 10
 
-// eosState is what the supervisor keeps of an eos run.
-type eosState struct {
+// eosKafkaState is what the supervisor keeps of an eos run.
+type eosKafkaState struct {
 	cluster *kafkatest.Cluster
 	admCl   *kgo.Client
 	adm     *kadm.Client
@@ -90,14 +90,14 @@ type eosState struct {
 	data    *scaleData
 	watch   *brokerWatch
 	faults  []eosFault
-	rep     *EOSReport
+	rep     *EOSKafkaReport
 
 	committed map[int32]int64
 	lastErr   error
 }
 
-// eosDefaults fills in scenario eos's defaults.
-func (c *Config) eosDefaults() error {
+// eosKafkaDefaults fills in scenario eos-kafka's defaults.
+func (c *Config) eosKafkaDefaults() error {
 	if c.Records <= 0 {
 		c.Records = 400
 	}
@@ -110,17 +110,17 @@ func (c *Config) eosDefaults() error {
 	return faultKindsValid(c.FaultKinds)
 }
 
-// eosTxnID is the transactional id of a worker slot, the same for each of
+// eosKafkaTxnID is the transactional id of a worker slot, the same for each of
 // its incarnations.
-func eosTxnID(slot int32) string { return fmt.Sprintf("%s-slot-%d", EOSGroup, slot) }
+func eosKafkaTxnID(slot int32) string { return fmt.Sprintf("%s-slot-%d", EOSKafkaGroup, slot) }
 
-// eosWorkerArgs are a worker's arguments for its next incarnation.
-func (s *supervisor) eosWorkerArgs(c *child) []string {
-	args := []string{roleEOSWorker,
-		"--brokers", strings.Join(s.eos.cluster.Brokers(), ","),
+// eosKafkaWorkerArgs are a worker's arguments for its next incarnation.
+func (s *supervisor) eosKafkaWorkerArgs(c *child) []string {
+	args := []string{roleEOSKafkaWorker,
+		"--brokers", strings.Join(s.eosKafka.cluster.Brokers(), ","),
 		"--home", filepath.Join(s.cfg.Dir, c.name),
 		"--name", workerName(c),
-		"--txn-id", eosTxnID(c.partition),
+		"--txn-id", eosKafkaTxnID(c.partition),
 		"--inc", strconv.Itoa(c.inc),
 		"--ready", s.readyPath(c),
 		"--window", scaleWindow.String(),
@@ -134,29 +134,29 @@ func (s *supervisor) eosWorkerArgs(c *child) []string {
 	return args
 }
 
-// runEOS runs scenario eos: it starts the in-process Kafka, produces the
+// runEOSKafka runs scenario eos-kafka: it starts the in-process Kafka, produces the
 // records in chunks, one fault after each chunk but the first, waits
 // after each until the group committed every record produced, produces
 // one sentinel per partition that closes every window, stops the workers
 // with SIGTERM and checks the output.
-func (s *supervisor) runEOS(ctx context.Context) error {
-	if err := s.setupEOS(); err != nil {
+func (s *supervisor) runEOSKafka(ctx context.Context) error {
+	if err := s.setupEOSKafka(); err != nil {
 		return err
 	}
-	defer s.closeEOS()
+	defer s.closeEOSKafka()
 	defer s.killAll()
-	if err := s.driveEOS(ctx); err != nil {
+	if err := s.driveEOSKafka(ctx); err != nil {
 		return err
 	}
-	if err := s.stopEOSWorkers(ctx); err != nil {
+	if err := s.stopEOSKafkaWorkers(ctx); err != nil {
 		return err
 	}
-	return s.checkEOS(ctx)
+	return s.checkEOSKafka(ctx)
 }
 
-// setupEOS makes the run folder, starts Kafka with the three topics,
+// setupEOSKafka makes the run folder, starts Kafka with the three topics,
 // generates the records and draws the faults.
-func (s *supervisor) setupEOS() error {
+func (s *supervisor) setupEOSKafka() error {
 	dir := s.cfg.Dir
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("torture: run folder %s is not empty", dir)
@@ -168,15 +168,15 @@ func (s *supervisor) setupEOS() error {
 	if n <= 0 {
 		n = 3 + s.rng.IntN(3)
 	}
-	es := &eosState{committed: make(map[int32]int64)}
+	es := &eosKafkaState{committed: make(map[int32]int64)}
 	es.faults = planEOSFaults(s.rng, n, s.cfg.FaultKinds)
-	es.rep = &EOSReport{Records: s.cfg.Records, Keys: s.cfg.Keys, Partitions: eosPartitions, Faults: make(map[string]int)}
-	s.eos = es
-	s.sum.EOS = es.rep
-	kc, err := kafkatest.Start(kafkatest.Partitions(eosPartitions), kafkatest.Topics(EOSInput, EOSOutput, EOSLate),
+	es.rep = &EOSKafkaReport{Records: s.cfg.Records, Keys: s.cfg.Keys, Partitions: eosPartitions, Faults: make(map[string]int)}
+	s.eosKafka = es
+	s.sum.EOSKafka = es.rep
+	kc, err := kafkatest.Start(kafkatest.Partitions(eosPartitions), kafkatest.Topics(EOSKafkaInput, EOSKafkaOutput, EOSKafkaLate),
 		kafkatest.KfakeOpts(kfake.GroupMinSessionTimeout(100*time.Millisecond)))
 	if err != nil {
-		return fmt.Errorf("torture: eos: start the in-process Kafka: %w", err)
+		return fmt.Errorf("torture: eos-kafka: start the in-process Kafka: %w", err)
 	}
 	es.cluster = kc
 	if es.watch, err = watchBroker(kc.Kfake(), filepath.Join(dir, "broker.log")); err != nil {
@@ -184,15 +184,15 @@ func (s *supervisor) setupEOS() error {
 	}
 	es.rep.watch = es.watch
 	if es.admCl, err = kgo.NewClient(kgo.SeedBrokers(kc.Brokers()...)); err != nil {
-		return fmt.Errorf("torture: eos: admin client: %w", err)
+		return fmt.Errorf("torture: eos-kafka: admin client: %w", err)
 	}
 	es.adm = kadm.NewClient(es.admCl)
-	if es.prod, err = newScaleProducer(kc.Brokers(), EOSInput); err != nil {
+	if es.prod, err = newScaleProducer(kc.Brokers(), EOSKafkaInput); err != nil {
 		return err
 	}
 	es.data = genScaleData(s.cfg.Seed, s.cfg.Records, s.cfg.Keys)
 	for slot := range int32(eosSlots) {
-		c := &child{name: fmt.Sprintf("worker-%d", slot), role: roleEOSWorker, partition: slot}
+		c := &child{name: fmt.Sprintf("worker-%d", slot), role: roleEOSKafkaWorker, partition: slot}
 		if err := os.MkdirAll(filepath.Join(dir, c.name, "state"), 0o755); err != nil {
 			return fmt.Errorf("torture: %w", err)
 		}
@@ -201,8 +201,8 @@ func (s *supervisor) setupEOS() error {
 	return nil
 }
 
-func (s *supervisor) closeEOS() {
-	es := s.eos
+func (s *supervisor) closeEOSKafka() {
+	es := s.eosKafka
 	if es.watch != nil {
 		es.watch.close()
 	}
@@ -217,13 +217,13 @@ func (s *supervisor) closeEOS() {
 	}
 }
 
-// driveEOS produces the records in len(faults)+1 chunks; before each
+// driveEOSKafka produces the records in len(faults)+1 chunks; before each
 // chunk but the first it arms that chunk's fault when it is a broker
 // fault, after the chunk it fires a kill or a change of membership; then
 // it waits until the group committed every record produced. Last come
 // the sentinels, and the wait until they are committed too.
-func (s *supervisor) driveEOS(ctx context.Context) error {
-	es := s.eos
+func (s *supervisor) driveEOSKafka(ctx context.Context) error {
+	es := s.eosKafka
 	if err := s.start(s.children[0]); err != nil {
 		return err
 	}
@@ -245,11 +245,11 @@ func (s *supervisor) driveEOS(ctx context.Context) error {
 		}
 		if f != nil {
 			es.rep.Faults[f.String()]++
-			if err := s.fireEOS(ctx, *f, bf, to); err != nil {
+			if err := s.fireEOSKafka(ctx, *f, bf, to); err != nil {
 				return err
 			}
 		}
-		if ok, err := s.awaitEOSCommits(ctx, fmt.Sprintf("records 0 to %d", to)); err != nil || !ok {
+		if ok, err := s.awaitEOSKafkaCommits(ctx, fmt.Sprintf("records 0 to %d", to)); err != nil || !ok {
 			return err
 		}
 	}
@@ -257,25 +257,25 @@ func (s *supervisor) driveEOS(ctx context.Context) error {
 		return err
 	}
 	es.rep.note(s.sum, "every record produced: one sentinel per partition, event time +1h")
-	_, err := s.awaitEOSCommits(ctx, "the sentinels")
+	_, err := s.awaitEOSKafkaCommits(ctx, "the sentinels")
 	return err
 }
 
-// fireEOS fires f after the chunk ending at record to was produced: a
+// fireEOSKafka fires f after the chunk ending at record to was produced: a
 // kill or a change of membership now, a broker fault when its request
 // comes (or not, after eosFireWait).
-func (s *supervisor) fireEOS(ctx context.Context, f eosFault, bf *brokerFault, to int) error {
-	es := s.eos
+func (s *supervisor) fireEOSKafka(ctx context.Context, f eosFault, bf *brokerFault, to int) error {
+	es := s.eosKafka
 	switch f.kind {
 	case FaultKill:
-		if err := s.pauseEOS(ctx, f.delay); err != nil {
+		if err := s.pauseEOSKafka(ctx, f.delay); err != nil {
 			return err
 		}
 		running := s.runningWorkers()
 		if len(running) == 0 {
 			return nil
 		}
-		return s.killEOSWorker(running[s.rng.IntN(len(running))], to)
+		return s.killEOSKafkaWorker(running[s.rng.IntN(len(running))], to)
 	case FaultRebalance:
 		c := s.children[1]
 		if c.running {
@@ -293,7 +293,7 @@ func (s *supervisor) fireEOS(ctx context.Context, f eosFault, bf *brokerFault, t
 		es.rep.note(s.sum, fmt.Sprintf("rebalance: start %s (joins) after record %d", workerName(c), to))
 		return nil
 	}
-	fired, err := s.awaitEOS(ctx, eosFireWait, func() bool {
+	fired, err := s.awaitEOSKafka(ctx, eosFireWait, func() bool {
 		select {
 		case <-bf.fired:
 			return true
@@ -319,7 +319,7 @@ func (s *supervisor) fireEOS(ctx context.Context, f eosFault, bf *brokerFault, t
 	id := <-bf.held
 	var c *child
 	for _, w := range s.children {
-		if eosTxnID(w.partition) == id {
+		if eosKafkaTxnID(w.partition) == id {
 			c = w
 		}
 	}
@@ -334,13 +334,13 @@ func (s *supervisor) fireEOS(ctx context.Context, f eosFault, bf *brokerFault, t
 			return err
 		}
 		bf.disarm()
-		return s.restartEOSWorker(c, fmt.Sprintf("%s: SIGKILL with its commit held, the commit let through, then", f), to)
+		return s.restartEOSKafkaWorker(c, fmt.Sprintf("%s: SIGKILL with its commit held, the commit let through, then", f), to)
 	}
 	inits, wake := es.watch.initsOf(id)
 	if err := s.killQuiet(c); err != nil {
 		return err
 	}
-	if err := s.restartEOSWorker(c, fmt.Sprintf("%s: SIGKILL with its commit held,", f), to); err != nil {
+	if err := s.restartEOSKafkaWorker(c, fmt.Sprintf("%s: SIGKILL with its commit held,", f), to); err != nil {
 		return err
 	}
 	// The held commit is let through once the new incarnation's
@@ -350,7 +350,7 @@ func (s *supervisor) fireEOS(ctx context.Context, f eosFault, bf *brokerFault, t
 		if n > inits {
 			break
 		}
-		ok, err := s.awaitEOS(ctx, eosFireWait, func() bool {
+		ok, err := s.awaitEOSKafka(ctx, eosFireWait, func() bool {
 			select {
 			case <-wake:
 				return true
@@ -370,13 +370,13 @@ func (s *supervisor) fireEOS(ctx context.Context, f eosFault, bf *brokerFault, t
 	return nil
 }
 
-// killEOSWorker SIGKILLs c, waits for it to be gone and starts it again
+// killEOSKafkaWorker SIGKILLs c, waits for it to be gone and starts it again
 // in the same slot (same folder, same transactional id).
-func (s *supervisor) killEOSWorker(c *child, to int) error {
+func (s *supervisor) killEOSKafkaWorker(c *child, to int) error {
 	if err := s.killQuiet(c); err != nil {
 		return err
 	}
-	return s.restartEOSWorker(c, "kill: SIGKILL", to)
+	return s.restartEOSKafkaWorker(c, "kill: SIGKILL", to)
 }
 
 // killQuiet SIGKILLs c and waits for it to be gone.
@@ -388,13 +388,13 @@ func (s *supervisor) killQuiet(c *child) error {
 	if _, ok := s.wait(c, 30*time.Second); !ok {
 		return fmt.Errorf("torture: %s did not exit within 30s of SIGKILL", c.name)
 	}
-	s.eos.rep.Kills++
+	s.eosKafka.rep.Kills++
 	s.sum.ConsumerKills++
 	return nil
 }
 
-// restartEOSWorker starts c's next incarnation after a kill.
-func (s *supervisor) restartEOSWorker(c *child, what string, to int) error {
+// restartEOSKafkaWorker starts c's next incarnation after a kill.
+func (s *supervisor) restartEOSKafkaWorker(c *child, what string, to int) error {
 	old := workerName(c)
 	s.sum.Restarts++
 	if err := s.start(c); err != nil {
@@ -404,19 +404,19 @@ func (s *supervisor) restartEOSWorker(c *child, what string, to int) error {
 	if to > 0 {
 		at = fmt.Sprintf(" (after record %d)", to)
 	}
-	s.eos.rep.note(s.sum, fmt.Sprintf("%s %s, replaced by %s%s", what, old, workerName(c), at))
+	s.eosKafka.rep.note(s.sum, fmt.Sprintf("%s %s, replaced by %s%s", what, old, workerName(c), at))
 	return nil
 }
 
-// pauseEOS waits d, restarting any worker that exits by itself meanwhile.
-func (s *supervisor) pauseEOS(ctx context.Context, d time.Duration) error {
-	_, err := s.awaitEOS(ctx, d, func() bool { return false })
+// pauseEOSKafka waits d, restarting any worker that exits by itself meanwhile.
+func (s *supervisor) pauseEOSKafka(ctx context.Context, d time.Duration) error {
+	_, err := s.awaitEOSKafka(ctx, d, func() bool { return false })
 	return err
 }
 
-// awaitEOS polls cond every eosPoll until it holds (true) or timeout
+// awaitEOSKafka polls cond every eosPoll until it holds (true) or timeout
 // passed (false), restarting any worker that exits by itself meanwhile.
-func (s *supervisor) awaitEOS(ctx context.Context, timeout time.Duration, cond func() bool) (bool, error) {
+func (s *supervisor) awaitEOSKafka(ctx context.Context, timeout time.Duration, cond func() bool) (bool, error) {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(eosPoll)
 	defer tick.Stop()
@@ -435,22 +435,22 @@ func (s *supervisor) awaitEOS(ctx context.Context, timeout time.Duration, cond f
 		case <-tick.C:
 		}
 		// A wait for another worker may have seen the exit too.
-		if err := s.reviveEOS(); err != nil {
+		if err := s.reviveEOSKafka(); err != nil {
 			return false, err
 		}
 	}
 }
 
-// reviveEOS starts again every slot whose worker exited without being
+// reviveEOSKafka starts again every slot whose worker exited without being
 // signalled (a violation, recorded by exited).
-func (s *supervisor) reviveEOS() error {
+func (s *supervisor) reviveEOSKafka() error {
 	for _, c := range s.children {
 		if c.cmd == nil || c.running || c.signalled {
 			continue
 		}
-		s.eos.rep.Crashes++
-		if s.eos.rep.Crashes > maxEOSCrashes {
-			return fmt.Errorf("torture: eos: workers exited by themselves %d times (see worker-*.stderr)", s.eos.rep.Crashes)
+		s.eosKafka.rep.Crashes++
+		if s.eosKafka.rep.Crashes > maxEOSKafkaCrashes {
+			return fmt.Errorf("torture: eos-kafka: workers exited by themselves %d times (see worker-*.stderr)", s.eosKafka.rep.Crashes)
 		}
 		s.sum.Restarts++
 		if err := s.start(c); err != nil {
@@ -460,15 +460,15 @@ func (s *supervisor) reviveEOS() error {
 	return nil
 }
 
-// awaitEOSCommits waits until the group committed every record produced
+// awaitEOSKafkaCommits waits until the group committed every record produced
 // so far (what names them, for a stall's message). Commits that do not
 // move for CatchUp are a violation (false).
-func (s *supervisor) awaitEOSCommits(ctx context.Context, what string) (bool, error) {
-	es := s.eos
+func (s *supervisor) awaitEOSKafkaCommits(ctx context.Context, what string) (bool, error) {
+	es := s.eosKafka
 	last, since, ghosted := int64(-1), time.Now(), time.Now()
 	for {
-		sum := s.sampleEOS(ctx)
-		if s.committedEOSToEnd() {
+		sum := s.sampleEOSKafka(ctx)
+		if s.committedEOSKafkaToEnd() {
 			return true, nil
 		}
 		if sum != last {
@@ -479,11 +479,11 @@ func (s *supervisor) awaitEOSCommits(ctx context.Context, what string) (bool, er
 		}
 		if time.Since(since) > s.cfg.CatchUp {
 			es.rep.Stalled = true
-			s.violate("eos: the group's commits did not advance for %v waiting for %s: %s; last error asking Kafka: %v (see worker-*.stderr)",
-				s.cfg.CatchUp, what, s.eosCommitsString(), es.lastErr)
+			s.violate("eos-kafka: the group's commits did not advance for %v waiting for %s: %s; last error asking Kafka: %v (see worker-*.stderr)",
+				s.cfg.CatchUp, what, s.eosKafkaCommitsString(), es.lastErr)
 			return false, nil
 		}
-		if _, err := s.awaitEOS(ctx, eosPoll, func() bool { return false }); err != nil {
+		if _, err := s.awaitEOSKafka(ctx, eosPoll, func() bool { return false }); err != nil {
 			return false, err
 		}
 	}
@@ -492,15 +492,15 @@ func (s *supervisor) awaitEOSCommits(ctx context.Context, what string) (bool, er
 // evictGhosts removes from the group, with a LeaveGroup, every member
 // whose client id names no running incarnation (see eosGhostAfter).
 func (s *supervisor) evictGhosts(ctx context.Context) {
-	es := s.eos
+	es := s.eosKafka
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	groups, err := es.adm.DescribeGroups(dctx, EOSGroup)
+	groups, err := es.adm.DescribeGroups(dctx, EOSKafkaGroup)
 	if err != nil {
 		es.lastErr = err
 		return
 	}
-	g, ok := groups[EOSGroup]
+	g, ok := groups[EOSKafkaGroup]
 	if !ok || g.Err != nil {
 		return
 	}
@@ -513,7 +513,7 @@ func (s *supervisor) evictGhosts(ctx context.Context) {
 			continue
 		}
 		req := kmsg.NewPtrLeaveGroupRequest()
-		req.Group = EOSGroup
+		req.Group = EOSKafkaGroup
 		rm := kmsg.NewLeaveGroupRequestMember()
 		rm.MemberID = m.MemberID
 		reason := "torture: a ghost of a killed worker"
@@ -528,20 +528,20 @@ func (s *supervisor) evictGhosts(ctx context.Context) {
 	}
 }
 
-// sampleEOS fetches the group's commits and returns their sum; a failed
+// sampleEOSKafka fetches the group's commits and returns their sum; a failed
 // fetch keeps the last ones.
-func (s *supervisor) sampleEOS(ctx context.Context) int64 {
-	es := s.eos
+func (s *supervisor) sampleEOSKafka(ctx context.Context) int64 {
+	es := s.eosKafka
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	offs, err := es.adm.FetchOffsets(fctx, EOSGroup)
+	offs, err := es.adm.FetchOffsets(fctx, EOSKafkaGroup)
 	switch {
 	case errors.Is(err, kerr.GroupIDNotFound):
 	case err != nil:
 		es.lastErr = err
 	default:
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == EOSInput && o.Err == nil && o.At >= 0 {
+			if o.Topic == EOSKafkaInput && o.Err == nil && o.At >= 0 {
 				es.committed[o.Partition] = o.At
 			}
 		})
@@ -553,10 +553,10 @@ func (s *supervisor) sampleEOS(ctx context.Context) int64 {
 	return sum
 }
 
-// committedEOSToEnd reports whether every partition's commit is at what
+// committedEOSKafkaToEnd reports whether every partition's commit is at what
 // was produced to it.
-func (s *supervisor) committedEOSToEnd() bool {
-	es := s.eos
+func (s *supervisor) committedEOSKafkaToEnd() bool {
+	es := s.eosKafka
 	for p := range int32(eosPartitions) {
 		if es.committed[p] < es.prod.ends[p] {
 			return false
@@ -565,8 +565,8 @@ func (s *supervisor) committedEOSToEnd() bool {
 	return true
 }
 
-func (s *supervisor) eosCommitsString() string {
-	es := s.eos
+func (s *supervisor) eosKafkaCommitsString() string {
+	es := s.eosKafka
 	var b strings.Builder
 	for p := range int32(eosPartitions) {
 		if p > 0 {
@@ -577,9 +577,9 @@ func (s *supervisor) eosCommitsString() string {
 	return b.String()
 }
 
-// stopEOSWorkers stops every running worker with SIGTERM; each must exit
+// stopEOSKafkaWorkers stops every running worker with SIGTERM; each must exit
 // 0.
-func (s *supervisor) stopEOSWorkers(ctx context.Context) error {
+func (s *supervisor) stopEOSKafkaWorkers(ctx context.Context) error {
 	for _, c := range s.runningWorkers() {
 		if err := s.stopWorker(ctx, c); err != nil {
 			return err

@@ -23,7 +23,7 @@ import (
 
 // TestExactlyOnceCommitsAgainAfterAnAbortedTransaction ensures an
 // exactly-once pipeline goes on after one aborted transaction (scenario
-// eos, seed 1, cut down to one process): a window count from Kafka to
+// eos-kafka, seed 1, cut down to one process): a window count from Kafka to
 // Kafka commits 100 records, the TxnOffsetCommit of the next transaction
 // is answered ILLEGAL_GENERATION (franz-go's session aborts, the source
 // rewinds to the committed offsets), and the 100 records produced then

@@ -1,8 +1,8 @@
 package torture
 
-// Scenario eos's faults: what each kind does, how a seed draws them, and
+// Scenario eos-kafka's faults: what each kind does, how a seed draws them, and
 // the broker faults' control functions on the in-process Kafka. See the
-// package doc, "Scenario eos".
+// package doc, "Scenario eos-kafka".
 
 import (
 	"bufio"
@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The kinds of fault scenario eos injects, each drawn with the same
-// weight (EOSFaultKinds lists them in order).
+// The kinds of fault scenario eos-kafka injects, each drawn with the same
+// weight (EOSKafkaFaultKinds lists them in order).
 const (
 	// FaultKill SIGKILLs a running worker 0 to eosKillDelay after a
 	// chunk of records was produced, and starts it again at once in the
@@ -58,8 +58,8 @@ const (
 	FaultHeartbeat = "heartbeat"
 )
 
-// EOSFaultKinds are the kinds of fault scenario eos draws from.
-var EOSFaultKinds = []string{FaultKill, FaultKillInCommit, FaultRebalance, FaultProduce, FaultEndTxn, FaultTxnOffsetCommit, FaultHeartbeat}
+// EOSKafkaFaultKinds are the kinds of fault scenario eos-kafka draws from.
+var EOSKafkaFaultKinds = []string{FaultKill, FaultKillInCommit, FaultRebalance, FaultProduce, FaultEndTxn, FaultTxnOffsetCommit, FaultHeartbeat}
 
 // eosKillDelay bounds the seeded wait between producing a chunk and a
 // kill: a worker reads a chunk within milliseconds and ends a transaction
@@ -77,7 +77,7 @@ const (
 
 // errFaultDrop is what a control function returns to make kfake close the
 // connection the request came on (the request is not handled).
-var errFaultDrop = errors.New("torture: eos fault: connection dropped")
+var errFaultDrop = errors.New("torture: eos-kafka fault: connection dropped")
 
 // The answers a broker fault can give, by request key: error codes the
 // client retries or turns into an abort. A fault also drops the
@@ -134,7 +134,7 @@ func (f eosFault) String() string {
 // empty) and their choices from rng.
 func planEOSFaults(rng *rand.Rand, n int, kinds []string) []eosFault {
 	if len(kinds) == 0 {
-		kinds = EOSFaultKinds
+		kinds = EOSKafkaFaultKinds
 	}
 	faults := make([]eosFault, n)
 	for i := range faults {
@@ -223,7 +223,7 @@ func (bf *brokerFault) matches(req kmsg.Request) bool {
 	case *kmsg.TxnOffsetCommitRequest:
 		return len(r.Topics) > 0
 	case *kmsg.HeartbeatRequest:
-		return r.Group == EOSGroup
+		return r.Group == EOSKafkaGroup
 	}
 	return false
 }
@@ -306,7 +306,7 @@ func watchBroker(kc *kfake.Cluster, logPath string) (*brokerWatch, error) {
 	if logPath != "" {
 		f, err := os.Create(logPath)
 		if err != nil {
-			return nil, fmt.Errorf("torture: eos: %w", err)
+			return nil, fmt.Errorf("torture: eos-kafka: %w", err)
 		}
 		w.logFile, w.log = f, bufio.NewWriter(f)
 	}
@@ -410,8 +410,8 @@ func (w *brokerWatch) counts() (commits, aborts int) {
 // faultKindsValid reports the first of kinds that is not a fault kind.
 func faultKindsValid(kinds []string) error {
 	for _, k := range kinds {
-		if !slices.Contains(EOSFaultKinds, k) {
-			return fmt.Errorf("torture: scenario eos: unknown fault kind %q (%v)", k, EOSFaultKinds)
+		if !slices.Contains(EOSKafkaFaultKinds, k) {
+			return fmt.Errorf("torture: scenario eos-kafka: unknown fault kind %q (%v)", k, EOSKafkaFaultKinds)
 		}
 	}
 	return nil

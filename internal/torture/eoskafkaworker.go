@@ -1,8 +1,8 @@
 package torture
 
-// Scenario eos, the worker's side: one member of EOSGroup running the
+// Scenario eos-kafka, the worker's side: one member of EOSKafkaGroup running the
 // Kafka -> window -> Kafka pipeline under stream.ExactlyOnce (see the
-// package doc, "Scenario eos").
+// package doc, "Scenario eos-kafka").
 
 import (
 	"context"
@@ -23,21 +23,21 @@ import (
 	"github.com/strom-dev/strom/stream"
 )
 
-// roleEOSWorker is the child role of scenario eos's workers: "torture
-// child eos-worker ...".
-const roleEOSWorker = "eos-worker"
+// roleEOSKafkaWorker is the child role of scenario eos-kafka's workers: "torture
+// child eos-kafka-worker ...".
+const roleEOSKafkaWorker = "eos-kafka-worker"
 
-// EOSClientLogEnv, set (to anything) in the environment of scenario eos's
+// EOSKafkaClientLogEnv, set (to anything) in the environment of scenario eos-kafka's
 // workers, makes each write franz-go's log at level info to its stderr
 // (the run folder's worker-N.stderr): the group's joins, assignments and
 // transactions, for a seed that fails.
-const EOSClientLogEnv = "STROM_TORTURE_KGO_LOG"
+const EOSKafkaClientLogEnv = "STROM_TORTURE_KGO_LOG"
 
-// eosStatsEvery is how often a worker writes its transaction counts.
-const eosStatsEvery = 20 * time.Millisecond
+// eosKafkaStatsEvery is how often a worker writes its transaction counts.
+const eosKafkaStatsEvery = 20 * time.Millisecond
 
-// eosWorker is one incarnation of a worker slot of scenario eos.
-type eosWorker struct {
+// eosKafkaWorker is one incarnation of a worker slot of scenario eos-kafka.
+type eosKafkaWorker struct {
 	brokers        []string
 	home           string // the slot's folder: state/ is the source's KafkaStateDir, txn-INC its counts
 	name           string // "w<slot>.<incarnation>", the client id and what every result names
@@ -52,10 +52,10 @@ type eosWorker struct {
 	plantDuplicates bool
 }
 
-// runEOSWorker parses a worker's flags (args after the role), writes its
+// runEOSKafkaWorker parses a worker's flags (args after the role), writes its
 // ready file once SIGTERM stops it cleanly, and runs it until ctx ends.
-func runEOSWorker(ctx context.Context, args []string) error {
-	fl := flag.NewFlagSet("torture "+roleEOSWorker, flag.ContinueOnError)
+func runEOSKafkaWorker(ctx context.Context, args []string) error {
+	fl := flag.NewFlagSet("torture "+roleEOSKafkaWorker, flag.ContinueOnError)
 	brokers := fl.String("brokers", "", "the Kafka brokers, host:port, comma-separated")
 	home := fl.String("home", "", "the worker slot's folder")
 	name := fl.String("name", "", "the worker's name, its client id, written into every result")
@@ -68,36 +68,36 @@ func runEOSWorker(ctx context.Context, args []string) error {
 	rebalance := fl.Duration("rebalance-timeout", time.Second, "the group rebalance timeout (kgo.RebalanceTimeout)")
 	plant := fl.Bool("plant-duplicates", false, "write every result twice (a planted fault, for the harness's own test)")
 	if err := fl.Parse(args); err != nil {
-		return fmt.Errorf("torture: %s: %w", roleEOSWorker, err)
+		return fmt.Errorf("torture: %s: %w", roleEOSKafkaWorker, err)
 	}
 	if *brokers == "" || *home == "" || *name == "" || *txnID == "" {
-		return fmt.Errorf("torture: %s: --brokers, --home, --name and --txn-id are required", roleEOSWorker)
+		return fmt.Errorf("torture: %s: --brokers, --home, --name and --txn-id are required", roleEOSKafkaWorker)
 	}
 	if *ready != "" {
 		if err := writeReady(*ready, *inc); err != nil {
 			return err
 		}
 	}
-	w := eosWorker{brokers: strings.Split(*brokers, ","), home: *home, name: *name, txnID: *txnID, inc: *inc,
+	w := eosKafkaWorker{brokers: strings.Split(*brokers, ","), home: *home, name: *name, txnID: *txnID, inc: *inc,
 		window: *window, outOfOrderness: *ooo, session: *session, rebalance: *rebalance, plantDuplicates: *plant}
 	return w.run(ctx)
 }
 
 // run runs the pipeline under stream.Forever, as a service would, and
 // writes the transactions its sources committed and aborted to
-// txn-INC every eosStatsEvery (and at the end).
-func (w eosWorker) run(ctx context.Context) error {
-	out, err := sink.Kafka(w.brokers, EOSOutput)
+// txn-INC every eosKafkaStatsEvery (and at the end).
+func (w eosKafkaWorker) run(ctx context.Context) error {
+	out, err := sink.Kafka(w.brokers, EOSKafkaOutput)
 	if err != nil {
-		return fmt.Errorf("torture: %s %s: %w", roleEOSWorker, w.name, err)
+		return fmt.Errorf("torture: %s %s: %w", roleEOSKafkaWorker, w.name, err)
 	}
 	defer out.Close()
-	late, err := sink.Kafka(w.brokers, EOSLate)
+	late, err := sink.Kafka(w.brokers, EOSKafkaLate)
 	if err != nil {
-		return fmt.Errorf("torture: %s %s: %w", roleEOSWorker, w.name, err)
+		return fmt.Errorf("torture: %s %s: %w", roleEOSKafkaWorker, w.name, err)
 	}
 	defer late.Close()
-	st := &eosWorkerStats{path: eosStatsPath(w.home, w.inc)}
+	st := &eosKafkaWorkerStats{path: eosKafkaStatsPath(w.home, w.inc)}
 	statsDone := make(chan struct{})
 	statsCtx, stopStats := context.WithCancel(context.Background())
 	go func() {
@@ -114,11 +114,11 @@ func (w eosWorker) run(ctx context.Context) error {
 		kgo.HeartbeatInterval(w.session / 10),
 		kgo.RebalanceTimeout(w.rebalance),
 	}
-	if os.Getenv(EOSClientLogEnv) != "" {
+	if os.Getenv(EOSKafkaClientLogEnv) != "" {
 		clientOpts = append(clientOpts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
 	}
 	err = stream.Forever(ctx, func() stream.Runner {
-		src, err := source.Kafka(w.brokers, EOSGroup, []string{EOSInput},
+		src, err := source.Kafka(w.brokers, EOSKafkaGroup, []string{EOSKafkaInput},
 			source.KafkaTransactionalID(w.txnID),
 			source.KafkaClientOpts(clientOpts...),
 			source.KafkaStateDir(filepath.Join(w.home, "state")))
@@ -126,7 +126,7 @@ func (w eosWorker) run(ctx context.Context) error {
 			return failedRunner{err}
 		}
 		st.use(src)
-		in := stream.From(src, stream.WithName(EOSGroup), stream.ExactlyOnce(), stream.WithDrainTimeout(w.rebalance))
+		in := stream.From(src, stream.WithName(EOSKafkaGroup), stream.ExactlyOnce(), stream.WithDrainTimeout(w.rebalance))
 		counts := stream.Window(stream.KeyBy(in, recordKey).FollowsPartitioning(), stream.Tumbling(w.window), stream.Count[log.Record](),
 			stream.OutOfOrderness(w.outOfOrderness), stream.LateTo[log.Record](late))
 		if w.plantDuplicates {
@@ -138,31 +138,31 @@ func (w eosWorker) run(ctx context.Context) error {
 		return stream.MapTo(counts, w.result).To(out).Checkpointing(src)
 	})
 	if err != nil {
-		return fmt.Errorf("torture: %s %s: %w", roleEOSWorker, w.name, err)
+		return fmt.Errorf("torture: %s %s: %w", roleEOSKafkaWorker, w.name, err)
 	}
 	return nil
 }
 
 // result encodes a window's count as an output record: keyed by the
 // window's key, so that every result of a key goes to one partition of
-// EOSOutput, in the order the worker wrote them; the value is
+// EOSKafkaOutput, in the order the worker wrote them; the value is
 // scaleResult's "start end key count worker".
-func (w eosWorker) result(_ context.Context, r stream.WindowResult[string, int64]) (log.Record, error) {
+func (w eosKafkaWorker) result(_ context.Context, r stream.WindowResult[string, int64]) (log.Record, error) {
 	res := scaleResult{Start: r.Start.UnixMilli(), End: r.End.UnixMilli(), Key: r.Key, Count: r.Value, Worker: w.name}
 	return log.Record{Key: []byte(r.Key), Value: res.encode(), Timestamp: res.End}, nil
 }
 
-// eosStatsPath is the file incarnation inc of the slot in home writes its
+// eosKafkaStatsPath is the file incarnation inc of the slot in home writes its
 // transaction counts to.
-func eosStatsPath(home string, inc int) string {
+func eosKafkaStatsPath(home string, inc int) string {
 	return filepath.Join(home, "txn-"+strconv.Itoa(inc))
 }
 
-// eosWorkerStats sums the transaction counts of the sources a worker's
+// eosKafkaWorkerStats sums the transaction counts of the sources a worker's
 // stream.Forever built, and writes them as "commits aborts" to path
 // (replaced whole) when they change: a SIGKILL loses at most the last
-// eosStatsEvery of them.
-type eosWorkerStats struct {
+// eosKafkaStatsEvery of them.
+type eosKafkaWorkerStats struct {
 	path string
 
 	mu        sync.Mutex
@@ -174,7 +174,7 @@ type eosWorkerStats struct {
 
 // use makes src the source counted from now on, after adding the last
 // one's counts to the base.
-func (st *eosWorkerStats) use(src *source.KafkaSource) {
+func (st *eosKafkaWorkerStats) use(src *source.KafkaSource) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.cur != nil {
@@ -185,8 +185,8 @@ func (st *eosWorkerStats) use(src *source.KafkaSource) {
 	st.cur = src
 }
 
-func (st *eosWorkerStats) loop(ctx context.Context) {
-	tick := time.NewTicker(eosStatsEvery)
+func (st *eosKafkaWorkerStats) loop(ctx context.Context) {
+	tick := time.NewTicker(eosKafkaStatsEvery)
 	defer tick.Stop()
 	for {
 		st.write()
@@ -199,7 +199,7 @@ func (st *eosWorkerStats) loop(ctx context.Context) {
 	}
 }
 
-func (st *eosWorkerStats) write() {
+func (st *eosKafkaWorkerStats) write() {
 	st.mu.Lock()
 	n := [2]int64{st.base.Transactions, st.base.Aborts}
 	if st.cur != nil {
@@ -219,9 +219,9 @@ func (st *eosWorkerStats) write() {
 	}
 }
 
-// readEOSStats reads the counts an incarnation wrote; a missing or torn
+// readEOSKafkaStats reads the counts an incarnation wrote; a missing or torn
 // file counts nothing.
-func readEOSStats(path string) (commits, aborts int64) {
+func readEOSKafkaStats(path string) (commits, aborts int64) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, 0

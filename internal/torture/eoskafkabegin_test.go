@@ -19,7 +19,7 @@ import (
 // TestExactlyOnceRunStoppedWhileBeginningReturnsNil ensures a worker told
 // to stop (SIGTERM: Run's context cancelled) while its exactly-once
 // pipeline begins its transactions stops cleanly, as the same pipeline
-// without ExactlyOnce does: Run returns nil (scenario eos, seeds 6054 and
+// without ExactlyOnce does: Run returns nil (scenario eos-kafka, seeds 6054 and
 // 6093: a member that joins and is stopped 120 ms later exited 1). Fails
 // while Run returns BeginTransactions' context error.
 func TestExactlyOnceRunStoppedWhileBeginningReturnsNil(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestCheckExactlyOnceCountsLostDuplicatedOutOfOrder ensures scenario
-// eos's check tells each failure apart, in the output's order: a (window,
+// eos-kafka's check tells each failure apart, in the output's order: a (window,
 // key) never committed is lost, a second copy is duplicated (and not also
 // out of order), a window committed after a later one of its key is out
 // of order, a count that differs is wrong, a window no record belongs to

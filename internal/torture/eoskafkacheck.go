@@ -1,6 +1,6 @@
 package torture
 
-// Scenario eos's check: the committed output, read with read_committed,
+// Scenario eos-kafka's check: the committed output, read with read_committed,
 // against the results an uninterrupted computation gives.
 
 import (
@@ -18,10 +18,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// EOSCheck is scenario eos's count of the committed output against the
+// EOSKafkaCheck is scenario eos-kafka's count of the committed output against the
 // expected (window, key) results. A run passes with every count but
 // Expected, Results and Sentinels at zero.
-type EOSCheck struct {
+type EOSKafkaCheck struct {
 	Expected   int // (window, key) results an uninterrupted run emits, each once
 	Results    int // committed output records, sentinels' excluded
 	Lost       int // expected results not in the committed output
@@ -30,14 +30,14 @@ type EOSCheck struct {
 	Wrong      int // results whose count differs from the expected one
 	Unknown    int // results for a (window, key) no record belongs to
 	Malformed  int // output values that do not parse
-	Late       int // committed records of EOSLate: records the window found late
+	Late       int // committed records of EOSKafkaLate: records the window found late
 	Sentinels  int // results for the sentinels' windows (ignored)
 
 	lostEx, dupEx, oooEx, wrongEx, unknownEx, malformedEx []string
 }
 
 // Failures is the number of results and records that break exactly-once.
-func (c *EOSCheck) Failures() int {
+func (c *EOSKafkaCheck) Failures() int {
 	return c.Lost + c.Duplicated + c.OutOfOrder + c.Wrong + c.Unknown + c.Malformed + c.Late
 }
 
@@ -45,8 +45,8 @@ func (c *EOSCheck) Failures() int {
 // order, against expected. window is the windows' size in milliseconds.
 // Every result of a key is in one output partition (keyed by it), so the
 // order of a key's results is the order its worker committed them in.
-func checkExactlyOnce(expected map[windowKey]int64, results []eosResult, window int64) EOSCheck {
-	c := EOSCheck{Expected: len(expected)}
+func checkExactlyOnce(expected map[windowKey]int64, results []eosResult, window int64) EOSKafkaCheck {
+	c := EOSKafkaCheck{Expected: len(expected)}
 	seen := make(map[windowKey]eosResult) // the first result of each
 	last := make(map[string]int64)        // the latest window start of each key so far
 	for _, r := range results {
@@ -93,14 +93,14 @@ func checkExactlyOnce(expected map[windowKey]int64, results []eosResult, window 
 	return c
 }
 
-// eosResult is a committed output record of scenario eos and where it is.
+// eosResult is a committed output record of scenario eos-kafka and where it is.
 type eosResult struct {
 	scaleResult
 	partition int32
 	offset    int64
 }
 
-// at names where r is: "p2@37" (EOSOutput's partition 2, offset 37).
+// at names where r is: "p2@37" (EOSKafkaOutput's partition 2, offset 37).
 func (r eosResult) at() string { return fmt.Sprintf("p%d@%d", r.partition, r.offset) }
 
 // readCommitted returns every committed record of topic, by partition in
@@ -162,17 +162,17 @@ func readCommitted(ctx context.Context, cl *kgo.Client, topic string) ([]*kgo.Re
 	return recs, nil
 }
 
-// checkEOS reads the committed output and late records and checks them;
+// checkEOSKafka reads the committed output and late records and checks them;
 // each kind of failure is one violation naming its count and examples.
-func (s *supervisor) checkEOS(ctx context.Context) error {
-	es := s.eos
+func (s *supervisor) checkEOSKafka(ctx context.Context) error {
+	es := s.eosKafka
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	late, err := readCommitted(rctx, es.admCl, EOSLate)
+	late, err := readCommitted(rctx, es.admCl, EOSKafkaLate)
 	if err != nil {
 		return err
 	}
-	out, err := readCommitted(rctx, es.admCl, EOSOutput)
+	out, err := readCommitted(rctx, es.admCl, EOSKafkaOutput)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (s *supervisor) checkEOS(ctx context.Context) error {
 	for _, r := range out {
 		res, err := parseScaleResult(r.Value)
 		if err != nil {
-			malformed = appendEx(malformed, "%s partition %d offset %d: %v", EOSOutput, r.Partition, r.Offset, err)
+			malformed = appendEx(malformed, "%s partition %d offset %d: %v", EOSKafkaOutput, r.Partition, r.Offset, err)
 			continue
 		}
 		results = append(results, eosResult{scaleResult: res, partition: r.Partition, offset: r.Offset})
@@ -192,7 +192,7 @@ func (s *supervisor) checkEOS(ctx context.Context) error {
 	es.rep.Check = &c
 	for _, slot := range s.children {
 		for inc := 0; inc <= slot.inc && slot.cmd != nil; inc++ {
-			commits, aborts := readEOSStats(eosStatsPath(filepath.Join(s.cfg.Dir, slot.name), inc))
+			commits, aborts := readEOSKafkaStats(eosKafkaStatsPath(filepath.Join(s.cfg.Dir, slot.name), inc))
 			es.rep.Commits += commits
 			es.rep.Aborts += aborts
 		}
@@ -211,11 +211,11 @@ func (s *supervisor) checkEOS(ctx context.Context) error {
 		{c.Malformed, "output values do not parse", c.malformedEx},
 	} {
 		if v.n > 0 {
-			s.violate("eos: %d %s, e.g. %s", v.n, v.what, strings.Join(v.ex, "; "))
+			s.violate("eos-kafka: %d %s, e.g. %s", v.n, v.what, strings.Join(v.ex, "; "))
 		}
 	}
 	if c.Late > 0 {
-		s.violate("eos: %d records committed to %s: the window found them late (their counts are low)", c.Late, EOSLate)
+		s.violate("eos-kafka: %d records committed to %s: the window found them late (their counts are low)", c.Late, EOSKafkaLate)
 	}
 	return nil
 }
