@@ -78,6 +78,15 @@ const eosPoll = 10 * time.Millisecond
 // then does what Kafka would, with a LeaveGroup naming the ghost.
 const eosGhostAfter = 3 * eosSession
 
+// eosSettleWait bounds how long a kill waits for the group to settle
+// (Stable, every running worker a member with partitions) before the
+// chunk it follows is produced. The kill then lands while the chunk is
+// read, counted, written or committed, not in a join: kfake mishandles
+// members killed in their JoinGroup or SyncGroup (a ghost, see
+// eosGhostAfter; or a JoinGroup of a live member never answered, which
+// leaves it stuck with a transaction open until the transaction timeout).
+const eosSettleWait = 5 * time.Second
+
 // maxEOSKafkaCrashes bounds the workers' own exits before the run gives up.
 const maxEOSKafkaCrashes = 10
 
@@ -94,6 +103,7 @@ type eosKafkaState struct {
 
 	committed map[int32]int64
 	lastErr   error
+	lastGroup string // the group as last described, for a note
 }
 
 // eosKafkaDefaults fills in scenario eos-kafka's defaults.
@@ -237,6 +247,11 @@ func (s *supervisor) driveEOSKafka(ctx context.Context) error {
 			f = &es.faults[i-1]
 			if f.kind != FaultKill && f.kind != FaultRebalance {
 				bf = armBrokerFault(es.cluster.Kfake(), *f)
+			}
+		}
+		if f != nil && (f.kind == FaultKill || f.kind == FaultKillInCommit) {
+			if err := s.awaitEOSKafkaSettled(ctx); err != nil {
+				return err
 			}
 		}
 		from, to := n*i/chunks, n*(i+1)/chunks
@@ -487,6 +502,44 @@ func (s *supervisor) awaitEOSKafkaCommits(ctx context.Context, what string) (boo
 			return false, err
 		}
 	}
+}
+
+// awaitEOSKafkaSettled waits, at most eosSettleWait, until the group is
+// Stable with every running worker a member that owns partitions (see
+// eosSettleWait).
+func (s *supervisor) awaitEOSKafkaSettled(ctx context.Context) error {
+	settled, err := s.awaitEOSKafka(ctx, eosSettleWait, func() bool { return s.eosKafkaSettled(ctx) })
+	if err == nil && !settled {
+		s.eosKafka.rep.note(s.sum, fmt.Sprintf("the group did not settle within %v: %s", eosSettleWait, s.eosKafka.lastGroup))
+	}
+	return err
+}
+
+// eosKafkaSettled describes the group and reports whether it is Stable
+// with as many members as workers run, each assigned partitions.
+func (s *supervisor) eosKafkaSettled(ctx context.Context) bool {
+	es := s.eosKafka
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	groups, err := es.adm.DescribeGroups(dctx, EOSKafkaGroup)
+	if err != nil {
+		es.lastErr = err
+		return false
+	}
+	g, ok := groups[EOSKafkaGroup]
+	if !ok || g.Err != nil {
+		return false
+	}
+	es.lastGroup = fmt.Sprintf("%s with %d members, %d workers running", g.State, len(g.Members), len(s.runningWorkers()))
+	if g.State != "Stable" || len(g.Members) != len(s.runningWorkers()) {
+		return false
+	}
+	for _, m := range g.Members {
+		if a, isConsumer := m.Assigned.AsConsumer(); !isConsumer || len(a.Topics) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // evictGhosts removes from the group, with a LeaveGroup, every member
