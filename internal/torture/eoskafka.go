@@ -349,13 +349,13 @@ func (s *supervisor) fireEOSKafka(ctx context.Context, f eosFault, bf *brokerFau
 			return err
 		}
 		bf.disarm()
-		return s.restartEOSKafkaWorker(c, fmt.Sprintf("%s: SIGKILL with its commit held, the commit let through, then", f), to)
+		return s.restartEOSKafkaWorker(c, fmt.Sprintf("%s: commit held, SIGKILL, commit let through:", f), to)
 	}
 	inits, wake := es.watch.initsOf(id)
 	if err := s.killQuiet(c); err != nil {
 		return err
 	}
-	if err := s.restartEOSKafkaWorker(c, fmt.Sprintf("%s: SIGKILL with its commit held,", f), to); err != nil {
+	if err := s.restartEOSKafkaWorker(c, fmt.Sprintf("%s: commit held (let through after the new incarnation's InitProducerID), SIGKILL", f), to); err != nil {
 		return err
 	}
 	// The held commit is let through once the new incarnation's

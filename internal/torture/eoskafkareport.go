@@ -110,14 +110,19 @@ type EOSKafkaTotals struct {
 	Faults map[string]int // faults injected, by kind (the part of the fault's name before "/")
 	Detail map[string]int // faults injected, by kind and answer
 
-	Expected, Results                        int
-	Lost, Duplicated, OutOfOrder             int
-	Wrong, Unknown, Malformed, Late          int
+	// Summed over the seeds' checks (EOSKafkaCheck): results expected
+	// and committed, and the failures by kind (each must be 0).
+	Expected, Results               int
+	Lost, Duplicated, OutOfOrder    int
+	Wrong, Unknown, Malformed, Late int
+	// Summed over the seeds' reports (EOSKafkaReport): broker faults
+	// not fired, SIGKILLs, workers' own exits, stalled runs, ghost
+	// members removed.
 	Unfired, Kills, Crashes, Stalled, Ghosts int
-	Aborts, Commits                          int64
-	BrokerAborts                             int
-	Took                                     time.Duration
-	Errors                                   int // seeds whose run failed to set up or finish (no check)
+	Aborts, Commits                          int64         // transactions the workers' sources aborted and committed
+	BrokerAborts                             int           // EndTxn aborts the broker was sent
+	Took                                     time.Duration // all seeds, wall time
+	Errors                                   int           // seeds whose run failed to set up or finish (no check)
 }
 
 // add sums one seed's report.
