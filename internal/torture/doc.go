@@ -295,7 +295,10 @@
 // drawn with equal weight:
 //
 //   - kill: SIGKILL a running worker 0 to 150 ms after the chunk (while it
-//     reads, counts, writes or commits), and start it again at once;
+//     reads, counts, writes or commits), and start it again at once; the
+//     chunk waits (at most 5 s) for the group to settle first, as does a
+//     kill-in-commit's, since kfake mishandles a member killed in its
+//     JoinGroup or SyncGroup (below);
 //   - kill-in-commit: hold a worker's EndTxn commit at the broker
 //     (kfake's SleepControl), SIGKILL the worker, then let the commit
 //     through either before the new incarnation starts (it commits) or
@@ -315,7 +318,10 @@
 // response was delivered), with partitions nobody reads; where Kafka
 // would expire it after its session timeout, the supervisor removes such
 // a ghost with a LeaveGroup once the commits stood still for 3 s, and
-// counts it.
+// counts it. kfake also, now and then, leaves a live member's JoinGroup
+// unanswered until the client's request timeout (about 11 s): that member's
+// open transaction then outlives the transaction timeout (10 s), and the
+// member fails on its next commit (PRODUCER_FENCED).
 //
 // At the end the workers get SIGTERM (each must exit 0) and the
 // supervisor reads EOSKafkaOutput and EOSKafkaLate with read_committed (raw fetches
