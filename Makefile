@@ -24,8 +24,16 @@ SHELL := /bin/bash
 #                                               then scenarios eos-log and eos-kafka-log (issue 19): a log -> Aggregate -> log pipeline,
 #                                               and a Kafka group member copying into the log, under stream.ExactlyOnce in a worker
 #                                               process kill -9ed TORTURE_KILLS times at seeded moments: every result must be in the output
-#                                               once (0 lost, 0 duplicated, 0 out of order);
+#                                               once (0 lost, 0 duplicated, 0 out of order); then
+#                                               scenario eos-kafka: TORTURE_EOS_KAFKA_SEEDS (200) seeded fault runs of a Kafka -> window -> Kafka
+#                                               pipeline under stream.ExactlyOnce on worker processes, each with 3 to 5 faults (kill -9,
+#                                               kill -9 with the commit held at the broker, a member joining or leaving, Produce, EndTxn,
+#                                               TxnOffsetCommit and Heartbeat answered with errors, dropped or delayed), the output read
+#                                               read_committed: 0 lost, 0 duplicated, 0 out of order (8 seeds at a time: about 2 minutes);
 #                                               TORTURE_FLAGS adds flags (--seed N --scenarios slow --keep)
+#   make torture TORTURE_FLAGS='--scenarios eos-kafka --seed 17 --eos-kafka-seeds 1 --keep'
+#                                               one seed of scenario eos-kafka alone, its run folder kept (a failing seed prints this command)
+#   make torture-soak [TORTURE_SOAK_SEEDS=1000] scenario eos-kafka's fault runs alone, TORTURE_SOAK_SEEDS seeds (about 10 minutes on 2 cores)
 #   make torture TORTURE_FLAGS='--scenarios scale --seed 17'
 #                                               issue 18's churn case: a windowed count on worker processes of a Kafka group (in-process
 #                                               kfake) that join and leave (1, 3, 2, 3) and are kill -9ed; every window's count checked
@@ -60,6 +68,9 @@ FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentI
 # (--seed N, --scenarios, --modes, --keep, --dir, --slow-kills).
 TORTURE_KILLS ?= 300
 TORTURE_FLAGS ?=
+# make torture: scenario eos-kafka's seeds; make torture-soak: its seeds alone.
+TORTURE_EOS_KAFKA_SEEDS  ?= 200
+TORTURE_SOAK_SEEDS ?= 1000
 
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
 # them with smaller counts, make soak runs only them, at full strength.
@@ -68,7 +79,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture fuzz bench lint build
+.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture torture-soak fuzz bench lint build
 
 demo:
 	@./scripts/demo.sh
@@ -94,7 +105,12 @@ soak:
 # Scenario relay runs bin/relay, found beside bin/torture.
 torture:
 	$(GO) build -o bin/ ./internal/cmd/torture ./examples/relay
-	./bin/torture --kills $(TORTURE_KILLS) $(TORTURE_FLAGS)
+	./bin/torture --kills $(TORTURE_KILLS) --eos-kafka-seeds $(TORTURE_EOS_KAFKA_SEEDS) $(TORTURE_FLAGS)
+
+# Scenario eos-kafka's seeded fault runs alone, TORTURE_SOAK_SEEDS of them.
+torture-soak:
+	$(GO) build -o bin/ ./internal/cmd/torture
+	./bin/torture --scenarios eos-kafka --eos-kafka-seeds $(TORTURE_SOAK_SEEDS) $(TORTURE_FLAGS)
 # A finding fails the run and go test writes the input to
 # <package>/testdata/fuzz/<Target>/, where it stays a regression test.
 fuzz:

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -283,9 +284,12 @@ func (s *KafkaSource) pollTxn(ctx context.Context, t *kafkaTxn, cl *kgo.Client) 
 // offsets again. It returns (false, nil) then.
 //
 // It returns an error when transactions have not begun, when the session
-// fails in a way franz-go says it cannot go on from (a fenced
-// transactional id: another process took it), or when a new transaction
-// cannot begin; the pipeline stops.
+// fails in a way franz-go says it cannot go on from, or when a new
+// transaction cannot begin; the pipeline stops. A fenced producer (the
+// transaction outlived [KafkaTransactionTimeout] and the broker aborted it,
+// or another process took the transactional id) wraps
+// stream.ErrTransactionAborted: stream.Forever runs the pipeline again, with
+// a new session, from the committed state.
 func (s *KafkaSource) EndTransaction(ctx context.Context, positions []checkpoint.TopicPosition, commit bool) (bool, error) {
 	s.mu.Lock()
 	t := s.txn
@@ -304,6 +308,14 @@ func (s *KafkaSource) EndTransaction(ctx context.Context, positions []checkpoint
 	saved := t.saved
 	t.saved = nil
 	if err != nil {
+		if fenced(err) {
+			// The broker aborted the transaction for outliving its
+			// timeout (a member stuck in a rebalance), or another
+			// process took the id: this session cannot go on, a new
+			// one can (stream.Forever runs again on it, as Kafka
+			// Streams rejoins on a ProducerFencedException).
+			return false, s.kafkaErr(fmt.Errorf("%w: ending transaction (transactional id %s): %w", stream.ErrTransactionAborted, t.id, err))
+		}
 		return false, s.kafkaErr(fmt.Errorf("ending transaction (transactional id %s): %w", t.id, err))
 	}
 	if committed {
@@ -331,6 +343,13 @@ func (s *KafkaSource) EndTransaction(ctx context.Context, positions []checkpoint
 		return committed, s.kafkaErr(fmt.Errorf("beginning a transaction (transactional id %s): %w", t.id, err))
 	}
 	return committed, nil
+}
+
+// fenced reports whether err says the session's producer was fenced: its
+// epoch is no longer the transactional id's.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
 }
 
 // txnOffsets returns the positions of the partitions this member owns, as

@@ -373,6 +373,14 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 			for _, src := range p.sources {
 				_ = src.Close()
 			}
+			if cancelled(ctx, err) {
+				// Stopped before the first record, as Run without
+				// ExactlyOnce returns then: nil for a cancel.
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return deadlineError(ctx)
+				}
+				return nil
+			}
 			return err
 		}
 	}

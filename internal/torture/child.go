@@ -46,7 +46,7 @@ const (
 )
 
 // Child runs one child role, as the supervisor starts it: args are
-// "publish", "consume" or "scale-worker" followed by that role's flags (see the supervisor's
+// "publish", "consume", "scale-worker" or "eos-worker" followed by that role's flags (see the supervisor's
 // childArgs). It returns when SIGTERM or SIGINT arrives and the role has
 // stopped cleanly, or with the role's error.
 func Child(args []string) error {
@@ -57,6 +57,9 @@ func Child(args []string) error {
 	defer stop()
 	if args[0] == roleScaleWorker {
 		return runScaleWorker(ctx, args[1:])
+	}
+	if args[0] == roleEOSKafkaWorker {
+		return runEOSKafkaWorker(ctx, args[1:])
 	}
 	if args[0] == roleEOSLogWorker {
 		return runEOSLogWorker(ctx, args[1:])

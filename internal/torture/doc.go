@@ -9,7 +9,9 @@
 // of a Kafka consumer group that join, leave and are killed, and checks
 // every window's count. Scenario eos-log (below) kills a worker writing
 // into the log under stream.ExactlyOnce and checks that every result is
-// in its output once.
+// in its output once; scenario eos-kafka (below) runs a windowed count
+// from Kafka to Kafka under stream.ExactlyOnce with seeded faults, and
+// checks every window's result is committed exactly once, in order.
 //
 // # The processes
 //
@@ -259,6 +261,89 @@
 // stops it with SIGTERM (it must exit 0). The check is the one above, a
 // record's number being its place among its key's records: each record
 // once, in order per key.
+//
+// # Scenario eos-kafka
+//
+// Issue 19's fault runs, checked as Flink's failure ITCases check theirs:
+// a seed draws the input and 3 to 5 faults (Config.Faults), the run injects
+// them into a running exactly-once pipeline, and the committed output is
+// compared with what an uninterrupted computation gives. Each run is
+// small (seconds), so that hundreds of seeds run in minutes:
+// RunEOSKafka runs seeds in parallel (make torture: 200 seeds, make
+// torture-soak: 1,000).
+//
+// The supervisor runs an in-process Kafka (kfake, through package
+// kafkatest) with the topics EOSKafkaInput, EOSKafkaOutput and EOSKafkaLate of 4
+// partitions, and produces Config.Records (400) records over Config.Keys
+// (16) keys, generated as scenario scale's (about 20 one-minute windows,
+// event times up to 2 s out of order, no record late), in chunks, one
+// chunk per fault plus one, then one sentinel per partition that closes
+// every window. Every worker, a child process in one of two slots, runs
+//
+//	source.Kafka(brokers, EOSKafkaGroup, EOSKafkaInput, KafkaTransactionalID("eos-kafka-slot-N"), 1 s session and rebalance timeouts, KafkaStateDir)
+//	→ stream.KeyBy(record key).FollowsPartitioning() → stream.Window(Tumbling(1 min), Count, OutOfOrderness(5 s), LateTo(sink.Kafka(EOSKafkaLate)))
+//	→ MapTo(key, "start end key count worker") → sink.Kafka(EOSKafkaOutput)
+//	stream.From(src, stream.ExactlyOnce()), Checkpointing(src), under stream.Forever
+//
+// Slot 0 runs from the start; slot 1 joins and leaves. A slot's
+// transactional id is the same for each of its incarnations, so a worker
+// started after a kill fences its predecessor's open transaction at once.
+//
+// Before each chunk but the first, the chunk's fault is armed (a broker
+// fault) and after the chunk it fires; then the supervisor waits until
+// the group committed every record produced. The kinds (EOSKafkaFaultKinds),
+// drawn with equal weight:
+//
+//   - kill: SIGKILL a running worker 0 to 150 ms after the chunk (while it
+//     reads, counts, writes or commits), and start it again at once; the
+//     chunk waits (at most 5 s) for the group to settle first, as does a
+//     kill-in-commit's, since kfake mishandles a member killed in its
+//     JoinGroup or SyncGroup (below);
+//   - kill-in-commit: hold a worker's EndTxn commit at the broker
+//     (kfake's SleepControl), SIGKILL the worker, then let the commit
+//     through either before the new incarnation starts (it commits) or
+//     after the new incarnation's InitProducerID (a zombie's commit,
+//     refused);
+//   - rebalance: start slot 1 when it is stopped (a member joins), stop it
+//     with SIGTERM when it runs (a member leaves; it must exit 0);
+//   - produce, endtxn, txnoffsetcommit, heartbeat: kfake's ControlKey on
+//     Produce (key 0; transactional produces only), EndTxn (26, commits),
+//     TxnOffsetCommit (28) or Heartbeat (12) answers the next such
+//     request of a worker with an error (retriable, or one that makes
+//     franz-go abort the transaction or rejoin the group: eosFaultCodes),
+//     closes its connection, or delays it 100 to 600 ms.
+//
+// kfake keeps a worker killed with its JoinGroup in flight in the group
+// for good (it starts a member's session timer only once the JoinGroup's
+// response was delivered), with partitions nobody reads; where Kafka
+// would expire it after its session timeout, the supervisor removes such
+// a ghost with a LeaveGroup once the commits stood still for 3 s, and
+// counts it. kfake also, now and then, leaves a live member's JoinGroup
+// unanswered until the client's request timeout (about 11 s): that member's
+// open transaction then outlives the transaction timeout (10 s), and the
+// member fails on its next commit (PRODUCER_FENCED).
+//
+// At the end the workers get SIGTERM (each must exit 0) and the
+// supervisor reads EOSKafkaOutput and EOSKafkaLate with read_committed (raw fetches
+// up to the last stable offset, without aborted transactions' records).
+// Every result of a key is in one output partition, in the order its
+// workers committed them. The check (EOSKafkaCheck) counts, against each
+// (window, key)'s count computed from the generated records: results
+// lost (never committed), duplicated (committed more than once), out of
+// order (a window of a key committed after a later window of that key),
+// with a wrong count, for windows no record belongs to, malformed, and
+// late records committed; a run passes with all of them 0, every worker
+// exiting only when told, and the commits never stalling for
+// Config.CatchUp. The report counts the faults by kind and answer, the
+// transactions the workers' sources committed and aborted (each writes its
+// counts to its folder), and the EndTxn commits and aborts the broker saw.
+// A failing seed prints its whole summary and the command that runs it
+// alone; --seed replays the records and the faults' choices, not the
+// scheduling of the processes. Its run folder (kept) holds each worker's
+// stderr (with STROM_TORTURE_KGO_LOG=1, franz-go's log: joins,
+// assignments, transactions) and broker.log, the requests that committed
+// offsets or ended transactions as the broker received them, between the
+// supervisor's events.
 //
 // A violation names the partition and offset (and the record's id); Run
 // returns a *ViolationError listing them and a Summary counting kills by

@@ -19,7 +19,7 @@ import (
 // incarnations.
 type child struct {
 	name      string
-	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack, roleProbe or roleScaleWorker
+	role      string // rolePublisher, roleConsumer, roleRelay, roleRelayBack, roleProbe, roleScaleWorker or roleEOSKafkaWorker
 	partition int32  // the consumer's partition, the scale worker's slot; -1 for the others
 	inc       int    // incarnations started so far, minus one
 	cmd       *exec.Cmd
@@ -48,6 +48,9 @@ type exit struct {
 func (s *supervisor) args(c *child) []string {
 	if c.role == roleScaleWorker {
 		return s.scaleWorkerArgs(c)
+	}
+	if c.role == roleEOSKafkaWorker {
+		return s.eosKafkaWorkerArgs(c)
 	}
 	if c.role == roleEOSLogWorker {
 		return s.eosLogWorkerArgs(c)

@@ -184,7 +184,7 @@ func (s *supervisor) setupScale() error {
 		return fmt.Errorf("torture: scale: admin client: %w", err)
 	}
 	sc.adm = kadm.NewClient(sc.admCl)
-	if sc.prod, err = newScaleProducer(kc.Brokers()); err != nil {
+	if sc.prod, err = newScaleProducer(kc.Brokers(), ScaleInput); err != nil {
 		return err
 	}
 	sc.data = genScaleData(s.cfg.Seed, s.cfg.Records, s.cfg.Keys)

@@ -95,25 +95,27 @@ func (d *scaleData) expected() map[windowKey]int64 {
 // expected and are counted apart.
 func sentinelKey(p int32) string { return fmt.Sprintf("sentinel-%02d", p) }
 
-// producer writes scenario scale's input to Kafka.
+// producer writes scenario scale's input (and scenario eos's) to Kafka.
 type scaleProducer struct {
+	topic  string
 	keyed  *kgo.Client // kgo's default partitioner: a key's records stay in one partition
 	manual *kgo.Client // the sentinels, one to each partition
 	ends   map[int32]int64
 }
 
-func newScaleProducer(brokers []string) (*scaleProducer, error) {
-	keyed, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(ScaleInput))
+// newScaleProducer returns a producer of topic.
+func newScaleProducer(brokers []string, topic string) (*scaleProducer, error) {
+	keyed, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return nil, fmt.Errorf("torture: scale: producer: %w", err)
 	}
-	manual, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(ScaleInput),
+	manual, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		keyed.Close()
 		return nil, fmt.Errorf("torture: scale: producer: %w", err)
 	}
-	return &scaleProducer{keyed: keyed, manual: manual, ends: make(map[int32]int64)}, nil
+	return &scaleProducer{topic: topic, keyed: keyed, manual: manual, ends: make(map[int32]int64)}, nil
 }
 
 func (p *scaleProducer) close() {
@@ -136,12 +138,12 @@ func (p *scaleProducer) produce(ctx context.Context, d *scaleData, from, to int)
 	}
 	res := p.keyed.ProduceSync(ctx, krs...)
 	if err := res.FirstErr(); err != nil {
-		return fmt.Errorf("torture: scale: produce records %d to %d: %w", from, to, err)
+		return fmt.Errorf("torture: produce records %d to %d to %s: %w", from, to, p.topic, err)
 	}
 	for _, pr := range res {
 		i, ok := index[pr.Record]
 		if !ok {
-			return fmt.Errorf("torture: scale: produce records %d to %d: a result for a record not produced", from, to)
+			return fmt.Errorf("torture: produce records %d to %d to %s: a result for a record not produced", from, to, p.topic)
 		}
 		d.recs[i].partition, d.recs[i].offset = pr.Record.Partition, pr.Record.Offset
 		p.ends[pr.Record.Partition] = max(p.ends[pr.Record.Partition], pr.Record.Offset+1)
@@ -159,7 +161,7 @@ func (p *scaleProducer) produceSentinels(ctx context.Context, d *scaleData, part
 	}
 	res := p.manual.ProduceSync(ctx, krs...)
 	if err := res.FirstErr(); err != nil {
-		return fmt.Errorf("torture: scale: produce the sentinels: %w", err)
+		return fmt.Errorf("torture: produce the sentinels to %s: %w", p.topic, err)
 	}
 	for _, pr := range res {
 		p.ends[pr.Record.Partition] = max(p.ends[pr.Record.Partition], pr.Record.Offset+1)

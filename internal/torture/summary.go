@@ -11,7 +11,7 @@ import (
 
 // Summary is what a run did and found.
 type Summary struct {
-	Scenario string        // ScenarioPlain, ScenarioPipeline, ScenarioRelay, ScenarioRelayExactlyOnce or ScenarioSlow
+	Scenario string        // ScenarioPlain, ScenarioPipeline, ScenarioRelay, ScenarioRelayExactlyOnce, ScenarioSlow, ScenarioScale, ScenarioEOSLog, ScenarioEOSKafkaLog or ScenarioEOSKafka
 	Mode     log.Mode      // the log's write path
 	Seed     uint64        // the seed of the run's random choices
 	Dir      string        // the run folder
@@ -75,7 +75,8 @@ type Summary struct {
 	Foreign   int // ScenarioRelay: Kafka records without the relay's headers (must be 0)
 	TornTails int // partitions whose last segment ends in a torn tail at the end
 
-	Scale *ScaleReport // ScenarioScale's run and checks; nil for the others
+	Scale    *ScaleReport    // ScenarioScale's run and checks; nil for the others
+	EOSKafka *EOSKafkaReport // ScenarioEOSKafka's run and checks; nil for the others
 
 	EOSLog *EOSLogReport // ScenarioEOSLog's run and checks; nil for the others
 
@@ -98,6 +99,12 @@ func (s *Summary) String() string {
 	if s.Scale != nil {
 		fmt.Fprintf(&b, "torture: scenario %s, seed %d: %s in %v\n", s.Scenario, s.Seed, verdict, s.Took.Round(100*time.Millisecond))
 		s.Scale.lines(&b, s)
+		s.violationLines(&b)
+		return b.String()
+	}
+	if s.EOSKafka != nil {
+		fmt.Fprintf(&b, "torture: scenario %s, seed %d: %s in %v\n", s.Scenario, s.Seed, verdict, s.Took.Round(10*time.Millisecond))
+		s.EOSKafka.lines(&b, s)
 		s.violationLines(&b)
 		return b.String()
 	}

@@ -32,7 +32,9 @@ type Config struct {
 	// ScenarioPipeline, or ScenarioRelay: a relay to Kafka instead of the
 	// consumers (ScenarioRelayExactlyOnce: exactly once), or ScenarioSlow: one slow consumer of a partition
 	// written beforehand, without a publisher, or ScenarioScale: workers
-	// of a consumer group on an in-process Kafka, without the log.
+	// of a consumer group on an in-process Kafka, without the log, or
+	// ScenarioEOSKafka: such workers under stream.ExactlyOnce, with
+	// faults drawn from the seed.
 	Scenario string
 	// Mode is the log's write path; zero means log.DefaultMode.
 	Mode log.Mode
@@ -63,7 +65,8 @@ type Config struct {
 	// CatchUp bounds the wait, after the publisher stopped, for the
 	// consumers to save the high watermark; zero means 2 minutes. In
 	// ScenarioScale it bounds how long the group's commits may stay
-	// still before the run is reported stalled.
+	// still before the run is reported stalled, and in
+	// ScenarioEOSKafka too (zero means a minute there).
 	CatchUp time.Duration
 	// Command returns the command that runs Child(args): the torture
 	// binary itself, or a test binary. Required.
@@ -75,7 +78,8 @@ type Config struct {
 	Progress io.Writer
 	// Records is ScenarioSlow's partition size in records, written before
 	// the consumer starts; zero means 5000. In ScenarioScale it is the
-	// input records, sentinels excluded; zero means 120,000.
+	// input records, sentinels excluded; zero means 120,000; in
+	// ScenarioEOSKafka the same, zero meaning 400.
 	Records int
 	// RecordBytes is the size in bytes of each of those records' values;
 	// zero means 100.
@@ -86,7 +90,8 @@ type Config struct {
 	// ProbeWork is the handler time per record of ScenarioSlow's
 	// first-checkpoint probe; zero means 2 ms.
 	ProbeWork time.Duration
-	// Keys is ScenarioScale's number of distinct keys; zero means 1000.
+	// Keys is ScenarioScale's number of distinct keys; zero means 1000
+	// (16 in ScenarioEOSKafka).
 	Keys int
 	// ScalePartitions is ScenarioScale's input partition count; zero
 	// means 12.
@@ -98,6 +103,16 @@ type Config struct {
 	// output instead of counting windows: the check is then that every
 	// input record reached the output at least once.
 	Stateless bool
+	// Faults is ScenarioEOSKafka's number of faults per run; zero
+	// draws 3 to 5 from the seed.
+	Faults int
+	// FaultKinds are the kinds of fault ScenarioEOSKafka draws from
+	// (EOSKafkaFaultKinds); nil means all of them.
+	FaultKinds []string
+	// PlantDuplicates plants a fault in ScenarioEOSKafka's workers:
+	// they write every result twice, so the run must fail with every
+	// result duplicated. Only the harness's own test sets it.
+	PlantDuplicates bool
 	// ForgetEvery, when above zero, plants a fault in the consumers: they
 	// journal no finish of an offset divisible by it, so the run must fail
 	// with losses and skips. Only the harness's own test sets it.
@@ -149,8 +164,12 @@ func (c *Config) defaults() error {
 		if slices.Min(c.Members) < 1 {
 			return fmt.Errorf("torture: scenario scale: every step of Members needs a worker, got %v", c.Members)
 		}
+	case ScenarioEOSKafka:
+		if err := c.eosKafkaDefaults(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, relay-eos, slow, scale, eos-log or eos-kafka-log)", c.Scenario)
+		return fmt.Errorf("torture: unknown scenario %q (plain, pipeline, relay, relay-eos, slow, scale, eos-log, eos-kafka-log or eos-kafka)", c.Scenario)
 	}
 	if c.Mode == 0 {
 		c.Mode = log.DefaultMode
@@ -195,7 +214,8 @@ type supervisor struct {
 	parts [Partitions]*partitionState
 	pub   *publisherState
 
-	scale *scaleState // ScenarioScale
+	scale    *scaleState    // ScenarioScale
+	eosKafka *eosKafkaState // ScenarioEOSKafka
 
 	cluster *kafkatest.Cluster // ScenarioRelay: the in-process Kafka
 	kafka   *kafkaReader       // ScenarioRelay: RelayTopic read back
@@ -242,6 +262,9 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	if s.cfg.Scenario == ScenarioScale {
 		return s.runScale(ctx)
+	}
+	if s.cfg.Scenario == ScenarioEOSKafka {
+		return s.runEOSKafka(ctx)
 	}
 	if s.cfg.Scenario == ScenarioEOSLog || s.cfg.Scenario == ScenarioEOSKafkaLog {
 		return s.runEOSLog(ctx)

@@ -6,8 +6,9 @@
 // passed a record its consumer had not finished. See package
 // internal/torture for the checks.
 //
-//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
+//	torture [--kills 300] [--slow-kills 100] [--scenarios plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log,eos-kafka] [--modes mmap,file] [--seed N] [--dir DIR] [--keep] [--relay-bin PATH]
 //	        [--scale-records 120000] [--scale-keys 1000] [--scale-kills 3] [--members 1,3,2,3] [--stateless]
+//	        [--eos-kafka-seeds 200] [--eos-kafka-parallel 8] [--eos-kafka-records 400] [--eos-kafka-keys 16] [--eos-kafka-faults 0] [--eos-kafka-fault-kinds kill,...]
 //
 // Each scenario runs in turn, the i-th with the i-th mode (modes repeat
 // when fewer), each with --kills kills, except scenario slow (issue 17: one
@@ -51,7 +52,28 @@
 //
 //	make torture TORTURE_FLAGS='--scenarios relay-eos --seed 17'
 //
-// The binary runs its own children: "torture child publish|consume|scale-worker ..."
+// Scenario eos-kafka (issue 19) runs --eos-kafka-seeds seeded fault runs, --eos-kafka-parallel
+// at a time, seeds --seed, --seed+1, ...: in each, a windowed count from
+// Kafka to Kafka under stream.ExactlyOnce on worker processes of one group,
+// 3 to 5 faults drawn from the seed (SIGKILL, SIGKILL with the commit held
+// at the broker, a member joining or leaving, Produce, EndTxn,
+// TxnOffsetCommit and Heartbeat answered with errors, dropped or delayed),
+// and the output, read with read_committed, must hold every window's
+// result once, in order, with the right count (see package
+// internal/torture, "Scenario eos-kafka"). It prints a line per seed and one
+// summing them:
+//
+//	eos-kafka: 200 seeds: PASS: lost 0, duplicated 0, out-of-order 0 (wrong 0, unknown 0, late 0) of 46637 results; faults 813 (endtxn 131, ...), 0 not fired; aborts 313 (of 3273 transactions); ...
+//
+// and, for a seed that failed, its whole summary and the command that runs
+// it alone:
+//
+//	go run ./internal/cmd/torture --scenarios eos-kafka --seed 17 --eos-kafka-seeds 1 --eos-kafka-records 400 --eos-kafka-keys 16 --keep
+//
+// STROM_TORTURE_KGO_LOG=1 makes its workers log franz-go's view (joins,
+// assignments, transactions) to their stderr in the run folder.
+//
+// The binary runs its own children: "torture child publish|consume|scale-worker|eos-log-worker|eos-kafka-worker ..."
 // is how the supervisor starts them. Scenarios relay and relay-eos also run
 // examples/relay, by default the binary named relay beside this one (make
 // torture builds both into bin/).
@@ -132,7 +154,13 @@ func run() int {
 	scaleKeys := flag.Int("scale-keys", 1000, "scenario scale: the distinct keys")
 	members := flag.String("members", "1,3,2,3", "scenario scale: the membership schedule, workers per step, comma-separated")
 	stateless := flag.Bool("stateless", false, "scenario scale: relay every record instead of counting windows, and check every record reached the output")
-	scenarios := flag.String("scenarios", "plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log", "the scenarios to run, comma-separated: plain, pipeline, relay, relay-eos, slow, scale, eos-log, eos-kafka-log")
+	eosSeeds := flag.Int("eos-kafka-seeds", 200, "scenario eos-kafka: the seeds to run, --seed and on")
+	eosParallel := flag.Int("eos-kafka-parallel", 8, "scenario eos-kafka: the seeds run at once (each mostly waits on its workers and Kafka)")
+	eosRecords := flag.Int("eos-kafka-records", 400, "scenario eos-kafka: the input records of each seed")
+	eosKeys := flag.Int("eos-kafka-keys", 16, "scenario eos-kafka: the distinct keys of each seed")
+	eosFaults := flag.Int("eos-kafka-faults", 0, "scenario eos-kafka: the faults of each seed (0: 3 to 5, drawn from the seed)")
+	eosKinds := flag.String("eos-kafka-fault-kinds", "", "scenario eos-kafka: the kinds of fault to draw from, comma-separated (default all: "+strings.Join(torture.EOSKafkaFaultKinds, ",")+")")
+	scenarios := flag.String("scenarios", "plain,pipeline,relay,relay-eos,slow,scale,eos-log,eos-kafka-log,eos-kafka", "the scenarios to run, comma-separated: plain, pipeline, relay, relay-eos, slow, scale, eos-log, eos-kafka-log, eos-kafka")
 	modes := flag.String("modes", "mmap,file", "the log's write paths, comma-separated, the i-th scenario using the i-th (repeating)")
 	seed := flag.Uint64("seed", 0, "the seed of the first scenario's random choices (0: random)")
 	dir := flag.String("dir", "", "the folder for the run folders (default: a new temporary folder)")
@@ -212,6 +240,17 @@ func run() int {
 		if sc == torture.ScenarioScale {
 			cfg.Records, cfg.Keys, cfg.Members, cfg.Stateless = *scaleRecords, *scaleKeys, ns, *stateless
 		}
+		if sc == torture.ScenarioEOSKafka {
+			var kinds []string
+			if *eosKinds != "" {
+				kinds = strings.Split(*eosKinds, ",")
+			}
+			cfg.Records, cfg.Keys, cfg.Faults, cfg.FaultKinds = *eosRecords, *eosKeys, *eosFaults, kinds
+			if st := runEOSKafka(ctx, cfg, runSeed, *eosSeeds, *eosParallel, *keep || *dir != ""); st > status {
+				status = st
+			}
+			continue
+		}
 		if sc == torture.ScenarioScale {
 			again := fmt.Sprintf("--seed %d --scenarios scale --scale-records %d --scale-keys %d --scale-kills %d --members %s", runSeed, cfg.Records, cfg.Keys, cfg.Kills, *members)
 			if cfg.Stateless {
@@ -248,6 +287,55 @@ func run() int {
 		os.RemoveAll(root)
 	} else {
 		fmt.Fprintf(os.Stderr, "torture: run folders kept in %s\n", root)
+	}
+	return status
+}
+
+// runEOSKafka runs scenario eos-kafka's seeds, first to first+n-1, parallel at a
+// time: a line per seed as it ends (its whole summary when it failed,
+// with the command that runs it alone), then the line summing them.
+// It returns the exit status: 0 when every seed passed, 1 on a
+// violation, 2 on a harness error.
+func runEOSKafka(ctx context.Context, cfg torture.Config, first uint64, n, parallel int, keep bool) int {
+	again := func(seed uint64) string {
+		cmd := fmt.Sprintf("go run ./internal/cmd/torture --scenarios eos-kafka --seed %d --eos-kafka-seeds 1 --eos-kafka-records %d --eos-kafka-keys %d", seed, cfg.Records, cfg.Keys)
+		if cfg.Faults > 0 {
+			cmd += fmt.Sprintf(" --eos-kafka-faults %d", cfg.Faults)
+		}
+		if len(cfg.FaultKinds) > 0 {
+			cmd += " --eos-kafka-fault-kinds " + strings.Join(cfg.FaultKinds, ",")
+		}
+		return cmd + " --keep"
+	}
+	fmt.Fprintf(os.Stderr, "torture: scenario eos-kafka, %d seeds from %d, %d at a time, %d records over %d keys each, in %s\n", n, first, parallel, cfg.Records, cfg.Keys, cfg.Dir)
+	status := 0
+	totals, err := torture.RunEOSKafka(ctx, cfg, first, n, parallel, keep, func(r torture.SeedResult) {
+		var verr *torture.ViolationError
+		switch {
+		case r.Err == nil:
+			fmt.Fprintln(os.Stderr, r.Summary.EOSKafka.Line(r.Seed, true))
+			return
+		case errors.As(r.Err, &verr):
+			status = max(status, 1)
+			fmt.Print(r.Summary)
+		default:
+			status = max(status, 2)
+			if r.Summary != nil {
+				fmt.Print(r.Summary)
+			}
+			fmt.Fprintf(os.Stderr, "torture: scenario eos-kafka (seed %d): %v\n", r.Seed, r.Err)
+		}
+		fmt.Printf("  again: %s\n", again(r.Seed))
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture: scenario eos-kafka:", err)
+		status = max(status, 2)
+	}
+	if totals != nil {
+		fmt.Println(totals.Line())
+		for _, seed := range totals.Failed {
+			fmt.Printf("  FAILED seed %d: %s\n", seed, again(seed))
+		}
 	}
 	return status
 }
