@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,12 +105,11 @@ func BenchmarkKafkaExactlyOnce(b *testing.B) {
 // waitCommitted waits until group's commits of topic sum to n.
 func waitCommitted(b *testing.B, kc *kafkatest.Cluster, group, topic string, n int64, errs <-chan error) {
 	b.Helper()
+	// A commit is the broker's: nothing to wait on from outside, so the
+	// condition is checked on a ticker.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		select {
-		case err := <-errs:
-			b.Fatal(err)
-		default:
-		}
 		var sum int64
 		for _, o := range kafkaCommits(b, kc, group, topic) {
 			sum += o
@@ -119,8 +117,11 @@ func waitCommitted(b *testing.B, kc *kafkatest.Cluster, group, topic string, n i
 		if sum >= n {
 			return
 		}
-		// A commit is the broker's: nothing to wait on from outside.
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case err := <-errs:
+			b.Fatal(err)
+		case <-tick.C:
+		}
 	}
 }
 
@@ -200,13 +201,18 @@ func BenchmarkKafkaVisibility(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var sent atomic.Int64
 		go func() {
+			// The input's pace: one record every 2 ms.
+			pace := time.NewTicker(2 * time.Millisecond)
+			defer pace.Stop()
 			for i := range n {
 				now := time.Now().UnixNano()
 				prod.Produce(ctx, &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "k%d", i), Value: binary.BigEndian.AppendUint64(nil, uint64(now))}, nil)
-				sent.Add(1)
-				time.Sleep(2 * time.Millisecond) // the input's pace, not a wait for a condition
+				select {
+				case <-pace.C:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 		for got := 0; got < n; {
