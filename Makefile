@@ -61,7 +61,7 @@ FUZZMINIMIZETIME ?= 5s
 # corpora (f.Add and testdata/fuzz/<Target>/) run in make test as plain tests.
 FUZZ_TARGETS ?= log:FuzzDecodeBody log:FuzzRecoverSegment log:FuzzSealedSegmentIndex log:FuzzSealMarker \
 	log:FuzzParseEpochs log:FuzzLoadRecoveryPoint log:FuzzLoadTopicMeta log:FuzzKafkaPartition \
-	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState sink:FuzzDecodeTransactionFile
+	checkpoint:FuzzDecodePosition checkpoint:FuzzReadState internal/txnfile:FuzzDecodeTransactionFile
 
 # make torture: kills per scenario (plain, pipeline, relay, relay-eos; slow has its own
 # budget, --slow-kills 100), and extra flags for internal/cmd/torture

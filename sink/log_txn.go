@@ -10,9 +10,19 @@ import (
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/topicname"
+	"github.com/strom-dev/strom/internal/txnfile"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/stream"
 )
+
+// TransactionFile is the name of the file, in the output topic's folder
+// (log.Topic.Dir), that holds the last transaction a [LogSink] committed
+// under stream.ExactlyOnce: the committed end of each partition, the input
+// positions and the state snapshots. Renaming a new one over it is the
+// commit. The log reads nothing of that name (it reads topic.json,
+// writer.lock and the partition folders), so the file does not change the
+// topic; [CommittedEnds] and source.ReadCommitted read it.
+const TransactionFile = txnfile.Name
 
 // The interfaces a LogSink implements for stream.ExactlyOnce: it runs the
 // transactions of a pipeline that writes into its topic, keeping the
@@ -29,7 +39,7 @@ type logTxn struct {
 	mu      sync.Mutex
 	began   bool              // BeginTransactions succeeded
 	broken  error             // a commit failed: transactions stop until the next BeginTransactions
-	last    *txnRecord        // the last committed transaction; nil before BeginTransactions
+	last    *txnfile.Record        // the last committed transaction; nil before BeginTransactions
 	pending map[string][]byte // SaveState in the open transaction
 }
 
@@ -73,22 +83,22 @@ func (s *LogSink) BeginTransactions(ctx context.Context) error {
 		return &TopicError{Topic: s.t.Name(), Partition: -1, Err: fmt.Errorf("begin transactions: %w", err)}
 	}
 	dir := s.t.Dir()
-	if err := removeTxnTemps(dir); err != nil {
+	if err := txnfile.RemoveTemps(dir); err != nil {
 		return err
 	}
-	rec, err := readTxnFile(dir)
+	rec, err := txnfile.Read(dir)
 	if err != nil {
 		return err
 	}
 	if rec == nil {
-		rec = &txnRecord{ends: s.nextOffsets(), positions: map[tpKey]checkpoint.Position{}, states: map[string][]byte{}}
-		if err := writeTxnFile(dir, rec); err != nil {
+		rec = &txnfile.Record{Ends: s.nextOffsets(), Positions: map[txnfile.TP]checkpoint.Position{}, States: map[string][]byte{}}
+		if err := txnfile.Write(dir, rec); err != nil {
 			return err
 		}
 	}
-	if len(rec.ends) != s.t.Partitions() {
-		return corruptTxn(filepath.Join(dir, TransactionFile), "it gives ends of %d partitions, topic %s has %d",
-			len(rec.ends), s.t.Name(), s.t.Partitions())
+	if len(rec.Ends) != s.t.Partitions() {
+		return txnfile.Corrupt(filepath.Join(dir, TransactionFile), "it gives ends of %d partitions, topic %s has %d",
+			len(rec.Ends), s.t.Name(), s.t.Partitions())
 	}
 	if err := s.rollBackLocked(rec); err != nil {
 		return err
@@ -109,20 +119,20 @@ func (s *LogSink) nextOffsets() []int64 {
 
 // rollBackLocked truncates every partition whose next offset is past its
 // end in rec back to it.
-func (s *LogSink) rollBackLocked(rec *txnRecord) error {
-	for i, end := range rec.ends {
-		p, _ := s.t.Partition(int32(i)) // rec.ends has the topic's partition count
+func (s *LogSink) rollBackLocked(rec *txnfile.Record) error {
+	for i, end := range rec.Ends {
+		p, _ := s.t.Partition(int32(i)) // rec.Ends has the topic's partition count
 		next := p.NextOffset()
 		switch {
 		case next < end:
 			return &TopicError{Topic: s.t.Name(), Partition: int32(i), Err: fmt.Errorf(
 				"%w: the partition ends at offset %d, the committed transaction %d ended it at %d: %d committed records are gone "+
 					"(without sink.Synced, committed records are not forced to disk and a power loss can drop them)",
-				ErrCommittedLost, next, rec.seq, end, end-next)}
+				ErrCommittedLost, next, rec.Seq, end, end-next)}
 		case next > end:
 			if err := p.Truncate(end); err != nil {
 				return &TopicError{Topic: s.t.Name(), Partition: int32(i), Err: fmt.Errorf(
-					"roll back %d records written after committed transaction %d: %w", next-end, rec.seq, err)}
+					"roll back %d records written after committed transaction %d: %w", next-end, rec.Seq, err)}
 			}
 		}
 	}
@@ -203,7 +213,7 @@ func (s *LogSink) EndTransaction(ctx context.Context, positions []checkpoint.Top
 	ends := s.nextOffsets()
 	wrote := false
 	for i, end := range ends {
-		if end == last.ends[i] {
+		if end == last.Ends[i] {
 			continue
 		}
 		wrote = true
@@ -215,18 +225,18 @@ func (s *LogSink) EndTransaction(ctx context.Context, positions []checkpoint.Top
 			}
 		}
 	}
-	if !wrote && len(s.txn.pending) == 0 && unmoved(last.positions, positions) {
+	if !wrote && len(s.txn.pending) == 0 && unmoved(last.Positions, positions) {
 		return true, nil
 	}
-	next := &txnRecord{seq: last.seq + 1, ends: ends, positions: maps.Clone(last.positions), states: maps.Clone(last.states)}
+	next := &txnfile.Record{Seq: last.Seq + 1, Ends: ends, Positions: maps.Clone(last.Positions), States: maps.Clone(last.States)}
 	for _, tp := range positions {
-		next.positions[tpKey{tp.Topic, tp.Partition}] = tp.Position
+		next.Positions[txnfile.TP{Topic: tp.Topic, Partition: tp.Partition}] = tp.Position
 	}
-	maps.Copy(next.states, s.txn.pending)
+	maps.Copy(next.States, s.txn.pending)
 	if err := ctx.Err(); err != nil {
 		return false, err // nothing done: the transaction stays open
 	}
-	if err := writeTxnFile(s.t.Dir(), next); err != nil {
+	if err := txnfile.Write(s.t.Dir(), next); err != nil {
 		s.txn.broken = err
 		return false, err
 	}
@@ -235,9 +245,9 @@ func (s *LogSink) EndTransaction(ctx context.Context, positions []checkpoint.Top
 }
 
 // unmoved reports whether every position is already the committed one.
-func unmoved(committed map[tpKey]checkpoint.Position, positions []checkpoint.TopicPosition) bool {
+func unmoved(committed map[txnfile.TP]checkpoint.Position, positions []checkpoint.TopicPosition) bool {
 	for _, tp := range positions {
-		if p, ok := committed[tpKey{tp.Topic, tp.Partition}]; !ok || p != tp.Position {
+		if p, ok := committed[txnfile.TP{Topic: tp.Topic, Partition: tp.Partition}]; !ok || p != tp.Position {
 			return false
 		}
 	}
@@ -283,13 +293,13 @@ func (s *LogSink) Load(ctx context.Context, topic string, partition int32) (chec
 	if err != nil || rec == nil {
 		return checkpoint.Position{}, false, err
 	}
-	p, ok := rec.positions[tpKey{topic, partition}]
+	p, ok := rec.Positions[txnfile.TP{Topic: topic, Partition: partition}]
 	return p, ok, nil
 }
 
 // committed returns the last committed transaction: from memory once the
 // transactions began, else read from the file (nil when none).
-func (s *LogSink) committed() (*txnRecord, error) {
+func (s *LogSink) committed() (*txnfile.Record, error) {
 	if s.t == nil {
 		return nil, ErrNilTopic
 	}
@@ -299,7 +309,7 @@ func (s *LogSink) committed() (*txnRecord, error) {
 	if last != nil {
 		return last, nil
 	}
-	return readTxnFile(s.t.Dir())
+	return txnfile.Read(s.t.Dir())
 }
 
 // Save always fails with an error wrapping [ErrNoTransaction]
@@ -367,7 +377,7 @@ func (s *LogSink) LoadState(ctx context.Context, name string) ([]byte, bool, err
 	if err != nil || rec == nil {
 		return nil, false, err
 	}
-	st, ok = rec.states[name]
+	st, ok = rec.States[name]
 	if !ok {
 		return nil, false, nil
 	}
@@ -390,9 +400,9 @@ func CommittedEnds(t *log.Topic) (ends []int64, found bool, err error) {
 	if t == nil {
 		return nil, false, ErrNilTopic
 	}
-	rec, err := readTxnFile(t.Dir())
+	rec, err := txnfile.Read(t.Dir())
 	if err != nil || rec == nil {
 		return nil, false, err
 	}
-	return rec.ends, true, nil
+	return rec.Ends, true, nil
 }

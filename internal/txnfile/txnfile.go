@@ -1,4 +1,11 @@
-package sink
+// Package txnfile reads and writes the transaction file of a log topic
+// written exactly once (sink.LogSink under stream.ExactlyOnce): the last
+// committed transaction, with the committed end of each partition of the
+// topic, the input positions and the state snapshots committed with it.
+// The sink writes it; readers that must see only committed records
+// (source.ReadCommitted, sink.CommittedEnds) read it. It is its own package
+// because both sides need the format and neither may import the other.
+package txnfile
 
 import (
 	"bytes"
@@ -20,12 +27,12 @@ import (
 	"github.com/strom-dev/strom/internal/topicname"
 )
 
-// TransactionFile is the name of the file, in the output topic's folder
-// (log.Topic.Dir), that holds the last transaction a [LogSink] committed
+// Name is the name of the file, in the output topic's folder
+// (log.Topic.Dir), that holds the last transaction a sink.LogSink committed
 // under stream.ExactlyOnce. Renaming a new one over it is the commit. The
 // log reads nothing of that name (it reads topic.json, writer.lock and the
 // partition folders), so the file does not change the topic.
-const TransactionFile = "exactly-once.txn"
+const Name = "exactly-once.txn"
 
 // The layout of a transaction file. All fixed-size integers are
 // little-endian; the body is a sequence of unsigned varints (uvarint) and
@@ -56,63 +63,63 @@ const (
 // castagnoli is the CRC32C table.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// txnRecord is one committed transaction of a LogSink: what its file holds.
-type txnRecord struct {
-	seq       uint64
-	ends      []int64 // per output partition: its next offset at the commit
-	positions map[tpKey]checkpoint.Position
-	states    map[string][]byte
+// Record is one committed transaction of a LogSink: what its file holds.
+type Record struct {
+	Seq       uint64                     // 0: the file BeginTransactions writes before any commit
+	Ends      []int64                    // per output partition (partition 0 first): its next offset at the commit
+	Positions map[TP]checkpoint.Position // the input positions committed with the records below Ends
+	States    map[string][]byte          // the state snapshots, by name
 }
 
-// tpKey is a topic-partition.
-type tpKey struct {
-	topic     string
-	partition int32
+// TP is a topic-partition.
+type TP struct {
+	Topic     string
+	Partition int32
 }
 
-// encode returns the file's bytes: header, then body, in one allocation
+// Encode returns the file's bytes: header, then body, in one allocation
 // sized up front (a state snapshot is most of it, and is copied once).
-func (r *txnRecord) encode() []byte {
-	size := txnHeaderBytes + 4*binary.MaxVarintLen64 + len(r.ends)*binary.MaxVarintLen64
-	for k := range r.positions {
-		size += len(k.topic) + 5*binary.MaxVarintLen64
+func (r *Record) Encode() []byte {
+	size := txnHeaderBytes + 4*binary.MaxVarintLen64 + len(r.Ends)*binary.MaxVarintLen64
+	for k := range r.Positions {
+		size += len(k.Topic) + 5*binary.MaxVarintLen64
 	}
-	for n, st := range r.states {
+	for n, st := range r.States {
 		size += len(n) + len(st) + 2*binary.MaxVarintLen64
 	}
 	data := make([]byte, txnHeaderBytes, size)
-	body := binary.AppendUvarint(data[txnHeaderBytes:], r.seq)
-	body = binary.AppendUvarint(body, uint64(len(r.ends)))
-	for _, e := range r.ends {
+	body := binary.AppendUvarint(data[txnHeaderBytes:], r.Seq)
+	body = binary.AppendUvarint(body, uint64(len(r.Ends)))
+	for _, e := range r.Ends {
 		body = binary.AppendUvarint(body, uint64(e))
 	}
-	keys := make([]tpKey, 0, len(r.positions))
-	for k := range r.positions {
+	keys := make([]TP, 0, len(r.Positions))
+	for k := range r.Positions {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b tpKey) int {
-		if c := strings.Compare(a.topic, b.topic); c != 0 {
+	slices.SortFunc(keys, func(a, b TP) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
-		return int(a.partition) - int(b.partition)
+		return int(a.Partition) - int(b.Partition)
 	})
 	body = binary.AppendUvarint(body, uint64(len(keys)))
 	for _, k := range keys {
-		p := r.positions[k]
-		body = appendBytes(body, []byte(k.topic))
-		body = binary.AppendUvarint(body, uint64(k.partition))
+		p := r.Positions[k]
+		body = appendBytes(body, []byte(k.Topic))
+		body = binary.AppendUvarint(body, uint64(k.Partition))
 		body = binary.AppendUvarint(body, uint64(p.Offset))
 		body = binary.AppendUvarint(body, uint64(int64(p.Epoch)+1))
 	}
-	names := make([]string, 0, len(r.states))
-	for n := range r.states {
+	names := make([]string, 0, len(r.States))
+	for n := range r.States {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	body = binary.AppendUvarint(body, uint64(len(names)))
 	for _, n := range names {
 		body = appendBytes(body, []byte(n))
-		body = appendBytes(body, r.states[n])
+		body = appendBytes(body, r.States[n])
 	}
 	copy(data, txnMagic)
 	binary.LittleEndian.PutUint32(data[8:], txnVersion)
@@ -126,15 +133,15 @@ func appendBytes(b, v []byte) []byte {
 	return append(b, v...)
 }
 
-// decodeTxn parses the bytes of a transaction file read from path. Every
+// Decode parses the bytes of a transaction file read from path. Every
 // length is checked against what is left before anything is allocated, so
 // a damaged file can never make it allocate more than the file holds.
-func decodeTxn(path string, data []byte) (*txnRecord, error) {
+func Decode(path string, data []byte) (*Record, error) {
 	switch {
 	case len(data) < txnHeaderBytes:
-		return nil, corruptTxn(path, "%d bytes, shorter than the %d-byte header", len(data), txnHeaderBytes)
+		return nil, Corrupt(path, "%d bytes, shorter than the %d-byte header", len(data), txnHeaderBytes)
 	case string(data[:8]) != txnMagic:
-		return nil, corruptTxn(path, "magic %q, want %q", data[:8], txnMagic)
+		return nil, Corrupt(path, "magic %q, want %q", data[:8], txnMagic)
 	}
 	version := binary.LittleEndian.Uint32(data[8:])
 	length := binary.LittleEndian.Uint64(data[12:])
@@ -142,24 +149,24 @@ func decodeTxn(path string, data []byte) (*txnRecord, error) {
 	body := data[txnHeaderBytes:]
 	switch {
 	case version != txnVersion:
-		return nil, corruptTxn(path, "format version %d, want %d", version, txnVersion)
+		return nil, Corrupt(path, "format version %d, want %d", version, txnVersion)
 	case length != uint64(len(body)):
-		return nil, corruptTxn(path, "header gives a %d-byte body, the file holds %d bytes after the header", length, len(body))
+		return nil, Corrupt(path, "header gives a %d-byte body, the file holds %d bytes after the header", length, len(body))
 	}
 	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, corruptTxn(path, "CRC32C of the %d-byte body is %#08x, the header says %#08x", len(body), got, sum)
+		return nil, Corrupt(path, "CRC32C of the %d-byte body is %#08x, the header says %#08x", len(body), got, sum)
 	}
-	d := txnDecoder{b: body}
-	r := &txnRecord{seq: d.uvarint("sequence number")}
+	d := decoder{b: body}
+	r := &Record{Seq: d.uvarint("sequence number")}
 	nEnds := d.count("partition count", 1)
 	if d.err == nil && (nEnds < 1 || nEnds > math.MaxInt32) {
 		d.fail("%d partitions", nEnds)
 	}
 	for i := 0; d.err == nil && i < nEnds; i++ {
-		r.ends = append(r.ends, d.int63(fmt.Sprintf("end of partition %d", i)))
+		r.Ends = append(r.Ends, d.int63(fmt.Sprintf("end of partition %d", i)))
 	}
 	nPos := d.count("position count", 4)
-	r.positions = make(map[tpKey]checkpoint.Position, nPos)
+	r.Positions = make(map[TP]checkpoint.Position, nPos)
 	for i := 0; d.err == nil && i < nPos; i++ {
 		topic := string(d.bytes("position topic"))
 		part := d.int63("position partition")
@@ -174,15 +181,15 @@ func decodeTxn(path string, data []byte) (*txnRecord, error) {
 		case epoch > math.MaxInt32:
 			d.fail("position %d: epoch %d", i, epoch)
 		default:
-			k := tpKey{topic, int32(part)}
-			if _, dup := r.positions[k]; dup {
+			k := TP{topic, int32(part)}
+			if _, dup := r.Positions[k]; dup {
 				d.fail("position %s/%d twice", topic, part)
 			}
-			r.positions[k] = checkpoint.Position{Offset: off, Epoch: int32(epoch)}
+			r.Positions[k] = checkpoint.Position{Offset: off, Epoch: int32(epoch)}
 		}
 	}
 	nStates := d.count("state count", 2)
-	r.states = make(map[string][]byte, nStates)
+	r.States = make(map[string][]byte, nStates)
 	for i := 0; d.err == nil && i < nStates; i++ {
 		name := string(d.bytes("state name"))
 		state := d.bytes("state data")
@@ -191,12 +198,12 @@ func decodeTxn(path string, data []byte) (*txnRecord, error) {
 		case topicname.Validate(name) != nil:
 			d.fail("state %d: invalid name: %v", i, topicname.Validate(name))
 		default:
-			if _, dup := r.states[name]; dup {
+			if _, dup := r.States[name]; dup {
 				d.fail("state %q twice", name)
 			}
-			r.states[name] = bytes.Clone(state)
-			if r.states[name] == nil {
-				r.states[name] = []byte{}
+			r.States[name] = bytes.Clone(state)
+			if r.States[name] == nil {
+				r.States[name] = []byte{}
 			}
 		}
 	}
@@ -204,24 +211,24 @@ func decodeTxn(path string, data []byte) (*txnRecord, error) {
 		d.fail("%d bytes after the last state", len(d.b))
 	}
 	if d.err != nil {
-		return nil, corruptTxn(path, "%v", d.err)
+		return nil, Corrupt(path, "%v", d.err)
 	}
 	return r, nil
 }
 
-// txnDecoder reads the body of a transaction file; the first error sticks.
-type txnDecoder struct {
+// decoder reads the body of a transaction file; the first error sticks.
+type decoder struct {
 	b   []byte
 	err error
 }
 
-func (d *txnDecoder) fail(format string, args ...any) {
+func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
 		d.err = fmt.Errorf(format, args...)
 	}
 }
 
-func (d *txnDecoder) uvarint(what string) uint64 {
+func (d *decoder) uvarint(what string) uint64 {
 	if d.err != nil {
 		return 0
 	}
@@ -235,7 +242,7 @@ func (d *txnDecoder) uvarint(what string) uint64 {
 }
 
 // int63 reads a uvarint that must fit in an int64.
-func (d *txnDecoder) int63(what string) int64 {
+func (d *decoder) int63(what string) int64 {
 	v := d.uvarint(what)
 	if v > math.MaxInt64 {
 		d.fail("%s: %d is out of range", what, v)
@@ -246,7 +253,7 @@ func (d *txnDecoder) int63(what string) int64 {
 
 // count reads a count of items each at least minBytes long, which must
 // fit in what is left.
-func (d *txnDecoder) count(what string, minBytes int) int {
+func (d *decoder) count(what string, minBytes int) int {
 	v := d.uvarint(what)
 	if d.err == nil && v > uint64(len(d.b)/minBytes) {
 		d.fail("%s: %d does not fit in the %d bytes left", what, v, len(d.b))
@@ -255,7 +262,7 @@ func (d *txnDecoder) count(what string, minBytes int) int {
 	return int(v)
 }
 
-func (d *txnDecoder) bytes(what string) []byte {
+func (d *decoder) bytes(what string) []byte {
 	n := d.uvarint(what + " length")
 	if d.err != nil {
 		return nil
@@ -269,69 +276,72 @@ func (d *txnDecoder) bytes(what string) []byte {
 	return v
 }
 
-// corruptTxnError is a damaged transaction file: Error names the file and
+// corruptError is a damaged transaction file: Error names the file and
 // what is wrong with it, and errors.Is matches checkpoint.ErrCorrupt (a
-// LogSink is the pipeline's checkpoint store).
-type corruptTxnError struct {
+// sink.LogSink is the pipeline's checkpoint store).
+type corruptError struct {
 	path, what string
 }
 
-func corruptTxn(path, format string, args ...any) error {
-	return &corruptTxnError{path: path, what: fmt.Sprintf(format, args...)}
+// Corrupt returns an error for the damaged transaction file at path,
+// saying what is wrong (format, args as fmt.Sprintf); errors.Is matches
+// checkpoint.ErrCorrupt.
+func Corrupt(path, format string, args ...any) error {
+	return &corruptError{path: path, what: fmt.Sprintf(format, args...)}
 }
 
-func (e *corruptTxnError) Error() string {
-	return "sink: corrupt transaction file " + e.path + ": " + e.what
+func (e *corruptError) Error() string {
+	return "txnfile: corrupt transaction file " + e.path + ": " + e.what
 }
 
-func (e *corruptTxnError) Unwrap() error { return checkpoint.ErrCorrupt }
+func (e *corruptError) Unwrap() error { return checkpoint.ErrCorrupt }
 
-// readTxnFile reads and decodes the transaction file of the topic folder
+// Read reads and decodes the transaction file of the topic folder
 // dir: (nil, nil) when there is none.
-func readTxnFile(dir string) (*txnRecord, error) {
-	path := filepath.Join(dir, TransactionFile)
+func Read(dir string) (*Record, error) {
+	path := filepath.Join(dir, Name)
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sink: read transaction file %s: %w", path, err)
+		return nil, fmt.Errorf("txnfile: read transaction file %s: %w", path, err)
 	}
 	defer f.Close() //nolint:errcheck // read-only
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("sink: read transaction file %s: %w", path, err)
+		return nil, fmt.Errorf("txnfile: read transaction file %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, corruptTxn(path, "not a regular file (%s)", fi.Mode().Type())
+		return nil, Corrupt(path, "not a regular file (%s)", fi.Mode().Type())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, fi.Size()))
 	if err != nil {
-		return nil, fmt.Errorf("sink: read transaction file %s: %w", path, err)
+		return nil, fmt.Errorf("txnfile: read transaction file %s: %w", path, err)
 	}
-	return decodeTxn(path, data)
+	return Decode(path, data)
 }
 
-// txnTempPrefix begins the name of a transaction file being written.
-const txnTempPrefix = "." + TransactionFile + ".tmp-"
+// tempPrefix begins the name of a transaction file being written.
+const tempPrefix = "." + Name + ".tmp-"
 
-// writeTxnFile replaces the transaction file of the topic folder dir with
+// Write replaces the transaction file of the topic folder dir with
 // r, the steps in the order a crash needs: write a temporary file in dir,
 // fsync it, rename it over the file (the commit), fsync dir. A crash at any
 // point leaves the old transaction or the new one, whole. The file is 0644
 // (os.CreateTemp makes 0600) because readers of the topic may run as
 // another user.
-func writeTxnFile(dir string, r *txnRecord) error {
-	path := filepath.Join(dir, TransactionFile)
-	tmp, err := os.CreateTemp(dir, txnTempPrefix+"*")
+func Write(dir string, r *Record) error {
+	path := filepath.Join(dir, Name)
+	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {
-		return fmt.Errorf("sink: write transaction file %s: %w", path, err)
+		return fmt.Errorf("txnfile: write transaction file %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) //nolint:errcheck // a no-op once renamed
 	step := "chmod"
 	if err = tmp.Chmod(0o644); err == nil {
 		step = "write"
-		_, err = tmp.Write(r.encode())
+		_, err = tmp.Write(r.Encode())
 	}
 	if err == nil {
 		step = "fsync"
@@ -349,22 +359,22 @@ func writeTxnFile(dir string, r *txnRecord) error {
 		err = syncDir(dir)
 	}
 	if err != nil {
-		return fmt.Errorf("sink: write transaction file %s: %s: %w", path, step, err)
+		return fmt.Errorf("txnfile: write transaction file %s: %s: %w", path, step, err)
 	}
 	return nil
 }
 
-// removeTxnTemps removes the temporary files a write killed midway left in
+// RemoveTemps removes the temporary files a write killed midway left in
 // dir. Only the topic's writer calls it, holding the writer lock.
-func removeTxnTemps(dir string) error {
+func RemoveTemps(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("sink: list %s: %w", dir, err)
+		return fmt.Errorf("txnfile: list %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), txnTempPrefix) && e.Type().IsRegular() {
+		if strings.HasPrefix(e.Name(), tempPrefix) && e.Type().IsRegular() {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("sink: remove %s: %w", e.Name(), err)
+				return fmt.Errorf("txnfile: remove %s: %w", e.Name(), err)
 			}
 		}
 	}

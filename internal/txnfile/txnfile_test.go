@@ -1,4 +1,4 @@
-package sink
+package txnfile
 
 import (
 	"testing"
@@ -9,16 +9,16 @@ import (
 )
 
 // sampleTxn is a transaction with every field in use.
-func sampleTxn() *txnRecord {
-	return &txnRecord{
-		seq:  42,
-		ends: []int64{0, 17, 1 << 40},
-		positions: map[tpKey]checkpoint.Position{
+func sampleTxn() *Record {
+	return &Record{
+		Seq:  42,
+		Ends: []int64{0, 17, 1 << 40},
+		Positions: map[TP]checkpoint.Position{
 			{"in", 0}:        {Offset: 5, Epoch: checkpoint.NoEpoch},
 			{"in", 3}:        {Offset: 1 << 33, Epoch: 7},
 			{"other.t_-", 1}: {Offset: 0, Epoch: 0},
 		},
-		states: map[string][]byte{"agg": []byte("gob bytes"), "empty": {}},
+		States: map[string][]byte{"agg": []byte("gob bytes"), "empty": {}},
 	}
 }
 
@@ -26,28 +26,28 @@ func sampleTxn() *txnRecord {
 // of bytes and decodes back to itself.
 func TestTransactionFileRoundTrips(t *testing.T) {
 	r := sampleTxn()
-	b := r.encode()
-	require.Equal(t, b, sampleTxn().encode(), "the encoding is deterministic")
-	got, err := decodeTxn("f", b)
+	b := r.Encode()
+	require.Equal(t, b, sampleTxn().Encode(), "the encoding is deterministic")
+	got, err := Decode("f", b)
 	require.NoError(t, err)
 	require.Equal(t, r, got)
 }
 
-// FuzzDecodeTransactionFile ensures decodeTxn never panics or allocates
+// FuzzDecodeTransactionFile ensures Decode never panics or allocates
 // past its input on any bytes, that what it accepts encodes to bytes that
 // decode to the same transaction, and that any other input is
 // checkpoint.ErrCorrupt.
 func FuzzDecodeTransactionFile(f *testing.F) {
-	f.Add(sampleTxn().encode())
-	f.Add((&txnRecord{ends: []int64{3}}).encode())
+	f.Add(sampleTxn().Encode())
+	f.Add((&Record{Ends: []int64{3}}).Encode())
 	f.Add([]byte("STROMTX\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeTxn("f", b)
+		r, err := Decode("f", b)
 		if err != nil {
 			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 			return
 		}
-		again, err := decodeTxn("f", r.encode())
+		again, err := Decode("f", r.Encode())
 		require.NoError(t, err)
 		require.Equal(t, r, again)
 	})
