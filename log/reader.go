@@ -9,11 +9,12 @@ import (
 // Reader reads a partition sequentially from a position. A Reader is not
 // safe for concurrent use; open one per goroutine.
 type Reader struct {
-	p     *Partition
-	pos   int64
-	end   int64 // replay: the high watermark when the replay began; follow: -1
-	epoch int32 // epoch of the last record returned; -1 before the first
-	rb    readBuf
+	p      *Partition
+	pos    int64
+	end    int64 // replay: the high watermark when the replay began; follow: -1, or as SetEnd set it
+	follow bool  // waits at the high watermark below end, and returns io.EOF only at end
+	epoch  int32 // epoch of the last record returned; -1 before the first
+	rb     readBuf
 }
 
 // Replay returns a Reader from offset from up to the high watermark as it
@@ -30,7 +31,7 @@ func (p *Partition) Replay(from int64) *Reader {
 // and in any case within the poll interval (WithPollInterval, 100 ms by
 // default).
 func (p *Partition) Follow(from int64) *Reader {
-	return &Reader{p: p, pos: from, end: -1, epoch: -1}
+	return &Reader{p: p, pos: from, end: -1, epoch: -1, follow: true}
 }
 
 // Position returns the offset of the next record Next will return.
@@ -120,7 +121,7 @@ func (r *Reader) NextInto(ctx context.Context, dst []Record, maxBytes int) ([]Re
 			r.pos, r.epoch = last.Offset+1, last.Epoch
 			return recs, nil
 		}
-		if r.end >= 0 {
+		if r.end >= 0 && !r.follow {
 			return dst, io.EOF // truncated below the end the replay started with
 		}
 		if err := r.p.wait(ctx, r.pos); err != nil {
@@ -144,6 +145,19 @@ func (r *Reader) NextInto(ctx context.Context, dst []Record, maxBytes int) ([]Re
 // queues records or hands them to another goroutine. Use it only where each
 // batch is fully handled, or copied, before the next read.
 func (r *Reader) SetReuseBytes(reuse bool) { r.rb.reuse = reuse }
+
+// SetEnd makes Next end at offset end: records at or above it are not
+// returned, and once the position reaches end Next returns io.EOF, as a
+// replay does at the high watermark it began with; a position above end is
+// an *OffsetOutOfRangeError there. Below end a Follow reader still waits
+// at the high watermark for new records; a replay stops at the smaller of
+// its end and the high watermark. end -1 removes the end (a replay's too):
+// Next then waits at the high watermark, as a Follow reader does.
+//
+// The end is not checked against the partition. source.ReadCommitted sets
+// it to the committed end of a topic written exactly once (Kafka's last
+// stable offset), and moves it as transactions commit.
+func (r *Reader) SetEnd(end int64) { r.end = end }
 
 // SetPosition moves the reader to offset: the next Next reads from there. A
 // replay keeps the end it started with. Nothing is checked until Next reads:

@@ -66,8 +66,9 @@
 // offsets written again with other records (a new epoch: a reader that
 // checkpoints with epochs, source.FromStore, does not skip the new
 // records, but what it made of the vanished ones stays made). A reader
-// that must see only committed records reads each partition below the
-// end [CommittedEnds] gives.
+// that must see only committed records, such as another exactly-once
+// pipeline, reads with source.ReadCommitted, which stops each partition
+// at the end [CommittedEnds] gives and waits there for the next commit.
 //
 // Limits: one LogSink per exactly-once pipeline (JoinTransaction refuses
 // a second: one file, one topic); the topic must be written by nothing

@@ -39,7 +39,7 @@ type logTxn struct {
 	mu      sync.Mutex
 	began   bool              // BeginTransactions succeeded
 	broken  error             // a commit failed: transactions stop until the next BeginTransactions
-	last    *txnfile.Record        // the last committed transaction; nil before BeginTransactions
+	last    *txnfile.Record   // the last committed transaction; nil before BeginTransactions
 	pending map[string][]byte // SaveState in the open transaction
 }
 

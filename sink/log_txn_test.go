@@ -601,3 +601,67 @@ func total(xs []int64) int64 {
 	}
 	return n
 }
+
+// TestLogSinkReadCommittedReaderNeverSeesAnAbortedTransaction ensures a
+// source.ReadCommitted reader of a LogSink's topic, following it while it
+// writes, returns the records of committed transactions once each and
+// never those of an open or aborted one, whose offsets the abort's
+// truncation hands to the next transaction's records: the contract a
+// log -> Kafka relay behind an exactly-once Kafka -> log relay relies on.
+func TestLogSinkReadCommittedReaderNeverSeesAnAbortedTransaction(t *testing.T) {
+	ctx := context.Background()
+	lg := testutil.OpenLog(t, log.ModeFile)
+	tp, err := lg.CreateTopic("out", 3)
+	require.NoError(t, err)
+	out := sink.Log(tp)
+	require.NoError(t, out.BeginTransactions(ctx))
+	src := source.Topic(lg, "out", source.Earliest, source.ReadCommitted())
+	defer src.Close()
+	read := func(n int) []string {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var vals []string
+		for len(vals) < n {
+			batch, err := src.Read(rctx)
+			require.NoError(t, err)
+			for _, e := range batch {
+				vals = append(vals, string(e.Value.Value))
+			}
+		}
+		require.Len(t, vals, n)
+		return vals
+	}
+	requireNothing := func() {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		batch, err := src.Read(rctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Empty(t, batch, "an uncommitted record was read")
+	}
+
+	require.NoError(t, out.Write(ctx, keyed("a", 9)))
+	requireNothing()
+	ok, err := out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 9)}, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, v := range read(9) {
+		require.True(t, strings.HasPrefix(v, "a-"), v)
+	}
+
+	require.NoError(t, out.Write(ctx, keyed("b", 50)))
+	requireNothing()
+	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 59)}, false)
+	require.NoError(t, err)
+	require.False(t, ok, "aborted: b's records are truncated")
+
+	require.NoError(t, out.Write(ctx, keyed("c", 20)))
+	ok, err = out.EndTransaction(ctx, []checkpoint.TopicPosition{topicPos("in", 0, 29)}, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, v := range read(20) {
+		require.True(t, strings.HasPrefix(v, "c-"), "only c's records after a's: %s", v)
+	}
+	requireNothing()
+}

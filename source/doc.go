@@ -68,6 +68,17 @@
 // and records appended after that are not returned. [MaxBytes] bounds a batch
 // (default 256 KiB).
 //
+// # Read committed
+//
+// A topic written exactly once by a sink.LogSink holds, past each
+// partition's committed end, the records of the transaction still open,
+// or of one whose process was killed (truncated by its next start, and
+// their offsets written again with other records). By default a source
+// returns them as they are appended, like Kafka's read_uncommitted; with
+// [ReadCommitted] it stops at the committed end and waits for the next
+// commit, like read_committed. A pipeline reading such a topic to write
+// it on exactly once needs it.
+//
 // # Topics
 //
 // [Topic] reads every partition of a topic (or those chosen with

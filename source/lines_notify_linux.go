@@ -9,3 +9,7 @@ import "golang.org/x/sys/unix"
 // event only wakes the waiter, which then looks at the file itself.
 const notifyMask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
 	unix.IN_DELETE | unix.IN_ONLYDIR
+
+// committedNotifyMask asks for a file renamed into a topic's folder: how a
+// sink.LogSink commits its transaction file (committed.go).
+const committedNotifyMask = unix.IN_MOVED_TO | unix.IN_ONLYDIR

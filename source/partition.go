@@ -36,6 +36,8 @@ type partitionConfig struct {
 	onReset func(Reset) // OnReset: told of every reset; nil for none
 
 	reuseBytes bool // ReuseBytes: records alias one buffer, valid until the next Read
+
+	readCommitted bool // ReadCommitted: only records below the committed end (committed.go)
 }
 
 func defaultPartitionConfig() partitionConfig {
@@ -130,6 +132,13 @@ type PartitionSource struct {
 	resets atomic.Int64 // positions moved by the reset policy (reset.go)
 
 	opened atomic.Pointer[log.Partition] // the partition once opened, for HighWatermark (telemetry.go)
+
+	// ReadCommitted (committed.go): the topic's folder, where its
+	// transaction file is; the committed end last read (-1: not known, or
+	// no file); the wake of a wait for the next commit.
+	dir       string
+	committed int64
+	wake      chan struct{}
 }
 
 // The interfaces a PartitionSource implements.
@@ -199,21 +208,53 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 		s.pending = nil
 		return nil, err
 	}
-	if s.reader == nil {
-		if err := s.open(ctx); err != nil {
-			return nil, err
-		}
-	}
 	// The []Record is scratch reused by every Read (its records are copied
 	// into the elements); their bytes are one new buffer per batch, so they
 	// stay valid however long the pipeline keeps them.
-	recs, err := s.reader.NextInto(ctx, s.recs[:0], s.cfg.maxBytes)
-	for to, ok := s.resetOnOutOfRange(err); ok; to, ok = s.resetOnOutOfRange(err) {
-		s.reader.SetPosition(to) // retention passed the position: apply the policy
-		s.pos = to
+	var recs []log.Record
+	var err error
+	for {
+		if s.reader == nil {
+			if err := s.open(ctx); err != nil {
+				return nil, err
+			}
+		}
+		committed := s.cfg.readCommitted && !s.cfg.replay
+		if committed {
+			if err := s.bound(ctx); err != nil {
+				return nil, s.wrap(err)
+			}
+		}
 		recs, err = s.reader.NextInto(ctx, s.recs[:0], s.cfg.maxBytes)
+		for to, ok := s.resetOnOutOfRange(err); ok; to, ok = s.resetOnOutOfRange(err) {
+			s.reader.SetPosition(to) // retention passed the position: apply the policy
+			s.pos = to
+			recs, err = s.reader.NextInto(ctx, s.recs[:0], s.cfg.maxBytes)
+		}
+		s.recs = recs
+		if !committed {
+			break
+		}
+		if len(recs) == 0 && errors.Is(err, io.EOF) {
+			continue // at the committed end: wait for the next commit
+		}
+		if s.committed >= 0 || len(recs) == 0 {
+			break
+		}
+		// Read with no end: is there a transaction file now?
+		keep, reopen, cerr := s.uncommittedSince(recs)
+		if cerr != nil {
+			return nil, s.wrap(cerr)
+		}
+		if !reopen {
+			break
+		}
+		s.rewind(recs[keep].Offset) // the next open starts at the first uncommitted record
+		recs, s.recs = recs[:keep], recs[:keep]
+		if keep > 0 {
+			return s.elements(recs), nil
+		}
 	}
-	s.recs = recs
 	if len(recs) > 0 {
 		s.pos = s.reader.Position()
 	}
@@ -224,6 +265,11 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 		}
 		s.pending = err
 	}
+	return s.elements(recs), nil
+}
+
+// elements turns a batch of records into the elements Read returns.
+func (s *PartitionSource) elements(recs []log.Record) []stream.Element[log.Record] {
 	// The batch slice is reused from one Read to the next, as the Source
 	// contract allows (the records' bytes are new each Read): a new slice
 	// per Read was 168 bytes per record, a fifth of what a replay
@@ -242,7 +288,7 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 			Timestamp: r.Timestamp,
 		}
 	}
-	return elems, nil
+	return elems
 }
 
 // open takes the topic and partition, resolves s.next and creates the reader.
@@ -265,8 +311,25 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(err)
 	}
+	s.dir, s.committed = t.Dir(), -1
+	var end int64 = -1 // ReadCommitted: the committed end at open; -1 for none
+	if s.cfg.readCommitted {
+		ce, found, err := s.committedEnd(s.dir)
+		if err != nil {
+			return s.wrap(err)
+		}
+		if found {
+			end = ce
+		}
+		if found && s.next.kind == startLatest && ce < from {
+			from = ce // Kafka's read_committed starts "latest" at the last stable offset
+		}
+	}
 	if s.cfg.replay {
 		s.reader = p.Replay(from)
+		if end >= 0 {
+			s.reader.SetEnd(max(from, min(end, p.HighWatermark())))
+		}
 	} else {
 		s.reader = p.Follow(from)
 	}

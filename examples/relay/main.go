@@ -33,7 +33,11 @@
 // relay killed mid-transaction leaves that transaction open, its restart
 // aborts it (it takes the transactional id over) and starts from the
 // committed positions. Readers of uncommitted records also see the aborted
-// records. The transactional id (--transactional-id) must stay the same
+// records. log-to-kafka reads --from with source.ReadCommitted, in both
+// modes: only records a kafka-to-log relay with --exactly-once committed
+// are relayed, never those of its open or killed transactions, which its
+// restart truncates and writes again (a topic no such relay writes is
+// read whole, as appended). The transactional id (--transactional-id) must stay the same
 // across restarts and be used by one relay at a time: its default,
 // <group>-<from>-<to> (strom-relay-ssh-ssh-back above), is stable for a
 // relay that keeps its flags; give a second relay of the same topics its
@@ -520,7 +524,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 				if r.cfg.eos {
 					opts = append(opts, stream.ExactlyOnce())
 				}
-				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(st), source.MaxBytes(r.cfg.batch*128)),
+				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(st), source.MaxBytes(r.cfg.batch*128), source.ReadCommitted()),
 					append(opts, stream.WithName(r.cfg.direction))...).
 					Map(r.tag).
 					To(out).

@@ -1,0 +1,143 @@
+package source
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/strom-dev/strom/internal/notify"
+	"github.com/strom-dev/strom/internal/txnfile"
+	"github.com/strom-dev/strom/log"
+)
+
+// ReadCommitted makes the source return only committed records of a topic
+// written exactly once by a sink.LogSink (under stream.ExactlyOnce): each
+// partition is read below its committed end, the end the last committed
+// transaction gave it in the topic's transaction file
+// (sink.TransactionFile), as Kafka's read_committed reads below the last
+// stable offset. Records of a transaction still open, or of one whose
+// writer was killed (its next start truncates them and writes their
+// offsets again with other records), are never returned, so a pipeline
+// that reads such a topic never acts on records that later vanish. That
+// is what makes log -> Kafka exactly once behind a Kafka -> log relay
+// that is exactly once and killed: without it the reader relays the
+// killed transaction's records, and then the records written again in
+// their place.
+//
+// At the committed end the source waits for the next commit, woken by
+// inotify on the topic's folder (the transaction file is renamed into
+// it), and in any case every [CommittedPollInterval]; so records become
+// readable a transaction at a time (the writer's transaction interval,
+// 100 ms by default), not as they are appended. A topic without a
+// transaction file (never written by a LogSink) is read whole, as
+// without this option; once the file appears, reads stop at its ends.
+// With [Replay] the source ends at the smaller of the high watermark and
+// the committed end as they were at open. [Latest] starts at the
+// committed end. A damaged transaction file fails Read with an error
+// wrapping checkpoint.ErrCorrupt, naming the file. Default: off (records
+// are returned as they are appended: Kafka's read_uncommitted).
+func ReadCommitted() Option {
+	return sharedOption(func(c *partitionConfig) { c.readCommitted = true })
+}
+
+// CommittedPollInterval bounds how long a [ReadCommitted] source waiting
+// at a committed end takes to see a commit inotify did not report (a file
+// system without inotify, no instance left): it looks at the transaction
+// file at least this often. The log's follow poll has the same default
+// (log.DefaultPollInterval).
+const CommittedPollInterval = 100 * time.Millisecond
+
+// committedEnd returns the committed end of the source's partition from
+// the transaction file in the topic folder dir: found false when there is
+// none.
+func (s *PartitionSource) committedEnd(dir string) (end int64, found bool, err error) {
+	rec, err := txnfile.Read(dir)
+	if err != nil || rec == nil {
+		return 0, false, err
+	}
+	if int(s.partition) >= len(rec.Ends) {
+		return 0, false, txnfile.Corrupt(filepath.Join(dir, txnfile.Name),
+			"it gives the committed ends of %d partitions, so none of partition %d", len(rec.Ends), s.partition)
+	}
+	return rec.Ends[s.partition], true, nil
+}
+
+// bound sets the reader's end to the partition's committed end, first
+// waiting, when the reader is at or past it, until a commit moves it past
+// the reader's position. Without a transaction file it sets no end.
+func (s *PartitionSource) bound(ctx context.Context) error {
+	pos := s.reader.Position()
+	if s.committed > pos {
+		s.reader.SetEnd(s.committed)
+		return nil
+	}
+	var stop func()
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	var t *time.Timer
+	for {
+		end, found, err := s.committedEnd(s.dir)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			s.committed = -1
+			s.reader.SetEnd(-1)
+			return nil
+		case end > pos:
+			s.committed = end
+			s.reader.SetEnd(end)
+			return nil
+		}
+		if stop == nil {
+			// Watch before looking again, so a commit between the look
+			// above and the watch is not missed. Without inotify stop is
+			// a no-op and the timer alone wakes the wait.
+			if s.wake == nil {
+				s.wake = make(chan struct{}, 1)
+			}
+			stop, _ = notify.Watch(s.dir, committedNotifyMask, func([]notify.Event) {
+				select {
+				case s.wake <- struct{}{}:
+				default: // one pending wake is enough
+				}
+			})
+			continue
+		}
+		if t == nil {
+			t = time.NewTimer(CommittedPollInterval)
+			defer t.Stop()
+		} else {
+			t.Reset(CommittedPollInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// uncommittedSince handles the one batch a [ReadCommitted] source read
+// with no end set, because the topic had no transaction file: if the file
+// appeared meanwhile, the batch may hold records of its first,
+// uncommitted transaction. It returns how many of recs are below the
+// committed end (all of them when there still is no file), and whether
+// the reader must be reopened at the first record dropped.
+func (s *PartitionSource) uncommittedSince(recs []log.Record) (keep int, reopen bool, err error) {
+	end, found, err := s.committedEnd(s.dir)
+	if err != nil || !found {
+		return len(recs), false, err
+	}
+	s.committed = end
+	for i, r := range recs {
+		if r.Offset >= end {
+			return i, true, nil
+		}
+	}
+	return len(recs), false, nil
+}
