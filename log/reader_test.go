@@ -183,3 +183,44 @@ func TestHighWatermarkIsOnePastTheLastRecordAndNextOffsetIsItsAlias(t *testing.T
 		}
 	})
 }
+
+// TestFollowWithEndStopsThereAndWaitsBelowIt ensures SetEnd makes a Follow
+// reader return only records below the end and io.EOF at it, wait for
+// appends while it is below the end (not io.EOF, as a replay would), and
+// follow again once the end is removed.
+func TestFollowWithEndStopsThereAndWaitsBelowIt(t *testing.T) {
+	lg := openLog(t, t.TempDir())
+	p := openPartition(t, lg, "events", 1)
+	appendN(t, p, 0, 5)
+	r := p.Follow(0)
+	r.SetEnd(3)
+	ctx := context.Background()
+	recs, err := r.Next(ctx, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	_, err = r.Next(ctx, 1<<20)
+	require.ErrorIs(t, err, io.EOF, "at the end")
+
+	r.SetEnd(8) // above the high watermark (5)
+	recs, err = r.Next(ctx, 1<<20)
+	require.NoError(t, err)
+	require.EqualValues(t, []int64{3, 4}, []int64{recs[0].Offset, recs[1].Offset})
+	got := make(chan []log.Record, 1)
+	go func() {
+		recs, _ := r.Next(ctx, 1<<20) // below the end: waits for the append
+		got <- recs
+	}()
+	appendN(t, p, 5, 4)
+	recs = <-got
+	require.NotEmpty(t, recs)
+	require.EqualValues(t, 5, recs[0].Offset)
+	for _, rec := range recs {
+		require.Less(t, rec.Offset, int64(8), "nothing at or past the end")
+	}
+
+	r.SetEnd(-1)
+	r.SetPosition(8)
+	recs, err = r.Next(ctx, 1<<20)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, recs[0].Offset, "no end: follows to the high watermark")
+}
