@@ -39,11 +39,16 @@
 //
 // produce reads stdin, never its arguments, so a line beginning with "-",
 // "--" or "-key=x" is data like any other. Raw input is one record per line:
-// the value is the line's bytes without its '\n', everything else kept,
-// including the '\r' of a CRLF line ending, NUL bytes and bytes that are not
-// UTF-8. consume's raw output writes each value's bytes exactly as stored and
-// a '\n', so produce then consume gives back the input byte for byte (a final
-// line without '\n' comes back with one).
+// the value is the line's bytes without its line ending, the '\n' and one
+// '\r' right before it (the rule of bufio.ScanLines and of source.Lines, so
+// the same file gives the same values through either), everything else kept,
+// including a '\r' elsewhere in the line, NUL bytes and bytes that are not
+// UTF-8. --keep-cr keeps the '\r' of a CRLF ending (source.KeepCR is the same
+// rule); --key-regex matches the line without its ending either way. consume's
+// raw output writes each value's bytes exactly as stored and a '\n', so
+// produce --keep-cr then consume gives back the input byte for byte (a final
+// line without '\n' comes back with one), and produce then consume gives it
+// back with LF line endings.
 //
 // --format json (both directions) is one JSON object per line:
 //

@@ -64,6 +64,7 @@ type produceFlags struct {
 	printOffsets bool
 	segmentBytes int64
 	mode         string
+	keepCR       bool
 }
 
 func newProduceCmd(a *app) *cobra.Command {
@@ -74,10 +75,15 @@ func newProduceCmd(a *app) *cobra.Command {
 		Long: `Append records read from stdin to TOPIC, which must exist.
 
 Raw input (the default): every line is one record's value, without its
-terminating '\n'. Any other byte is kept as it is, '\r' of a CRLF line ending
-included, NUL bytes and bytes that are not UTF-8 too; a line beginning with
-'-' is data like any other. An empty line is a record with an empty value;
-a last line without '\n' is a record too.
+line ending: the '\n' and one '\r' right before it (a CRLF line ending, as
+bufio.ScanLines and source.Lines strip it; a last line without '\n' loses
+one trailing '\r' too). Any other byte is kept as it is, a '\r' elsewhere
+in the line, NUL bytes and bytes that are not UTF-8 too; a line beginning
+with '-' is data like any other. An empty line is a record with an empty
+value; a last line without '\n' is a record too. --keep-cr keeps the '\r'
+of a CRLF ending in the value, so that raw consume gives back the input
+byte for byte; --key-regex matches the line without its ending either way,
+so a '$'-anchored expression picks the same key with and without it.
 
 --format json: every line is one JSON object as "strom consume --format json"
 prints it: {"key":..., "value":..., "headers":[{"key":..., "value":...}],
@@ -113,6 +119,7 @@ has read, syncs, prints their offsets (--print-offsets) and exits 0, as
 	fl.StringVar(&f.format, "format", "raw", "input format: raw (one value per line) or json (one record per line)")
 	fl.StringVar(&f.keyRegex, "key-regex", "", "key each raw line by this regular expression's first group (or whole match); no match: no key")
 	fl.StringVar(&f.key, "key", "", "key every raw line with this string")
+	fl.BoolVar(&f.keepCR, "keep-cr", false, "keep the '\\r' of a CRLF line ending in the raw value (default: stripped, as source.Lines does)")
 	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (-1: picked by key)")
 	fl.BoolVar(&f.printOffsets, "print-offsets", false, "print TOPIC/PARTITION@OFFSET for each record appended, in input order")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", log.DefaultSegmentBytes, "roll to a new segment at this size in bytes")
@@ -133,6 +140,7 @@ type producer struct {
 	fixed  int32  // --partition, -1 for picked by key
 	out    *bufio.Writer
 	print  bool
+	keepCR bool // --keep-cr: a raw value keeps the '\r' of its CRLF ending
 
 	// The reading goroutine's:
 	rr   int32 // next round-robin partition for records without a key
@@ -170,7 +178,10 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if f.segmentBytes < minSegmentBytes || f.segmentBytes > math.MaxInt32 {
 		return usageErrorf("--segment-bytes %d: want %d to %d", f.segmentBytes, minSegmentBytes, math.MaxInt32)
 	}
-	p := &producer{format: f.format, fixed: f.partition, out: a.stdout, print: f.printOffsets}
+	p := &producer{format: f.format, fixed: f.partition, out: a.stdout, print: f.printOffsets, keepCR: f.keepCR}
+	if f.keepCR && f.format != "raw" {
+		return usageErrorf("--keep-cr applies to raw input only; a JSON value carries its bytes")
+	}
 	if f.keyRegex != "" {
 		if f.format != "raw" || cmd.Flags().Changed("key") {
 			return usageErrorf("--key-regex applies to raw input only, and not with --key")
@@ -390,7 +401,8 @@ func (p *producer) read(in io.Reader, dryFlush bool, free <-chan *batch, full ch
 
 // add turns one line (without its '\n') into a record of b, copying its
 // bytes into b's arena, or, for a line larger than what the arena has left,
-// into a buffer of its own.
+// into a buffer of its own. A raw line's value is its text, without the '\r'
+// of a CRLF ending unless --keep-cr; its key is matched on the text.
 func (p *producer) add(b *batch, line []byte) error {
 	var rec log.Record
 	if p.format == "json" {
@@ -405,6 +417,13 @@ func (p *producer) add(b *batch, line []byte) error {
 			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
 		}
 	} else {
+		text := len(line)
+		if text > 0 && line[text-1] == '\r' {
+			text--
+		}
+		if !p.keepCR {
+			line = line[:text]
+		}
 		var v []byte
 		if len(line) <= cap(b.arena)-len(b.arena) {
 			start := len(b.arena)
@@ -416,7 +435,7 @@ func (p *producer) add(b *batch, line []byte) error {
 		rec.Value = v
 		rec.Key = p.key
 		if p.keyRe != nil {
-			rec.Key = matchKey(p.keyRe, v)
+			rec.Key = matchKey(p.keyRe, v[:text:text])
 		}
 	}
 	if len(b.recs) == 0 {

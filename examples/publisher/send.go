@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,9 +159,14 @@ func (p *publisher) sendSynthetic(ctx context.Context, rate float64, count int64
 
 // sendLines appends the lines of the file at path, each keyed by key's first group (nil when
 // key is nil or does not match), at rate records per second, until the end of the file,
-// ctx is done, POST /stop, or count records (0 = no limit).
-func (p *publisher) sendLines(ctx context.Context, path string, key *regexp.Regexp, rate float64, count int64) error {
-	src := source.Lines(path)
+// ctx is done, POST /stop, or count records (0 = no limit). A value keeps the '\r' of a CRLF
+// line ending with keepCR (source.KeepCR); the key is matched on the line without it.
+func (p *publisher) sendLines(ctx context.Context, path string, key *regexp.Regexp, keepCR bool, rate float64, count int64) error {
+	var opts []source.LinesOption
+	if keepCR {
+		opts = append(opts, source.KeepCR())
+	}
+	src := source.Lines(path, opts...)
 	defer src.Close()
 	pace := newPacer(rate)
 	var n int64
@@ -173,7 +179,11 @@ func (p *publisher) sendLines(ctx context.Context, path string, key *regexp.Rege
 			if werr := pace.wait(ctx, p.stop); werr != nil {
 				return p.finish(werr)
 			}
-			if aerr := p.append(ctx, lineKey(key, e.Value), []byte(e.Value)); aerr != nil {
+			text := e.Value
+			if keepCR {
+				text = strings.TrimSuffix(text, "\r") // the '\r' KeepCR kept
+			}
+			if aerr := p.append(ctx, lineKey(key, text), []byte(e.Value)); aerr != nil {
 				return p.finish(aerr)
 			}
 			n++
