@@ -44,7 +44,9 @@
 // the same file gives the same values through either), everything else kept,
 // including a '\r' elsewhere in the line, NUL bytes and bytes that are not
 // UTF-8. --keep-cr keeps the '\r' of a CRLF ending (source.KeepCR is the same
-// rule); --key-regex matches the line without its ending either way. consume's
+// rule); --key-regex matches the line without its ending either way, and
+// produce ends by counting on stderr the lines it keyed and those it did not,
+// with a warning naming the expression when it keyed none. consume's
 // raw output writes each value's bytes exactly as stored and a '\n', so
 // produce --keep-cr then consume gives back the input byte for byte (a final
 // line without '\n' comes back with one), and produce then consume gives it

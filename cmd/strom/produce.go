@@ -98,7 +98,9 @@ as Kafka does (murmur2, modulo the partition count), and round-robin for
 records without a key. Records are appended in batches (one write per
 partition per batch) and are on disk (synced) when produce exits 0. A
 progress counter is drawn on stderr when stdin and stdout are both
-terminals.
+terminals. With --key-regex, produce ends by printing on stderr how many
+lines it keyed and how many got no key, and warns, naming the expression,
+when it matched no line at all.
 
 On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
 has read, syncs, prints their offsets (--print-offsets) and exits 0, as
@@ -152,6 +154,7 @@ type producer struct {
 
 	// The appending goroutine's:
 	appended int64 // records appended
+	keyed    int64 // with --key-regex: records appended with a key
 }
 
 // batch is a run of records read from stdin, their bytes in one arena.
@@ -218,6 +221,7 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	p.topic, p.n = t, int32(t.Partitions())
 
 	var progress func(int)
+	finishBar := func() {}
 	if term.IsTerminal(int(a.stdin.Fd())) && term.IsTerminal(int(a.outFile.Fd())) {
 		bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(a.stderr),
 			progressbar.OptionSetDescription("producing to "+topic),
@@ -226,6 +230,7 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 		defer bar.Finish()
+		finishBar = func() { _ = bar.Finish() }
 		progress = func(n int) { _ = bar.Add(n) }
 	}
 	dryFlush := true
@@ -240,6 +245,8 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if err := t.Sync(); err != nil {
 		return fmt.Errorf("syncing topic %s: %w", topic, err)
 	}
+	finishBar()
+	p.keySummary(a.stderr)
 	return nil
 }
 
@@ -513,5 +520,30 @@ func (p *producer) append(ctx context.Context, b *batch) error {
 		}
 	}
 	p.appended += int64(len(b.recs))
+	if p.keyRe != nil {
+		for i := range b.recs {
+			if b.recs[i].Key != nil {
+				p.keyed++
+			}
+		}
+	}
 	return nil
+}
+
+// keySummary writes to w, after a run with --key-regex, how many of the
+// records appended got a key from it and how many did not, and a warning
+// naming the expression when it keyed none of them: a typo in it must not
+// pass unseen while every record silently goes round-robin.
+func (p *producer) keySummary(w io.Writer) {
+	if p.keyRe == nil {
+		return
+	}
+	where := "round-robin"
+	if p.fixed >= 0 {
+		where = fmt.Sprintf("to partition %d", p.fixed)
+	}
+	fmt.Fprintf(w, "strom: produce: %d lines: %d keyed by --key-regex, %d without a key (%s)\n", p.appended, p.keyed, p.appended-p.keyed, where)
+	if p.keyed == 0 && p.appended > 0 {
+		fmt.Fprintf(w, "strom: warning: --key-regex %q matched no line of %d: no record has a key, all went %s\n", p.keyRe.String(), p.appended, where)
+	}
 }

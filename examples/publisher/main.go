@@ -51,8 +51,9 @@
 // the offset of the last one (-1 for none); nextOffset is each partition's high watermark.
 // The demo (scripts/demo.sh) and the check command compare consumers against these numbers.
 //
-// It prints one line to stderr when it starts, one when it stops sending, and exits 0 on
-// SIGINT or SIGTERM. A busy port is a startup error: "publisher: listen on 127.0.0.1:7070:
+// It prints one line to stderr when it starts, one when it stops sending (with --key, how
+// many records the expression keyed and how many went without a key, and a warning naming
+// the expression when it keyed none), and exits 0 on SIGINT or SIGTERM. A busy port is a startup error: "publisher: listen on 127.0.0.1:7070:
 // address already in use".
 package main
 
