@@ -13,7 +13,8 @@
 //	strom topics create TOPIC [--partitions N] [--retention-bytes B] [--retention D]
 //	strom topics list [--json]
 //	strom topics describe [TOPIC...] [--json]
-//	strom produce TOPIC [--format raw|json] [--key K | --key-regex RE] [--partition P] [--print-offsets] < input
+//	strom produce TOPIC [--format raw|json] [--key K | --key-regex RE] [--partition P] [--print-offsets] [--keep-cr]
+//	      [--timestamp-regex RE [--timestamp-format F] [--timestamp-location L] [--timestamp-year Y] [--timestamp-on-error fail|skip|ingest]] < input
 //	strom consume TOPIC [--from earliest|latest|OFFSET|TIMESTAMP] [--partition P] [--follow] [--max N] [--format raw|json]
 //	strom positions --state DIR [--json]
 //	strom positions set --state DIR TOPIC PARTITION OFFSET|earliest|latest
@@ -46,7 +47,10 @@
 // UTF-8. --keep-cr keeps the '\r' of a CRLF ending (source.KeepCR is the same
 // rule); --key-regex matches the line without its ending either way, and
 // produce ends by counting on stderr the lines it keyed and those it did not,
-// with a warning naming the expression when it keyed none. consume's
+// with a warning naming the expression when it keyed none. A raw record's
+// timestamp is the time of its append, or with --timestamp-regex the time
+// written in its line (see "strom produce --help" for the formats, the year
+// of a syslog time, and what a line without one does). consume's
 // raw output writes each value's bytes exactly as stored and a '\n', so
 // produce --keep-cr then consume gives back the input byte for byte (a final
 // line without '\n' comes back with one), and produce then consume gives it
