@@ -168,8 +168,9 @@
 //
 // [Lines] yields the lines of a file as strings, in batches of up to 500
 // ([MaxLines]), then io.EOF. The '\n' and one '\r' before it are stripped (LF
-// and CRLF files read the same), every other byte is kept, trailing spaces
-// included; a last line without a terminator is a line, and nothing after a
+// and CRLF files read the same, and strom produce strips the same), every
+// other byte is kept, trailing spaces included ([KeepCR] keeps the '\r', as
+// strom produce --keep-cr does); a last line without a terminator is a line, and nothing after a
 // final '\n' is. There is no limit on a line's length. The lineage is a topic
 // named after the file ([LinesTopic] overrides it), partition 0, the line's
 // offset (its 0-based index in the file, plus the file's base offset, 0 for

@@ -38,10 +38,12 @@ const linesReadBufferBytes = 64 << 10
 //
 // A line is everything up to a '\n'. The '\n' and one '\r' right before it
 // are stripped, so both LF and CRLF files give the same text; everything else,
-// trailing spaces included, is kept byte for byte. A last line without a
-// terminator is still a line (its one trailing '\r', if any, is stripped too,
-// as bufio.ScanLines does), and the empty text after a final '\n' is not a
-// line. Lines may be of any length.
+// trailing spaces and a '\r' elsewhere in the line included, is kept byte for
+// byte. A last line without a terminator is still a line (its one trailing
+// '\r', if any, is stripped too, as bufio.ScanLines does), and the empty text
+// after a final '\n' is not a line. Lines may be of any length. [KeepCR]
+// keeps the '\r'. strom produce follows the same rule (and --keep-cr), so a
+// file produced by it and read by this source gives the same values.
 //
 // # Lineage and positions
 //
@@ -289,7 +291,7 @@ func (s *LinesSource) emit(batch []stream.Element[string], data []byte) []stream
 		s.partial = nil
 	}
 	batch = append(batch, stream.Element[string]{
-		Value:     string(trimLineEnd(line)),
+		Value:     string(trimLineEnd(line, s.cfg.keepCR)),
 		Topic:     s.topic,
 		Partition: 0,
 		Offset:    s.next,
@@ -502,9 +504,13 @@ func (s *LinesSource) closeFile() error {
 	return f.Close()
 }
 
-// trimLineEnd strips one trailing '\n' and then one trailing '\r'.
-func trimLineEnd(b []byte) []byte {
+// trimLineEnd strips one trailing '\n' and then, unless keepCR, one
+// trailing '\r'.
+func trimLineEnd(b []byte, keepCR bool) []byte {
 	b = bytes.TrimSuffix(b, []byte{'\n'})
+	if keepCR {
+		return b
+	}
 	return bytes.TrimSuffix(b, []byte{'\r'})
 }
 

@@ -21,6 +21,7 @@ type linesConfig struct {
 	onChange  FileChangePolicy        // OnFileChange
 	onChanged func(*FileChangedError) // OnFileChanged; nil: no hook
 	store     checkpoint.Store        // LinesFromStore; nil: none
+	keepCR    bool                    // KeepCR
 }
 
 func defaultLinesConfig() linesConfig {
@@ -106,4 +107,12 @@ func OnFileChanged(fn func(*FileChangedError)) LinesOption {
 // no store.
 func LinesFromStore(store checkpoint.Store) LinesOption {
 	return linesOptionFunc(func(c *linesConfig) { c.store = store })
+}
+
+// KeepCR makes the source keep the '\r' of a CRLF line ending in a line's
+// text instead of stripping it (the default, see [LinesSource]), so that the
+// text is the file's bytes up to the '\n'. It is the rule of strom produce
+// --keep-cr: the same file read by either gives the same text.
+func KeepCR() LinesOption {
+	return linesOptionFunc(func(c *linesConfig) { c.keepCR = true })
 }

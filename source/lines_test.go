@@ -114,6 +114,15 @@ func TestLinesStripsOnlyTheTerminator(t *testing.T) {
 	}
 }
 
+// TestLinesKeepCRKeepsOnlyTheLineEndingsCR ensures KeepCR strips the '\n'
+// alone: the '\r' of a CRLF ending (on the last, unterminated line too) is
+// kept, as strom produce --keep-cr keeps it.
+func TestLinesKeepCRKeepsOnlyTheLineEndingsCR(t *testing.T) {
+	path := writeFile(t, "f.txt", "a \r\nb\rc\r\r\n\r\nd\ne\r")
+	got := values(readUntilEOF[string](t, source.Lines(path, source.KeepCR())))
+	require.Equal(t, []string{"a \r", "b\rc\r\r", "\r", "d", "e\r"}, got)
+}
+
 // TestLinesReadsLinesOfAnyLength ensures there is no line-length limit (a
 // bufio.Scanner would stop at 64 KiB).
 func TestLinesReadsLinesOfAnyLength(t *testing.T) {

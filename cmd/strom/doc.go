@@ -13,7 +13,8 @@
 //	strom topics create TOPIC [--partitions N] [--retention-bytes B] [--retention D]
 //	strom topics list [--json]
 //	strom topics describe [TOPIC...] [--json]
-//	strom produce TOPIC [--format raw|json] [--key K | --key-regex RE] [--partition P] [--print-offsets] < input
+//	strom produce TOPIC [--format raw|json] [--key K | --key-regex RE] [--partition P] [--print-offsets] [--keep-cr]
+//	      [--timestamp-regex RE [--timestamp-format F] [--timestamp-location L] [--timestamp-year Y] [--timestamp-on-error fail|skip|ingest]] < input
 //	strom consume TOPIC [--from earliest|latest|OFFSET|TIMESTAMP] [--partition P] [--follow] [--max N] [--format raw|json]
 //	strom positions --state DIR [--json]
 //	strom positions set --state DIR TOPIC PARTITION OFFSET|earliest|latest
@@ -39,11 +40,21 @@
 //
 // produce reads stdin, never its arguments, so a line beginning with "-",
 // "--" or "-key=x" is data like any other. Raw input is one record per line:
-// the value is the line's bytes without its '\n', everything else kept,
-// including the '\r' of a CRLF line ending, NUL bytes and bytes that are not
-// UTF-8. consume's raw output writes each value's bytes exactly as stored and
-// a '\n', so produce then consume gives back the input byte for byte (a final
-// line without '\n' comes back with one).
+// the value is the line's bytes without its line ending, the '\n' and one
+// '\r' right before it (the rule of bufio.ScanLines and of source.Lines, so
+// the same file gives the same values through either), everything else kept,
+// including a '\r' elsewhere in the line, NUL bytes and bytes that are not
+// UTF-8. --keep-cr keeps the '\r' of a CRLF ending (source.KeepCR is the same
+// rule); --key-regex matches the line without its ending either way, and
+// produce ends by counting on stderr the lines it keyed and those it did not,
+// with a warning naming the expression when it keyed none. A raw record's
+// timestamp is the time of its append, or with --timestamp-regex the time
+// written in its line (see "strom produce --help" for the formats, the year
+// of a syslog time, and what a line without one does). consume's
+// raw output writes each value's bytes exactly as stored and a '\n', so
+// produce --keep-cr then consume gives back the input byte for byte (a final
+// line without '\n' comes back with one), and produce then consume gives it
+// back with LF line endings.
 //
 // --format json (both directions) is one JSON object per line:
 //

@@ -137,8 +137,9 @@ func withFinalNewline(b []byte) []byte {
 }
 
 // TestLoghubSamplesRoundTripByteForByte ensures every Loghub sample produced
-// from stdin is consumed back exactly (CRLF line endings included), through
-// raw output and through JSON output produced again.
+// from stdin with --keep-cr is consumed back exactly (CRLF line endings
+// included), through raw output and through JSON output produced again, and
+// produced without it comes back with LF line endings.
 func TestLoghubSamplesRoundTripByteForByte(t *testing.T) {
 	t.Parallel()
 	src := loghub.Dir(t)
@@ -149,7 +150,12 @@ func TestLoghubSamplesRoundTripByteForByte(t *testing.T) {
 			require.NoError(t, err)
 			dir := newLog(t, "logs", 1)
 			ok(t, nil, "--dir", dir, "topics", "create", "copy")
-			ok(t, data, "--dir", dir, "produce", "logs")
+			ok(t, nil, "--dir", dir, "topics", "create", "lf")
+			ok(t, data, "--dir", dir, "produce", "lf")
+			lf := bytes.ReplaceAll(withFinalNewline(data), []byte("\r\n"), []byte("\n"))
+			assert.True(t, bytes.Equal(lf, ok(t, nil, "--dir", dir, "consume", "lf")), "raw output is not the input with LF endings")
+
+			ok(t, data, "--dir", dir, "produce", "logs", "--keep-cr")
 			assert.True(t, bytes.Equal(withFinalNewline(data), ok(t, nil, "--dir", dir, "consume", "logs")), "raw output differs from the input")
 
 			js := ok(t, nil, "--dir", dir, "consume", "logs", "--format", "json")
@@ -170,7 +176,8 @@ var awkwardLines = [][]byte{
 }
 
 // TestAwkwardLinesRoundTripRawAndJSON ensures each awkward line comes back
-// byte for byte through raw output and through JSON output, where a value
+// byte for byte (with --keep-cr, for the CRLF line) through raw output and
+// through JSON output, where a value
 // that is not UTF-8 is base64 with valueEncoding and every other one is
 // the string itself.
 func TestAwkwardLinesRoundTripRawAndJSON(t *testing.T) {
@@ -178,7 +185,7 @@ func TestAwkwardLinesRoundTripRawAndJSON(t *testing.T) {
 	dir := newLog(t, "odd", 1)
 	ok(t, nil, "--dir", dir, "topics", "create", "copy")
 	input := append(bytes.Join(awkwardLines, []byte{'\n'}), '\n')
-	out := ok(t, input, "--dir", dir, "produce", "odd", "--print-offsets")
+	out := ok(t, input, "--dir", dir, "produce", "odd", "--print-offsets", "--keep-cr")
 	assert.Equal(t, len(awkwardLines), bytes.Count(out, []byte("odd/0@")))
 	assert.True(t, bytes.Equal(input, ok(t, nil, "--dir", dir, "consume", "odd")), "raw output differs")
 

@@ -64,6 +64,12 @@ type produceFlags struct {
 	printOffsets bool
 	segmentBytes int64
 	mode         string
+	keepCR       bool
+	tsRegex      string
+	tsFormat     string
+	tsLocation   string
+	tsYear       int
+	tsOnError    string
 }
 
 func newProduceCmd(a *app) *cobra.Command {
@@ -74,10 +80,15 @@ func newProduceCmd(a *app) *cobra.Command {
 		Long: `Append records read from stdin to TOPIC, which must exist.
 
 Raw input (the default): every line is one record's value, without its
-terminating '\n'. Any other byte is kept as it is, '\r' of a CRLF line ending
-included, NUL bytes and bytes that are not UTF-8 too; a line beginning with
-'-' is data like any other. An empty line is a record with an empty value;
-a last line without '\n' is a record too.
+line ending: the '\n' and one '\r' right before it (a CRLF line ending, as
+bufio.ScanLines and source.Lines strip it; a last line without '\n' loses
+one trailing '\r' too). Any other byte is kept as it is, a '\r' elsewhere
+in the line, NUL bytes and bytes that are not UTF-8 too; a line beginning
+with '-' is data like any other. An empty line is a record with an empty
+value; a last line without '\n' is a record too. --keep-cr keeps the '\r'
+of a CRLF ending in the value, so that raw consume gives back the input
+byte for byte; --key-regex matches the line without its ending either way,
+so a '$'-anchored expression picks the same key with and without it.
 
 --format json: every line is one JSON object as "strom consume --format json"
 prints it: {"key":..., "value":..., "headers":[{"key":..., "value":...}],
@@ -92,7 +103,33 @@ as Kafka does (murmur2, modulo the partition count), and round-robin for
 records without a key. Records are appended in batches (one write per
 partition per batch) and are on disk (synced) when produce exits 0. A
 progress counter is drawn on stderr when stdin and stdout are both
-terminals.
+terminals. With --key-regex, produce ends by printing on stderr how many
+lines it keyed and how many got no key, and warns, naming the expression,
+when it matched no line at all.
+
+--timestamp-regex RE sets each raw record's timestamp from its line instead
+of the time of ingestion, so that consume --from TIME and event-time windows
+use the log's own time: RE's first capture group is the time text, parsed by
+--timestamp-format, a Go time layout (2006-01-02 15:04:05.000, written with
+Go's reference time) or a name: rfc3339 (the default), syslog ("Dec 10
+06:55:46", Go's Stamp), datetime ("2026-11-30 12:00:00"), dateonly, stamp,
+stampmilli, stampmicro, stampnano, ansic, unixdate, rubydate, rfc822,
+rfc822z, rfc850, rfc1123, rfc1123z (Go's layout constants), or unix (seconds
+since the epoch, decimals allowed), unixms, unixus, unixns. A time without a
+zone is in --timestamp-location (default UTC; Local or an IANA name such as
+Europe/Berlin). A layout without a year (syslog) takes --timestamp-year, or
+by default the current year in that location, or the year before when that
+would put the time more than a day after now (a log of late December read in
+January). A line whose time RE does not find or the format does not parse
+(or that parses to the Unix epoch or before) stops produce with an error
+naming its line number and text (--timestamp-on-error fail, the default; the
+lines before it are appended), is left out (skip), or keeps the time of
+ingestion (ingest); produce ends by counting on stderr the lines stamped,
+skipped and kept at the time of ingestion. A topic of create time (the
+default) refuses a time more than an hour ahead of the clock, and a topic of
+log append time stores the time of the append whatever the line says; a
+topic with --retention deletes a segment whose newest time is older than
+the retention at the next retention run, old log lines included.
 
 On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
 has read, syncs, prints their offsets (--print-offsets) and exits 0, as
@@ -100,6 +137,7 @@ has read, syncs, prints their offsets (--print-offsets) and exits 0, as
 		Example: `  strom produce events < access.log
   strom produce events --key-regex '^(\S+)' --print-offsets < access.log
   printf -- '-key=x\n--\n' | strom produce events --partition 0
+  strom produce ssh --timestamp-regex '^(\w+ +\d+ [0-9:]+)' --timestamp-format syslog --timestamp-year 2015 < OpenSSH_2k.log
   strom consume events --format json | strom produce events-copy --format json`,
 		Args: exactArgs(1, "TOPIC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -113,6 +151,12 @@ has read, syncs, prints their offsets (--print-offsets) and exits 0, as
 	fl.StringVar(&f.format, "format", "raw", "input format: raw (one value per line) or json (one record per line)")
 	fl.StringVar(&f.keyRegex, "key-regex", "", "key each raw line by this regular expression's first group (or whole match); no match: no key")
 	fl.StringVar(&f.key, "key", "", "key every raw line with this string")
+	fl.BoolVar(&f.keepCR, "keep-cr", false, "keep the '\\r' of a CRLF line ending in the raw value (default: stripped, as source.Lines does)")
+	fl.StringVar(&f.tsRegex, "timestamp-regex", "", "take each raw record's timestamp from the time text this regular expression's first group finds in its line")
+	fl.StringVar(&f.tsFormat, "timestamp-format", "rfc3339", "how --timestamp-regex's time text is written: a Go time layout, or rfc3339, syslog, datetime, unix, unixms, ... (see above)")
+	fl.StringVar(&f.tsLocation, "timestamp-location", "UTC", "time zone of a --timestamp-regex time without one: UTC, Local or an IANA name")
+	fl.IntVar(&f.tsYear, "timestamp-year", 0, "year of a --timestamp-format without one (syslog); 0: the current year, or the year before for a time over a day ahead")
+	fl.StringVar(&f.tsOnError, "timestamp-on-error", "fail", "a line whose time is not found or does not parse: fail, skip (no record) or ingest (the time of ingestion)")
 	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (-1: picked by key)")
 	fl.BoolVar(&f.printOffsets, "print-offsets", false, "print TOPIC/PARTITION@OFFSET for each record appended, in input order")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", log.DefaultSegmentBytes, "roll to a new segment at this size in bytes")
@@ -133,6 +177,15 @@ type producer struct {
 	fixed  int32  // --partition, -1 for picked by key
 	out    *bufio.Writer
 	print  bool
+	keepCR bool      // --keep-cr: a raw value keeps the '\r' of its CRLF ending
+	ts     *lineTime // --timestamp-regex; nil: the time of ingestion
+
+	// The reading goroutine's, atomic for the summary after a stop by
+	// signal (which does not wait for it): lines --timestamp-on-error skip
+	// left out and ingest kept at the time of ingestion, and the first of
+	// them with its line number.
+	tsSkipped, tsIngested atomic.Int64
+	tsFirst               atomic.Pointer[string]
 
 	// The reading goroutine's:
 	rr   int32 // next round-robin partition for records without a key
@@ -144,6 +197,7 @@ type producer struct {
 
 	// The appending goroutine's:
 	appended int64 // records appended
+	keyed    int64 // with --key-regex: records appended with a key
 }
 
 // batch is a run of records read from stdin, their bytes in one arena.
@@ -170,13 +224,30 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if f.segmentBytes < minSegmentBytes || f.segmentBytes > math.MaxInt32 {
 		return usageErrorf("--segment-bytes %d: want %d to %d", f.segmentBytes, minSegmentBytes, math.MaxInt32)
 	}
-	p := &producer{format: f.format, fixed: f.partition, out: a.stdout, print: f.printOffsets}
+	p := &producer{format: f.format, fixed: f.partition, out: a.stdout, print: f.printOffsets, keepCR: f.keepCR}
+	if f.keepCR && f.format != "raw" {
+		return usageErrorf("--keep-cr applies to raw input only; a JSON value carries its bytes")
+	}
 	if f.keyRegex != "" {
 		if f.format != "raw" || cmd.Flags().Changed("key") {
 			return usageErrorf("--key-regex applies to raw input only, and not with --key")
 		}
 		if p.keyRe, err = regexp.Compile(f.keyRegex); err != nil {
 			return usageErrorf("--key-regex: %w", err)
+		}
+	}
+	if f.tsRegex != "" {
+		if f.format != "raw" {
+			return usageErrorf("--timestamp-regex applies to raw input only; a JSON record carries its timestamp")
+		}
+		if p.ts, err = newLineTime(f.tsRegex, f.tsFormat, f.tsLocation, f.tsYear, f.tsOnError, time.Now); err != nil {
+			return err
+		}
+	} else {
+		for _, name := range []string{"timestamp-format", "timestamp-location", "timestamp-year", "timestamp-on-error"} {
+			if cmd.Flags().Changed(name) {
+				return usageErrorf("--%s needs --timestamp-regex", name)
+			}
 		}
 	}
 	if cmd.Flags().Changed("key") {
@@ -207,6 +278,7 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	p.topic, p.n = t, int32(t.Partitions())
 
 	var progress func(int)
+	finishBar := func() {}
 	if term.IsTerminal(int(a.stdin.Fd())) && term.IsTerminal(int(a.outFile.Fd())) {
 		bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(a.stderr),
 			progressbar.OptionSetDescription("producing to "+topic),
@@ -215,6 +287,7 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 		defer bar.Finish()
+		finishBar = func() { _ = bar.Finish() }
 		progress = func(n int) { _ = bar.Add(n) }
 	}
 	dryFlush := true
@@ -229,7 +302,31 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if err := t.Sync(); err != nil {
 		return fmt.Errorf("syncing topic %s: %w", topic, err)
 	}
+	finishBar()
+	p.keySummary(a.stderr)
+	p.timeSummary(a.stderr)
 	return nil
+}
+
+// timeSummary writes to w, after a run with --timestamp-regex, how many
+// lines got the time of their line, and how many were skipped or kept the
+// time of ingestion, with the first of those and why.
+func (p *producer) timeSummary(w io.Writer) {
+	if p.ts == nil {
+		return
+	}
+	skipped, ingested := p.tsSkipped.Load(), p.tsIngested.Load()
+	fmt.Fprintf(w, "strom: produce: %d lines: %d with the time of their line", p.appended+skipped, p.appended-ingested)
+	switch {
+	case skipped > 0:
+		fmt.Fprintf(w, ", %d skipped (--timestamp-on-error skip)", skipped)
+	case ingested > 0:
+		fmt.Fprintf(w, ", %d at the time of ingestion (--timestamp-on-error ingest)", ingested)
+	}
+	fmt.Fprintln(w)
+	if first := p.tsFirst.Load(); first != nil {
+		fmt.Fprintf(w, "strom: warning: %d line(s) without a time --timestamp-regex and --timestamp-format read; the first: %s\n", skipped+ingested, *first)
+	}
 }
 
 // run reads in to its end, appending a batch whenever one is full, at the
@@ -390,7 +487,9 @@ func (p *producer) read(in io.Reader, dryFlush bool, free <-chan *batch, full ch
 
 // add turns one line (without its '\n') into a record of b, copying its
 // bytes into b's arena, or, for a line larger than what the arena has left,
-// into a buffer of its own.
+// into a buffer of its own. A raw line's value is its text, without the '\r'
+// of a CRLF ending unless --keep-cr; its key and time are taken from the
+// text. A line --timestamp-on-error skip leaves out adds nothing.
 func (p *producer) add(b *batch, line []byte) error {
 	var rec log.Record
 	if p.format == "json" {
@@ -405,6 +504,24 @@ func (p *producer) add(b *batch, line []byte) error {
 			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
 		}
 	} else {
+		text := len(line)
+		if text > 0 && line[text-1] == '\r' {
+			text--
+		}
+		if p.ts != nil {
+			var err error
+			if rec.Timestamp, err = p.ts.stamp(line[:text]); err != nil {
+				if err := p.timeless(err); err != nil {
+					return err
+				}
+				if p.ts.onError == timestampSkip {
+					return nil
+				}
+			}
+		}
+		if !p.keepCR {
+			line = line[:text]
+		}
 		var v []byte
 		if len(line) <= cap(b.arena)-len(b.arena) {
 			start := len(b.arena)
@@ -416,7 +533,7 @@ func (p *producer) add(b *batch, line []byte) error {
 		rec.Value = v
 		rec.Key = p.key
 		if p.keyRe != nil {
-			rec.Key = matchKey(p.keyRe, v)
+			rec.Key = matchKey(p.keyRe, v[:text:text])
 		}
 	}
 	if len(b.recs) == 0 {
@@ -425,6 +542,27 @@ func (p *producer) add(b *batch, line []byte) error {
 	b.last = p.line
 	b.recs = append(b.recs, rec)
 	b.parts = append(b.parts, p.partitionOf(rec.Key))
+	return nil
+}
+
+// timeless applies --timestamp-on-error to a line whose time stamp could not
+// take: with fail it returns the error, naming the line; with skip and
+// ingest it counts the line, keeps the first such error for the summary and
+// returns nil.
+func (p *producer) timeless(err error) error {
+	switch p.ts.onError {
+	case timestampFail:
+		if p.line == 1 {
+			return fmt.Errorf("stdin line 1: %w (nothing was appended; --timestamp-on-error skip or ingest goes on past such lines)", err)
+		}
+		return fmt.Errorf("stdin line %d: %w (the lines before it were appended; --timestamp-on-error skip or ingest goes on past such lines)", p.line, err)
+	case timestampSkip:
+		p.tsSkipped.Add(1)
+	case timestampIngest:
+		p.tsIngested.Add(1)
+	}
+	first := fmt.Sprintf("stdin line %d: %v", p.line, err)
+	p.tsFirst.CompareAndSwap(nil, &first)
 	return nil
 }
 
@@ -494,5 +632,30 @@ func (p *producer) append(ctx context.Context, b *batch) error {
 		}
 	}
 	p.appended += int64(len(b.recs))
+	if p.keyRe != nil {
+		for i := range b.recs {
+			if b.recs[i].Key != nil {
+				p.keyed++
+			}
+		}
+	}
 	return nil
+}
+
+// keySummary writes to w, after a run with --key-regex, how many of the
+// records appended got a key from it and how many did not, and a warning
+// naming the expression when it keyed none of them: a typo in it must not
+// pass unseen while every record silently goes round-robin.
+func (p *producer) keySummary(w io.Writer) {
+	if p.keyRe == nil {
+		return
+	}
+	where := "round-robin"
+	if p.fixed >= 0 {
+		where = fmt.Sprintf("to partition %d", p.fixed)
+	}
+	fmt.Fprintf(w, "strom: produce: %d lines: %d keyed by --key-regex, %d without a key (%s)\n", p.appended, p.keyed, p.appended-p.keyed, where)
+	if p.keyed == 0 && p.appended > 0 {
+		fmt.Fprintf(w, "strom: warning: --key-regex %q matched no line of %d: no record has a key, all went %s\n", p.keyRe.String(), p.appended, where)
+	}
 }

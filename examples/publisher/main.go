@@ -17,8 +17,11 @@
 //	key "user-17"  value {"user":"user-17","event":"click","seq":123,"ts":1764500000000}
 //
 // With --input FILE --key REGEX it writes the lines of FILE instead (read by source.Lines:
-// "\n" and one "\r" before it stripped), each keyed by the regular expression's first capture
-// group; a line the expression does not match has a nil key and goes round-robin. It stops
+// "\n" and one "\r" before it stripped, the rule of strom produce; --keep-cr keeps the "\r",
+// as produce --keep-cr and source.KeepCR do), each keyed by the regular expression's first
+// capture group, matched on the line without its ending either way (so a "$"-anchored
+// expression keys the same); a line the expression does not match has a nil key and goes
+// round-robin. It stops
 // sending at the end of the file. --count N stops it after N records in either mode.
 //
 // # Flags and environment
@@ -32,6 +35,7 @@
 //	--mode        STROM_MODE        write mode: file or mmap; default: the log's default
 //	--input       STROM_INPUT       a file whose lines to write instead of synthetic events
 //	--key         STROM_KEY         regular expression whose first group is a line's key
+//	--keep-cr     STROM_KEEP_CR     keep the "\r" of a CRLF line ending in an --input value
 //
 // # HTTP
 //
@@ -47,8 +51,9 @@
 // the offset of the last one (-1 for none); nextOffset is each partition's high watermark.
 // The demo (scripts/demo.sh) and the check command compare consumers against these numbers.
 //
-// It prints one line to stderr when it starts, one when it stops sending, and exits 0 on
-// SIGINT or SIGTERM. A busy port is a startup error: "publisher: listen on 127.0.0.1:7070:
+// It prints one line to stderr when it starts, one when it stops sending (with --key, how
+// many records the expression keyed and how many went without a key, and a warning naming
+// the expression when it keyed none), and exits 0 on SIGINT or SIGTERM. A busy port is a startup error: "publisher: listen on 127.0.0.1:7070:
 // address already in use".
 package main
 
@@ -79,6 +84,7 @@ type config struct {
 	mode       log.Mode
 	input      string
 	key        *regexp.Regexp
+	keepCR     bool
 }
 
 func main() { service.Main("publisher", parseFlags, run) }
@@ -96,6 +102,7 @@ func parseFlags(args []string) (config, error) {
 	mode := fs.String("mode", env.String("STROM_MODE", ""), "write mode: file or mmap; empty = the log's default (env STROM_MODE)")
 	input := fs.String("input", env.String("STROM_INPUT", ""), "write the lines of this file instead of synthetic events (env STROM_INPUT)")
 	key := fs.String("key", env.String("STROM_KEY", ""), "regular expression whose first group keys each --input line (env STROM_KEY)")
+	keepCR := fs.Bool("keep-cr", env.Bool("STROM_KEEP_CR", false), "keep the '\\r' of a CRLF line ending in an --input line's value (env STROM_KEEP_CR)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -113,6 +120,7 @@ func parseFlags(args []string) (config, error) {
 		rate:       *rate,
 		count:      *count,
 		input:      *input,
+		keepCR:     *keepCR,
 	}
 	switch {
 	case cfg.dir == "":
@@ -215,7 +223,7 @@ func run(cfg config) error {
 	sent := make(chan error, 1)
 	go func() {
 		if cfg.input != "" {
-			sent <- pub.sendLines(ctx, cfg.input, cfg.key, cfg.rate, cfg.count)
+			sent <- pub.sendLines(ctx, cfg.input, cfg.key, cfg.keepCR, cfg.rate, cfg.count)
 		} else {
 			sent <- pub.sendSynthetic(ctx, cfg.rate, cfg.count)
 		}

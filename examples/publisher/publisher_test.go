@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -127,4 +130,30 @@ func TestParseFlagsRejectsMissingInputFile(t *testing.T) {
 	_, err := parseFlags([]string{"--dir", t.TempDir(), "--input", "/nonexistent/file.log"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--input: open /nonexistent/file.log")
+}
+
+// TestSendLinesCountsKeyedLinesAndWarnsWhenTheKeyMatchesNone ensures the stop line says how
+// many lines --key keyed and how many went without a key, and that an expression matching no
+// line gets a warning naming it, the records still written.
+func TestSendLinesCountsKeyedLinesAndWarnsWhenTheKeyMatchesNone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.log")
+	require.NoError(t, os.WriteFile(path, []byte("from 10.0.0.1\r\nno address\r\nfrom 10.0.0.2\r\n"), 0o644))
+	run := func(key string) string {
+		t.Helper()
+		lg, err := log.Open(t.TempDir())
+		require.NoError(t, err)
+		defer lg.Close()
+		topic, err := lg.CreateTopic("events", 3)
+		require.NoError(t, err)
+		pub := newPublisher(topic)
+		var stderr bytes.Buffer
+		pub.stderr = &stderr
+		require.NoError(t, pub.sendLines(context.Background(), path, regexp.MustCompile(key), false, 0, 0))
+		assert.EqualValues(t, 3, pub.stats().Sent)
+		return stderr.String()
+	}
+	assert.Contains(t, run(`from ([0-9.]+)$`), ", 2 keyed by --key, 1 without a key (round-robin)\n")
+	out := run(`port (\d+)`)
+	assert.Contains(t, out, ", 0 keyed by --key, 3 without a key (round-robin)\n")
+	assert.Contains(t, out, `publisher: warning: --key "port (\\d+)" matched no line of 3: no record has a key, all went round-robin`)
 }

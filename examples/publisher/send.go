@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +29,15 @@ var errStopped = errors.New("publisher: stopped")
 
 // publisher appends records to a topic and counts what it appended.
 type publisher struct {
-	topic *log.Topic
-	stop  chan struct{} // closed by POST /stop
-	once  sync.Once     // closes stop once
+	topic  *log.Topic
+	stop   chan struct{} // closed by POST /stop
+	once   sync.Once     // closes stop once
+	stderr io.Writer     // where finish reports; os.Stderr
+
+	// sendLines' with --key, read by finish on the same goroutine: the
+	// expression, and how many records it keyed and did not.
+	key            *regexp.Regexp
+	keyed, unkeyed int64
 
 	mu           sync.Mutex
 	sent         int64
@@ -44,6 +51,7 @@ func newPublisher(t *log.Topic) *publisher {
 	p := &publisher{
 		topic:        t,
 		stop:         make(chan struct{}),
+		stderr:       os.Stderr,
 		perPartition: make([]int64, n),
 		lastOffset:   make([]int64, n),
 	}
@@ -114,8 +122,11 @@ func (p *publisher) append(ctx context.Context, key, value []byte) error {
 	return nil
 }
 
-// finish marks the publisher stopped, forces what it wrote to disk and reports. err is why
-// sending ended (nil: the input or --count ran out; errStopped: POST /stop).
+// finish marks the publisher stopped, forces what it wrote to disk and reports: the records
+// sent, and with --key how many of them it keyed and did not, with a warning naming the
+// expression when it keyed none (a typo must not pass unseen while every record silently
+// goes round-robin). err is why sending ended (nil: the input or --count ran out;
+// errStopped: POST /stop).
 func (p *publisher) finish(err error) error {
 	if errors.Is(err, errStopped) {
 		err = nil
@@ -133,7 +144,14 @@ func (p *publisher) finish(err error) error {
 	p.stopped = true
 	sent, per := p.sent, append([]int64(nil), p.perPartition...)
 	p.mu.Unlock()
-	fmt.Fprintf(os.Stderr, "publisher: stopped sending after %d records, per partition %v\n", sent, per)
+	keys := ""
+	if p.key != nil {
+		keys = fmt.Sprintf(", %d keyed by --key, %d without a key (round-robin)", p.keyed, p.unkeyed)
+	}
+	fmt.Fprintf(p.stderr, "publisher: stopped sending after %d records, per partition %v%s\n", sent, per, keys)
+	if p.key != nil && p.keyed == 0 && p.unkeyed > 0 {
+		fmt.Fprintf(p.stderr, "publisher: warning: --key %q matched no line of %d: no record has a key, all went round-robin\n", p.key.String(), p.unkeyed)
+	}
 	return err
 }
 
@@ -158,9 +176,15 @@ func (p *publisher) sendSynthetic(ctx context.Context, rate float64, count int64
 
 // sendLines appends the lines of the file at path, each keyed by key's first group (nil when
 // key is nil or does not match), at rate records per second, until the end of the file,
-// ctx is done, POST /stop, or count records (0 = no limit).
-func (p *publisher) sendLines(ctx context.Context, path string, key *regexp.Regexp, rate float64, count int64) error {
-	src := source.Lines(path)
+// ctx is done, POST /stop, or count records (0 = no limit). A value keeps the '\r' of a CRLF
+// line ending with keepCR (source.KeepCR); the key is matched on the line without it.
+func (p *publisher) sendLines(ctx context.Context, path string, key *regexp.Regexp, keepCR bool, rate float64, count int64) error {
+	var opts []source.LinesOption
+	if keepCR {
+		opts = append(opts, source.KeepCR())
+	}
+	src := source.Lines(path, opts...)
+	p.key = key
 	defer src.Close()
 	pace := newPacer(rate)
 	var n int64
@@ -173,8 +197,18 @@ func (p *publisher) sendLines(ctx context.Context, path string, key *regexp.Rege
 			if werr := pace.wait(ctx, p.stop); werr != nil {
 				return p.finish(werr)
 			}
-			if aerr := p.append(ctx, lineKey(key, e.Value), []byte(e.Value)); aerr != nil {
+			text := e.Value
+			if keepCR {
+				text = strings.TrimSuffix(text, "\r") // the '\r' KeepCR kept
+			}
+			k := lineKey(key, text)
+			if aerr := p.append(ctx, k, []byte(e.Value)); aerr != nil {
 				return p.finish(aerr)
+			}
+			if k != nil {
+				p.keyed++
+			} else {
+				p.unkeyed++
 			}
 			n++
 		}

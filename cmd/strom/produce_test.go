@@ -1,0 +1,169 @@
+package main_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/internal/loghub"
+)
+
+// TestProduceCountsKeyedLinesAndWarnsWhenTheKeyRegexMatchesNone ensures
+// produce --key-regex ends by saying how many lines it keyed and how many
+// went without a key (the OpenSSH sample: 266 of its 2,000 lines carry no
+// IP address), and that an expression matching no line gets a warning that
+// names it, while the records are still appended; without --key-regex it
+// prints nothing.
+func TestProduceCountsKeyedLinesAndWarnsWhenTheKeyRegexMatchesNone(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(loghub.Dir(t), "OpenSSH_2k.log"))
+	require.NoError(t, err)
+	dir := newLog(t, "ssh", 3)
+	ip := `(\d+\.\d+\.\d+\.\d+)`
+
+	r := strom(t, data, "--dir", dir, "produce", "ssh", "--key-regex", ip)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "strom: produce: 2000 lines: 1734 keyed by --key-regex, 266 without a key (round-robin)\n", string(r.stderr))
+
+	r = strom(t, data, "--dir", dir, "produce", "ssh", "--key-regex", `sshd\[(\d+)\]x`)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "strom: produce: 2000 lines: 0 keyed by --key-regex, 2000 without a key (round-robin)\n"+
+		`strom: warning: --key-regex "sshd\\[(\\d+)\\]x" matched no line of 2000: no record has a key, all went round-robin`+"\n", string(r.stderr))
+
+	r = strom(t, []byte("a\nb\n"), "--dir", dir, "produce", "ssh", "--key-regex", "z", "--partition", "1")
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "2 without a key (to partition 1)")
+	assert.Contains(t, string(r.stderr), `warning: --key-regex "z" matched no line of 2`)
+
+	r = strom(t, data, "--dir", dir, "produce", "ssh")
+	require.Equal(t, 0, r.code)
+	assert.Empty(t, r.stderr, "no --key-regex: nothing to count")
+	assert.Contains(t, string(ok(t, nil, "--dir", dir, "topics", "describe", "ssh", "--json")), `"nextOffset"`)
+}
+
+// sshTime is the time of an OpenSSH_2k.log line ("Dec 10 06:55:46 ..."),
+// parsed here as the test's own reference, in 2015 (the sample's year),
+// UTC.
+func sshTime(t *testing.T, line string) int64 {
+	t.Helper()
+	ts, err := time.Parse(time.Stamp, line[:15])
+	require.NoError(t, err, "line %q", line)
+	return ts.AddDate(2015, 0, 0).UnixMilli()
+}
+
+// TestProduceTimestampRegexStampsRecordsWithTheTimeOfTheirLine ensures
+// produce --timestamp-regex gives every record of the OpenSSH sample the
+// time of its line (syslog layout, --timestamp-year 2015, UTC) instead of the
+// time of ingestion, and that consume --from TIME then starts at the first
+// line at or after TIME.
+func TestProduceTimestampRegexStampsRecordsWithTheTimeOfTheirLine(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(loghub.Dir(t), "OpenSSH_2k.log"))
+	require.NoError(t, err)
+	dir := newLog(t, "ssh", 1)
+	r := strom(t, data, "--dir", dir, "produce", "ssh",
+		"--timestamp-regex", `^(\w{3} [ \d]\d \d\d:\d\d:\d\d) `, "--timestamp-format", "syslog", "--timestamp-year", "2015")
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "strom: produce: 2000 lines: 2000 with the time of their line\n", string(r.stderr))
+
+	recs := parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ssh", "--format", "json"))
+	require.Len(t, recs, 2000)
+	for i, rec := range recs {
+		require.Equal(t, sshTime(t, *rec.Value), rec.Timestamp, "record %d: %q", i, *rec.Value)
+	}
+	first, last := recs[0].Timestamp, recs[len(recs)-1].Timestamp
+	require.Less(t, first, last, "the sample spans some time")
+
+	// A time between the first and the last line, not on a line's second:
+	// --from starts at the first record at or after it.
+	from := time.UnixMilli(first + (last-first)/2 + 500).UTC()
+	want := -1
+	for i, rec := range recs {
+		if rec.Timestamp >= from.UnixMilli() {
+			want = i
+			break
+		}
+	}
+	require.Greater(t, want, 0)
+	got := parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ssh", "--format", "json", "--from", from.Format(time.RFC3339Nano), "--max", "1"))
+	require.Len(t, got, 1)
+	assert.Equal(t, int64(want), got[0].Offset, "--from %s", from.Format(time.RFC3339Nano))
+	assert.Equal(t, *recs[want].Value, *got[0].Value)
+}
+
+// TestProduceTimestampOnErrorFailsSkipsOrIngests ensures a line whose time
+// is not found or does not parse stops produce by default with an error
+// naming its line number and text, the lines before it appended; that
+// --timestamp-on-error skip leaves such lines out and ingest keeps them at
+// the time of ingestion, each counted on stderr; and that bad
+// --timestamp-* flags are usage errors naming the flag.
+func TestProduceTimestampOnErrorFailsSkipsOrIngests(t *testing.T) {
+	t.Parallel()
+	in := []byte("2020-01-01T00:00:00Z a\r\n2020-01-01T00:00:01Z b\r\ngarbage c\r\nnospace\r\n2020-01-01T00:00:02Z e\r\n")
+	stamp := func(s string) int64 { ts, _ := time.Parse(time.RFC3339, s); return ts.UnixMilli() }
+	args := func(dir string, more ...string) []string {
+		return append([]string{"--dir", dir, "produce", "ev", "--timestamp-regex", `^(\S+) `}, more...)
+	}
+
+	dir := newLog(t, "ev", 1)
+	r := strom(t, in, args(dir)...)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), `strom: stdin line 3: time text "garbage" does not parse as --timestamp-format rfc3339: parsing time "garbage"`)
+	assert.Contains(t, string(r.stderr), "(the lines before it were appended;")
+	recs := parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
+	require.Len(t, recs, 2, "the two lines before the bad one")
+	assert.Equal(t, stamp("2020-01-01T00:00:01Z"), recs[1].Timestamp)
+
+	r = strom(t, []byte("nospace\n"), args(dir)...)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), `strom: stdin line 1: --timestamp-regex "^(\\S+) " does not match the line "nospace" (nothing was appended;`)
+
+	dir = newLog(t, "ev", 1)
+	r = strom(t, in, args(dir, "--timestamp-on-error", "skip")...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "strom: produce: 5 lines: 3 with the time of their line, 2 skipped (--timestamp-on-error skip)\n"+
+		`strom: warning: 2 line(s) without a time --timestamp-regex and --timestamp-format read; the first: stdin line 3: time text "garbage" does not parse`,
+		string(r.stderr[:bytes.LastIndex(r.stderr, []byte(" as --timestamp-format"))]))
+	recs = parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
+	require.Len(t, recs, 3)
+	for i, want := range []string{"2020-01-01T00:00:00Z a", "2020-01-01T00:00:01Z b", "2020-01-01T00:00:02Z e"} {
+		assert.Equal(t, want, *recs[i].Value)
+		assert.Equal(t, stamp(strings.Fields(want)[0]), recs[i].Timestamp)
+	}
+
+	dir = newLog(t, "ev", 1)
+	before := time.Now().UnixMilli()
+	r = strom(t, in, args(dir, "--timestamp-on-error", "ingest")...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "strom: produce: 5 lines: 3 with the time of their line, 2 at the time of ingestion (--timestamp-on-error ingest)\n")
+	recs = parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
+	require.Len(t, recs, 5)
+	assert.Equal(t, stamp("2020-01-01T00:00:02Z"), recs[4].Timestamp)
+	for _, i := range []int{2, 3} {
+		assert.GreaterOrEqual(t, recs[i].Timestamp, before, "record %d %q keeps the time of ingestion", i, *recs[i].Value)
+	}
+
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{args(dir, "--timestamp-on-error", "drop"), `--timestamp-on-error "drop": want fail, skip or ingest`},
+		{args(dir, "--timestamp-format", "yyyy-MM-dd"), `--timestamp-format "yyyy-MM-dd": not a Go time layout`},
+		{args(dir, "--timestamp-format", "15:04:05"), "has no day of the month"},
+		{args(dir, "--timestamp-location", "Mars/Olympus"), `--timestamp-location "Mars/Olympus"`},
+		{args(dir, "--timestamp-year", "-1"), "--timestamp-year -1"},
+		{args(dir, "--format", "json"), "--timestamp-regex applies to raw input only"},
+		{[]string{"--dir", dir, "produce", "ev", "--timestamp-regex", `^\S+`}, "needs a capture group"},
+		{[]string{"--dir", dir, "produce", "ev", "--timestamp-format", "unix"}, "--timestamp-format needs --timestamp-regex"},
+	} {
+		r := strom(t, in, c.args...)
+		assert.Equal(t, 2, r.code, "%q: %s", c.args, r.stderr)
+		assert.Contains(t, string(r.stderr), c.msg, "%q", c.args)
+	}
+}
