@@ -40,3 +40,40 @@ func TestTopicsDescribeShowsTheTopicID(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "ev", "topic.json"), []byte(`{"version":1,"name":"ev","partitions":1}`+"\n"), 0o644))
 	assert.Contains(t, string(ok(t, nil, "--dir", dir, "topics", "describe", "ev")), "topic ev: ID none, 1 partition(s)")
 }
+
+// TestPositionsNotesAPositionOfATopicCreatedAgain ensures positions set
+// saves the topic's ID with the position, and that positions, once the
+// topic was deleted and created again, names both IDs and says the
+// consumer resumes at the log start offset rather than at the position.
+func TestPositionsNotesAPositionOfATopicCreatedAgain(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "ev", 1)
+	state := t.TempDir()
+	ok(t, []byte("a\nb\nc\nd\ne\n"), "--dir", dir, "produce", "ev")
+	ok(t, nil, "--dir", dir, "positions", "set", "--state", state, "ev", "0", "3")
+	b, err := os.ReadFile(filepath.Join(state, "ev-0.position"))
+	require.NoError(t, err)
+	var saved struct{ TopicID string }
+	require.NoError(t, json.Unmarshal(b, &saved))
+	require.Len(t, saved.TopicID, 22, "positions set saves the topic ID: %s", b)
+
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "ev")))
+	ok(t, nil, "--dir", dir, "topics", "create", "ev")
+	ok(t, []byte("x\ny\nz\nw\nv\nu\n"), "--dir", dir, "produce", "ev")
+	var rows []struct {
+		TopicID      string
+		Position     int64
+		ResumeOffset *int64
+		Lag          *int64
+		Note         string
+	}
+	require.NoError(t, json.Unmarshal(ok(t, nil, "--dir", dir, "positions", "--state", state, "--json"), &rows))
+	require.Len(t, rows, 1)
+	r := rows[0]
+	assert.Equal(t, saved.TopicID, r.TopicID)
+	require.NotNil(t, r.ResumeOffset)
+	assert.Equal(t, int64(0), *r.ResumeOffset, "not the saved 3")
+	assert.Equal(t, int64(6), *r.Lag)
+	assert.Contains(t, r.Note, "saved against topic ID "+saved.TopicID)
+	assert.Contains(t, r.Note, "deleted and created again")
+}
