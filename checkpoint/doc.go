@@ -16,6 +16,14 @@
 // that is below the saved offset, so records appended at offsets reused after
 // a crash recovery are handled, not skipped.
 //
+// It carries the identity of the topic too ([TopicID], Kafka's topic ID of
+// KIP-516; log.Topic.ID): a topic deleted and created again under the same
+// name has another ID, and its offsets count other records, so a source
+// resuming from a position of the old topic does not trust the offset (see
+// source.ErrTopicRecreated) where it would otherwise skip the new topic's
+// first records. A position without a topic ID (saved before topic IDs, or
+// by a source without them) is trusted as it is.
+//
 // strom saves a position only after every record below it has been completely
 // handled (see package stream), which makes delivery at-least-once: a crash
 // between handling a record and saving its position replays it, and nothing is
@@ -31,14 +39,22 @@
 // so a name can never leave the directory; any other name is rejected with
 // [ErrInvalidTopic], and so is a topic so long that its file name would pass
 // the 255-byte file-name limit of common filesystems (topics up to 235 bytes
-// always fit). The file holds one line of JSON and a newline:
+// always fit). The file holds one line of JSON and a newline; version 1 for
+// a position without a topic ID, version 2 for one with:
 //
 //	{"version":1,"topic":"events","partition":0,"position":41,"epoch":2}
+//	{"version":2,"topic":"events","partition":0,"position":41,"epoch":2,"topicId":"ZtbcOJ8_SA-ji9PcQpfNBw"}
 //
-// Load reads it strictly: exactly the bytes Save writes (epoch may be
-// absent, and then reads as [NoEpoch]; no spaces, no duplicate or
-// differently cased keys), optionally followed by one newline, version 1, the topic and partition of the file
-// name, a position >= 0 and an epoch >= -1. Anything else (an empty
+// A position without a topic ID keeps version 1, the format of versions of
+// strom before topic IDs, which can then still read it; they refuse a
+// version 2 file (corrupt: its version). Load reads both strictly: exactly
+// the bytes Save writes (in version 1 epoch may be absent, and then reads
+// as [NoEpoch]; no spaces, no duplicate or differently cased keys),
+// optionally followed by one newline, the topic and partition of the file
+// name, a position >= 0, an epoch >= -1, and in version 2 a topic ID of 22
+// characters of unpadded URL-safe base64 (see [TopicID]); a version 1 file
+// loads with the zero TopicID, unknown, which a source trusts as positions
+// were trusted before topic IDs. Anything else (an empty
 // file, NUL bytes left by a crash, truncated JSON, a file of another topic) is
 // an error wrapping [ErrCorrupt] and naming the file:
 //

@@ -16,12 +16,19 @@ import (
 	"syscall"
 )
 
-// fileVersion is the format version written into every position file. Load
-// accepts no other.
-const fileVersion = 1
+// fileVersion is the format version of a position file without a topic ID,
+// and fileVersionTopicID that of one with ("topicId"): Save writes version
+// 1 for a position without a topic ID, so such a file stays readable by
+// versions of strom before topic IDs, and version 2 for one with, which
+// they refuse by its version (ErrCorrupt) rather than by an unknown field.
+// Load accepts both, and no other.
+const (
+	fileVersion        = 1
+	fileVersionTopicID = 2
+)
 
 // maxFileBytes bounds how much of a position file Load reads. A valid file is
-// under 330 bytes (a 249-byte topic plus the JSON around it); anything longer
+// under 370 bytes (a 249-byte topic plus the JSON around it); anything longer
 // is corrupt, and the bound keeps a damaged file from being read whole.
 const maxFileBytes = 4096
 
@@ -292,13 +299,15 @@ func tempPattern(name string) string {
 }
 
 // fileRecord is the JSON content of a position file. encoding/json keeps the
-// field order, so the file reads version, topic, partition, position, epoch.
+// field order, so the file reads version, topic, partition, position, epoch
+// and, in version 2 only, topicId.
 type fileRecord struct {
-	Version   int    `json:"version"`
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Position  int64  `json:"position"`
-	Epoch     int32  `json:"epoch"`
+	Version   int     `json:"version"`
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Position  int64   `json:"position"`
+	Epoch     int32   `json:"epoch"`
+	TopicID   TopicID `json:"topicId,omitzero"`
 }
 
 // fileRecordIn is fileRecord as Load decodes it: pointers, so that a missing
@@ -308,16 +317,22 @@ type fileRecordIn struct {
 	Topic     *string `json:"topic"`
 	Partition *int32  `json:"partition"`
 	Position  *int64  `json:"position"`
-	Epoch     *int32  `json:"epoch"` // optional: absent reads as NoEpoch
+	Epoch     *int32  `json:"epoch"`   // optional in version 1: absent reads as NoEpoch
+	TopicID   *string `json:"topicId"` // version 2 only, and there required
 }
 
 // encodePosition returns the content of a position file: one JSON object and
 // a newline.
 func encodePosition(topic string, partition int32, position Position) []byte {
-	data, err := json.Marshal(fileRecord{Version: fileVersion, Topic: topic, Partition: partition,
-		Position: position.Offset, Epoch: position.Epoch})
+	version := fileVersion
+	if !position.TopicID.IsZero() {
+		version = fileVersionTopicID
+	}
+	data, err := json.Marshal(fileRecord{Version: version, Topic: topic, Partition: partition,
+		Position: position.Offset, Epoch: position.Epoch, TopicID: position.TopicID})
 	if err != nil {
-		// Marshalling a struct of an int, a string and two integers cannot fail.
+		// Marshalling a struct of integers, a string and an ID (whose
+		// MarshalText never fails) cannot fail.
 		panic("checkpoint: encode position: " + err.Error())
 	}
 	return append(data, '\n')
@@ -356,8 +371,14 @@ func decodePosition(data []byte, topic string, partition int32) (Position, error
 		return Position{}, errors.New(`missing field "partition"`)
 	case rec.Position == nil:
 		return Position{}, errors.New(`missing field "position"`)
-	case *rec.Version != fileVersion:
-		return Position{}, fmt.Errorf("version %d, want %d", *rec.Version, fileVersion)
+	case *rec.Version != fileVersion && *rec.Version != fileVersionTopicID:
+		return Position{}, fmt.Errorf("version %d, want %d or %d", *rec.Version, fileVersion, fileVersionTopicID)
+	case *rec.Version == fileVersion && rec.TopicID != nil:
+		return Position{}, fmt.Errorf(`field "topicId" in a version %d file (only version %d has one)`, fileVersion, fileVersionTopicID)
+	case *rec.Version == fileVersionTopicID && rec.TopicID == nil:
+		return Position{}, fmt.Errorf(`missing field "topicId" (version %d)`, fileVersionTopicID)
+	case *rec.Version == fileVersionTopicID && rec.Epoch == nil:
+		return Position{}, fmt.Errorf(`missing field "epoch" (version %d)`, fileVersionTopicID)
 	case *rec.Topic != topic:
 		return Position{}, fmt.Errorf("topic %q, want %q", *rec.Topic, topic)
 	case *rec.Partition != partition:
@@ -371,9 +392,20 @@ func decodePosition(data []byte, topic string, partition int32) (Position, error
 	if rec.Epoch != nil {
 		p.Epoch = *rec.Epoch
 	}
+	if rec.TopicID != nil {
+		id, err := ParseTopicID(*rec.TopicID)
+		if err != nil {
+			return Position{}, err
+		}
+		if id.IsZero() {
+			return Position{}, errors.New(`empty "topicId" (a position without one is written as version 1)`)
+		}
+		p.TopicID = id
+	}
 	// encoding/json forgives duplicate keys and matches keys without regard
 	// to case; a position file must be exactly what Save writes (epoch
-	// optional), so anything else was not written by Save and is corrupt.
+	// optional in version 1), so anything else was not written by Save and
+	// is corrupt.
 	body := bytes.TrimSuffix(data, []byte("\n"))
 	canonical := bytes.TrimSuffix(encodePosition(topic, partition, p), []byte("\n"))
 	if rec.Epoch == nil {

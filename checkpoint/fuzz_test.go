@@ -23,13 +23,20 @@ import (
 var fuzzBigLengths = []uint64{1 << 20, 1 << 28, 1<<31 - 1, 1<<32 - 16, math.MaxUint64}
 
 // FuzzDecodePosition ensures that decodePosition never panics and accepts
-// only exactly what Save writes for the topic-partition (epoch optional,
-// trailing newline optional), and that FileStore.Load of the same bytes
+// only exactly what Save writes for the topic-partition (version 1 without
+// a topic ID, its epoch optional; version 2 with one; trailing newline
+// optional), and that FileStore.Load of the same bytes
 // gives the same position, or an error wrapping ErrCorrupt naming the file.
 func FuzzDecodePosition(f *testing.F) {
 	f.Add(encodePosition("events", 0, Position{Offset: 42, Epoch: 3}), int32(0))
 	f.Add(encodePosition("events", 7, Position{Offset: 0, Epoch: NoEpoch}), int32(7))
 	f.Add([]byte(`{"version":1,"topic":"events","partition":0,"position":42}`), int32(0))
+	f.Add(encodePosition("events", 3, Position{Offset: 42, Epoch: 3, TopicID: TopicID{0x66, 0xd6, 0xdc, 0x38, 0x9f, 0x3f, 0x48, 0x0f, 0xa3, 0x8b, 0xd3, 0xdc, 0x42, 0x97, 0xcd, 0x07}}), int32(3))
+	f.Add([]byte(`{"version":2,"topic":"events","partition":0,"position":42,"epoch":3,"topicId":"ZtbcOJ8_SA-ji9PcQpfNBw"}`), int32(0))
+	f.Add([]byte(`{"version":2,"topic":"events","partition":0,"position":42,"epoch":3}`), int32(0))
+	f.Add([]byte(`{"version":2,"topic":"events","partition":0,"position":42,"topicId":"ZtbcOJ8_SA-ji9PcQpfNBw"}`), int32(0))
+	f.Add([]byte(`{"version":2,"topic":"events","partition":0,"position":42,"epoch":3,"topicId":""}`), int32(0))
+	f.Add([]byte(`{"version":1,"topic":"events","partition":0,"position":42,"epoch":3,"topicId":"ZtbcOJ8_SA-ji9PcQpfNBw"}`), int32(0))
 	f.Add([]byte(`{"version":1,"topic":"events","partition":0,"position":42,"epoch":-2}`), int32(0))
 	f.Add([]byte(`{"version":1,"topic":"events","partition":0,"position":42,"Position":43}`), int32(0))
 	f.Add([]byte(`{"version":1,"topic":"events","partition":0,"position":4`), int32(0))

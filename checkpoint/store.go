@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strom-dev/strom/internal/topicid"
 	"github.com/strom-dev/strom/internal/topicname"
 )
 
@@ -12,12 +13,26 @@ import (
 // identities), or by hand.
 const NoEpoch int32 = -1
 
+// TopicID is a topic's identity, the same type as log.TopicID: Kafka's
+// topic ID (KIP-516), 16 random bytes drawn when the topic is created,
+// written as 22 characters of unpadded URL-safe base64 (String; parse with
+// ParseTopicID). The zero TopicID (IsZero) means unknown.
+type TopicID = topicid.ID
+
+// ParseTopicID parses the text of a TopicID (what its String returns; ""
+// is the zero ID). Other text is an error quoting it.
+func ParseTopicID(s string) (TopicID, error) { return topicid.Parse(s) }
+
 // Position is what a checkpoint stores for one topic-partition: where the
-// consumer reads next, and the epoch of the last record it handled. The pair
-// is Kafka's (offset, leader epoch) of KIP-320: a source resuming from it
+// consumer reads next, the epoch of the last record it handled, and the
+// identity of the topic the offset counts records of. The first two are
+// Kafka's (offset, leader epoch) of KIP-320: a source resuming from it
 // asks the log where that epoch ended, and resumes there when the epoch
 // ended below Offset (the records it had "passed" were cut by a crash
-// recovery and the offsets reused), so no record is skipped.
+// recovery and the offsets reused), so no record is skipped. The topic ID
+// tells a position of a topic deleted and created again under the same
+// name, whose offsets count other records, from one of the topic as it is
+// (see source.ErrTopicRecreated).
 type Position struct {
 	// Offset is the next offset to read: one past the last record handled,
 	// never the last record handled itself.
@@ -27,17 +42,28 @@ type Position struct {
 	// of the file there instead, which names the file identity the offset
 	// counts lines of.
 	Epoch int32
+	// TopicID is the identity of the topic the position was read from
+	// (log.Topic.ID), set by the pipeline from its source; the zero ID
+	// when unknown (a position saved before topic IDs, by a source of
+	// another kind, or by hand), and then the position is trusted as it
+	// is.
+	TopicID TopicID
 }
 
 // At returns the Position of offset with no epoch.
 func At(offset int64) Position { return Position{Offset: offset, Epoch: NoEpoch} }
 
-// String formats p as "offset 42 (epoch 3)" or "offset 42".
+// String formats p as "offset 42 (epoch 3)" or "offset 42", followed by
+// " of topic ID ZtbcOJ8_SA-ji9PcQpfNBw" when p has a topic ID.
 func (p Position) String() string {
-	if p.Epoch < 0 {
-		return fmt.Sprintf("offset %d", p.Offset)
+	s := fmt.Sprintf("offset %d", p.Offset)
+	if p.Epoch >= 0 {
+		s = fmt.Sprintf("offset %d (epoch %d)", p.Offset, p.Epoch)
 	}
-	return fmt.Sprintf("offset %d (epoch %d)", p.Offset, p.Epoch)
+	if !p.TopicID.IsZero() {
+		s += " of topic ID " + p.TopicID.String()
+	}
+	return s
 }
 
 // Store keeps a consumer's position (the NEXT offset to read, with the

@@ -112,10 +112,11 @@ type PartitionTracker struct {
 	ring    []slot
 	base    int64
 	end     int64
-	started bool  // anything begun since creation
-	moved   bool  // the position advanced at least once
-	epoch   int32 // epoch of the record at base-1; NoEpoch when unknown
-	begun   int64 // records begun since creation, for Progress
+	started bool    // anything begun since creation
+	moved   bool    // the position advanced at least once
+	epoch   int32   // epoch of the record at base-1; NoEpoch when unknown
+	begun   int64   // records begun since creation, for Progress
+	topicID TopicID // SetTopicID: saved with the position; zero when unknown
 
 	// owing counts the slots that owe completions; abandoned those of
 	// them given up by Abandon. A revoked tracker is settled when they
@@ -405,7 +406,18 @@ func (p *PartitionTracker) Position() (pos Position, ok bool) {
 	if !p.moved {
 		return Position{}, false
 	}
-	return Position{Offset: p.base, Epoch: p.epoch}, true
+	return Position{Offset: p.base, Epoch: p.epoch, TopicID: p.topicID}, true
+}
+
+// SetTopicID sets the topic ID that Position returns with the offset: the
+// identity of the topic whose records the tracker counts (log.Topic.ID), so
+// a checkpoint of this position is not trusted on a topic created again
+// under the same name. The pipeline sets it from its source (see
+// stream.TopicIdentifier); by default it is the zero ID, unknown.
+func (p *PartitionTracker) SetTopicID(id TopicID) {
+	p.mu.Lock()
+	p.topicID = id
+	p.mu.Unlock()
 }
 
 // Progress returns, for metrics, the lowest offset not yet finished (the

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strom-dev/strom/internal/topicid"
 	"github.com/strom-dev/strom/internal/topicname"
 )
 
@@ -130,7 +131,7 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 	m, err := loadTopicMeta(name, tdir)
 	switch {
 	case errors.Is(err, ErrUnknownTopic):
-		m = topicMeta{Version: 1, Name: name, Partitions: partitions}
+		m = topicMeta{Version: 1, Name: name, Partitions: partitions, ID: topicid.New()}
 		topts.applyTo(&m)
 		if err := writeTopicMeta(tdir, m); err != nil {
 			unlockTopic(lock)
@@ -142,7 +143,10 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 	case m.Partitions != partitions:
 		unlockTopic(lock)
 		return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, m.Partitions, partitions)
-	case topts.applyTo(&m):
+	case topts.applyTo(&m) || m.ID.IsZero():
+		if m.ID.IsZero() {
+			m.ID = topicid.New() // a topic of a version before IDs (assignID)
+		}
 		if err := writeTopicMeta(tdir, m); err != nil {
 			unlockTopic(lock)
 			return nil, err
@@ -221,6 +225,9 @@ func (l *Log) openTopic(name string, lock bool) (*Topic, error) {
 		}
 	}
 	m, err := loadTopicMeta(name, tdir)
+	if err == nil && lf != nil {
+		err = assignID(tdir, &m)
+	}
 	if err != nil {
 		if lf != nil {
 			unlockTopic(lf)

@@ -9,8 +9,8 @@
 // publisher, a test); otherwise a missing directory fails Open with
 // ErrNoLog, so a mistyped path is reported at once instead of becoming an
 // empty log whose topics stay unknown. A topic folder holds
-// topic.json (name and partition count, fixed at creation, and the optional
-// retention policy, see "Retention"), writer.lock
+// topic.json (name and partition count, fixed at creation, the topic's ID,
+// and the optional retention policy, see "Retention"), writer.lock
 // (held with flock by the one process that writes the topic; it contains
 // that process's pid) and one folder per partition, named by its number.
 // A partition folder holds its segments, each named by the offset of its
@@ -245,6 +245,29 @@
 // Reader does the same between batches. A position above the end of the
 // current epoch is ErrOffsetOutOfRange, never a silent jump.
 //
+// # Topic IDs
+//
+// Epochs count within one topic; a topic deleted (its folder removed) and
+// created again under the same name starts again at offset 0 and epoch 0,
+// and a consumer's saved (position, epoch) would pass as valid once the new
+// topic holds more records, skipping its first ones. So every topic has an
+// identity, Kafka's topic ID (KIP-516): 16 random bytes drawn by
+// CreateTopic and stored in topic.json ("id", 22 characters of unpadded
+// URL-safe base64, as Kafka prints them), returned by Topic.ID and saved
+// with every checkpointed position (checkpoint.Position.TopicID), so a
+// source resuming from a position of another incarnation of the topic
+// notices it (source.ErrTopicRecreated).
+//
+// A topic created by a version of strom before topic IDs has no "id": it
+// opens as before, with the zero TopicID (unknown, not checked), until a
+// process opens it for writing (its first append, LockWriter, WriteTopic or
+// CreateTopic), which draws an ID and rewrites topic.json with it
+// (temporary file, fsync, rename, directory fsync). A reader that opened
+// the topic before goes on seeing the zero ID until it opens the topic
+// again. Versions of strom before topic IDs refuse a topic.json with an
+// "id" (ErrCorruptMetadata: an unknown field), as they refuse one with a
+// retention bound.
+//
 // # Durability
 //
 // What an append promises when it returns is its ack policy: WithAck sets
@@ -381,10 +404,9 @@
 // as options and stores them in topic.json beside the partition count:
 //
 //	lg.CreateTopic("events", 3, log.RetentionBytes(1<<30), log.Retention(7*24*time.Hour))
-//	{"version":1,"name":"events","partitions":3,"retentionBytes":1073741824,"retentionMs":604800000}
+//	{"version":1,"name":"events","partitions":3,"retentionBytes":1073741824,"retentionMs":604800000,"id":"ZtbcOJ8_SA-ji9PcQpfNBw"}
 //
-// Both fields are optional; absent or -1 means unlimited, the default, and a
-// topic without bounds keeps the topic.json of the first format. Calling
+// Both fields are optional; absent or -1 means unlimited, the default. Calling
 // CreateTopic again on an existing topic with either option replaces that
 // bound (the file is rewritten: temporary file, fsync, rename, directory
 // fsync); options not given keep their stored value.

@@ -113,10 +113,14 @@ func FuzzLoadRecoveryPoint(f *testing.F) {
 // FuzzLoadTopicMeta ensures that loadTopicMeta never panics, that a
 // topic.json it does not accept is ErrCorruptMetadata naming it, and that
 // what it accepts names the topic, has a partition count in range, and
-// writes and loads back the same.
+// writes and loads back the same (its ID too, or no ID for one without).
 func FuzzLoadTopicMeta(f *testing.F) {
 	f.Add([]byte(fuzzTopicMeta))
 	f.Add([]byte(`{"version":1,"name":"events","partitions":3,"retentionBytes":1024,"retentionMs":-1,"timestampType":"LogAppendTime"}`))
+	f.Add([]byte(`{"version":1,"name":"events","partitions":2,"id":"ZtbcOJ8_SA-ji9PcQpfNBw"}`))
+	f.Add([]byte(`{"version":1,"name":"events","partitions":2,"id":""}`))
+	f.Add([]byte(`{"version":1,"name":"events","partitions":2,"id":"AAAAAAAAAAAAAAAAAAAAAA"}`))
+	f.Add([]byte(`{"version":1,"name":"events","partitions":2,"id":"ZtbcOJ8_SA-ji9PcQpfNBw=="}`))
 	f.Add([]byte(`{"version":1,"name":"other","partitions":1}`))
 	f.Add([]byte(`{"version":1,"name":"events","partitions":0}`))
 	f.Add([]byte(`{"version":1,"name":"events","partitions":1,"extra":true}`))

@@ -372,14 +372,14 @@ func TestTopicJSONStoresRetentionAndReadsTheFirstFormat(t *testing.T) {
 	require.NoError(t, err)
 	b, err := os.ReadFile(meta)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2}`, string(b))
+	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2,"id":"`+tp.ID().String()+`"}`, string(b))
 	assert.Equal(t, log.RetentionPolicy{Bytes: -1, Age: -1}, tp.Retention())
 
 	_, err = lg.CreateTopic("events", 2, log.RetentionBytes(4096), log.Retention(90*time.Minute))
 	require.NoError(t, err)
 	b, err = os.ReadFile(meta)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2,"retentionBytes":4096,"retentionMs":5400000}`, string(b))
+	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2,"retentionBytes":4096,"retentionMs":5400000,"id":"`+tp.ID().String()+`"}`, string(b))
 	assert.Equal(t, log.RetentionPolicy{Bytes: 4096, Age: 90 * time.Minute}, tp.Retention())
 
 	_, err = lg.CreateTopic("events", 2, log.Retention(-1))

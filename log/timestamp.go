@@ -104,8 +104,8 @@ func (tt TimestampType) valid() bool { return tt == CreateTime || tt == LogAppen
 
 // WithTimestampType sets the topic's timestamp type (CreateTime, the
 // default, or LogAppendTime). It is stored in the topic's topic.json
-// ("timestampType":"LogAppendTime"; absent means CreateTime, so a topic of
-// create time keeps the topic.json of earlier versions) and survives
+// ("timestampType":"LogAppendTime"; absent means CreateTime, the form of
+// versions before the option) and survives
 // reopening. Given to CreateTopic of an existing topic, it replaces the
 // stored value; appends in flight use the type they started with. An
 // unknown type fails CreateTopic.
@@ -123,9 +123,11 @@ func (t *Topic) TimestampType() TimestampType {
 }
 
 // storeMeta makes the options stored in m those of the open topic: its
-// retention policy and its timestamp type.
+// retention policy and its timestamp type; and its ID.
 func (t *Topic) storeMeta(m topicMeta) {
 	t.retention.store(m)
+	id := m.ID
+	t.id.Store(&id)
 	tt := int32(CreateTime)
 	if m.TimestampType == LogAppendTime.String() {
 		tt = int32(LogAppendTime)

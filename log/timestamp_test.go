@@ -213,7 +213,7 @@ func TestLogAppendTimeStoresTheWritersClock(t *testing.T) {
 	assert.Equal(t, log.LogAppendTime, tp.TimestampType())
 	b, err := os.ReadFile(meta)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2,"timestampType":"LogAppendTime"}`, string(b))
+	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2,"timestampType":"LogAppendTime","id":"`+tp.ID().String()+`"}`, string(b))
 
 	p, err := tp.Partition(0)
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func TestLogAppendTimeStoresTheWritersClock(t *testing.T) {
 	assert.Equal(t, log.CreateTime, tp.TimestampType())
 	b, err = os.ReadFile(meta)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2}`, string(b))
+	assert.JSONEq(t, `{"version":1,"name":"events","partitions":2,"id":"`+tp.ID().String()+`"}`, string(b))
 	_, err = p.Append(ctx, log.Record{Value: val(6), Timestamp: ahead})
 	require.ErrorIs(t, err, log.ErrTimestampAhead, "create time again: the bound applies")
 

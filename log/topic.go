@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/strom-dev/strom/internal/topicid"
 )
 
 // Topic is a named set of partitions, fixed in number at creation. It is
@@ -24,14 +26,15 @@ type Topic struct {
 	dir         string
 	partitions  []*Partition
 	partitioner Partitioner
-	retention   topicRetention // retention.go
+	retention   topicRetention          // retention.go
+	id          atomic.Pointer[TopicID] // from topic.json (storeMeta); nil until stored
 
 	lockMu sync.Mutex  // serialises LockWriter and close
 	lock   *os.File    // the writer lock; nil until taken (LockWriter)
 	locked atomic.Bool // lock is held and every partition is a writer
 }
 
-// topicMetaFile holds the topic's name and partition count, written at
+// topicMetaFile holds the topic's name, partition count and ID, written at
 // creation, and its retention policy, rewritten when CreateTopic changes it
 // (temporary file, fsync, rename, directory fsync).
 const topicMetaFile = "topic.json"
@@ -46,14 +49,58 @@ type topicMeta struct {
 	Partitions int    `json:"partitions"`
 	// RetentionBytes and RetentionMs are the retention policy (Kafka's
 	// retention.bytes and retention.ms); absent or negative means
-	// unlimited. Only a topic with a bound writes them, so a topic without
-	// one stays readable by versions that predate retention.
+	// unlimited. Only a topic with a bound writes them.
 	RetentionBytes *int64 `json:"retentionBytes,omitempty"`
 	RetentionMs    *int64 `json:"retentionMs,omitempty"`
 	// TimestampType is "LogAppendTime" for a topic of log append time
 	// (WithTimestampType); absent (empty) means CreateTime, so a topic of
 	// create time keeps the topic.json of versions before the field.
 	TimestampType string `json:"timestampType,omitempty"`
+	// ID is the topic's identity (Topic.ID), written at creation; absent
+	// (zero) in a topic created by a version before IDs, until a writer
+	// opens it (assignID).
+	ID TopicID `json:"id,omitzero"`
+}
+
+// TopicID is a topic's identity, Kafka's topic ID (KIP-516): 16 random
+// bytes (a version 4 UUID) drawn when the topic is created and kept in its
+// topic.json ("id", 22 characters of unpadded URL-safe base64, as Kafka
+// prints topic IDs: String). A topic deleted and created again under the
+// same name gets another ID, so a position saved against the old topic
+// (checkpoint.Position.TopicID, the same type) is told apart from one of
+// the new, whose offsets count other records. The zero TopicID (IsZero)
+// means unknown.
+type TopicID = topicid.ID
+
+// ParseTopicID parses the text of a TopicID (what its String returns, 22
+// characters of unpadded URL-safe base64; "" is the zero ID). Other text is
+// an error quoting it.
+func ParseTopicID(s string) (TopicID, error) { return topicid.Parse(s) }
+
+// ID returns the topic's identity (see TopicID), stored in its topic.json
+// when it was created. A topic created by a version of strom before topic
+// IDs has none until a process opens it for writing (LockWriter,
+// CreateTopic, WriteTopic), which draws one and stores it; until then, and
+// in a process that opened it for reading before that, ID returns the zero
+// TopicID: unknown. It never changes otherwise while the topic is open.
+func (t *Topic) ID() TopicID {
+	if id := t.id.Load(); id != nil {
+		return *id
+	}
+	return TopicID{}
+}
+
+// assignID gives a topic that has no ID (created by a version before topic
+// IDs) a new one and rewrites its topic.json, so positions saved from now
+// on carry it. The caller holds the topic's writer lock. Versions of strom
+// before topic IDs refuse a topic.json with an ID (ErrCorruptMetadata: an
+// unknown field), as they refuse one with a retention bound.
+func assignID(tdir string, m *topicMeta) error {
+	if !m.ID.IsZero() {
+		return nil
+	}
+	m.ID = topicid.New()
+	return writeTopicMeta(tdir, *m)
 }
 
 func readTopicMeta(name, tdir string) (int, error) {
@@ -201,6 +248,9 @@ func (t *Topic) LockWriter() error {
 		// The writer before may have changed the options (retention,
 		// timestamp type) since the topic was opened for reading.
 		m, err := loadTopicMeta(t.name, t.dir)
+		if err == nil {
+			err = assignID(t.dir, &m)
+		}
 		if err != nil {
 			return err
 		}

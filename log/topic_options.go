@@ -57,8 +57,7 @@ func Retention(d time.Duration) TopicOption {
 }
 
 // applyTo stores the given options in m and reports whether m changed.
-// Unlimited is stored as an absent field, so a topic without retention keeps
-// the topic.json of the first format.
+// Unlimited is stored as an absent field.
 func (o *topicOptions) applyTo(m *topicMeta) bool {
 	changed := false
 	set := func(dst **int64, v *int64) {

@@ -26,11 +26,15 @@ const KafkaPositionsSuffix = "-positions"
 // records below that position:
 //
 //	key    "<source topic>/<source partition>", the partition in decimal: "orders/3"
-//	value  13 bytes, big-endian: format version (1, one byte), offset (int64), epoch (int32)
+//	value  13 bytes, big-endian: format version (1, one byte), offset (int64), epoch (int32);
+//	       or 29 bytes: format version 2, offset, epoch, topic ID (16 bytes)
 //
 // The last record of a key that a read_committed reader sees is the
-// partition's position (checkpoint.Position: the next offset to read, and
-// the log epoch of the last record handled). A record with a nil value (a
+// partition's position (checkpoint.Position: the next offset to read, the
+// log epoch of the last record handled, and the ID of the source topic,
+// when the source has one: a source topic of the embedded log). A position
+// without a topic ID is written as version 1, which versions of strom
+// before topic IDs read. A record with a nil value (a
 // tombstone) removes the position: the partition then starts by its
 // source's start rule again.
 func KafkaPositionsTopic(transactionalID string) string {
@@ -38,11 +42,18 @@ func KafkaPositionsTopic(transactionalID string) string {
 }
 
 // kafkaPositionVersion is the format version of a position record's value
-// (its first byte).
-const kafkaPositionVersion = 1
+// (its first byte) without a topic ID, kafkaPositionVersionID with one.
+const (
+	kafkaPositionVersion   = 1
+	kafkaPositionVersionID = 2
+)
 
-// kafkaPositionBytes is the size of a position record's value.
-const kafkaPositionBytes = 1 + 8 + 4
+// kafkaPositionBytes is the size of a position record's value of version
+// 1; kafkaPositionIDBytes of version 2, which adds the topic ID.
+const (
+	kafkaPositionBytes   = 1 + 8 + 4
+	kafkaPositionIDBytes = kafkaPositionBytes + 16
+)
 
 // positionKey is the key of the position record of topic-partition.
 func positionKey(topic string, partition int32) string {
@@ -51,10 +62,15 @@ func positionKey(topic string, partition int32) string {
 
 // encodePosition returns the value of a position record.
 func encodePosition(p checkpoint.Position) []byte {
-	b := make([]byte, 1, kafkaPositionBytes)
+	b := make([]byte, 1, kafkaPositionIDBytes)
 	b[0] = kafkaPositionVersion
 	b = binary.BigEndian.AppendUint64(b, uint64(p.Offset))
-	return binary.BigEndian.AppendUint32(b, uint32(p.Epoch))
+	b = binary.BigEndian.AppendUint32(b, uint32(p.Epoch))
+	if !p.TopicID.IsZero() {
+		b[0] = kafkaPositionVersionID
+		b = append(b, p.TopicID[:]...)
+	}
+	return b
 }
 
 // decodePosition decodes the value of a position record.
@@ -62,14 +78,21 @@ func decodePosition(v []byte) (checkpoint.Position, error) {
 	switch {
 	case len(v) == 0:
 		return checkpoint.Position{}, fmt.Errorf("empty value")
-	case v[0] != kafkaPositionVersion:
-		return checkpoint.Position{}, fmt.Errorf("format version %d, this strom reads version %d", v[0], kafkaPositionVersion)
-	case len(v) != kafkaPositionBytes:
+	case v[0] != kafkaPositionVersion && v[0] != kafkaPositionVersionID:
+		return checkpoint.Position{}, fmt.Errorf("format version %d, this strom reads versions %d and %d", v[0], kafkaPositionVersion, kafkaPositionVersionID)
+	case v[0] == kafkaPositionVersion && len(v) != kafkaPositionBytes:
 		return checkpoint.Position{}, fmt.Errorf("%d bytes, want %d", len(v), kafkaPositionBytes)
+	case v[0] == kafkaPositionVersionID && len(v) != kafkaPositionIDBytes:
+		return checkpoint.Position{}, fmt.Errorf("%d bytes, want %d (version %d)", len(v), kafkaPositionIDBytes, kafkaPositionVersionID)
 	}
 	p := checkpoint.Position{
 		Offset: int64(binary.BigEndian.Uint64(v[1:9])),
 		Epoch:  int32(binary.BigEndian.Uint32(v[9:13])),
+	}
+	if v[0] == kafkaPositionVersionID {
+		if p.TopicID = checkpoint.TopicID(v[13:]); p.TopicID.IsZero() {
+			return checkpoint.Position{}, fmt.Errorf("version %d with a zero topic ID", kafkaPositionVersionID)
+		}
 	}
 	if p.Offset < 0 || p.Epoch < checkpoint.NoEpoch {
 		return checkpoint.Position{}, fmt.Errorf("offset %d epoch %d: negative", p.Offset, p.Epoch)

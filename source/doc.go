@@ -51,13 +51,31 @@
 // them and the [OnReset] hook receives each one, with the position lost, the
 // position taken and how many offsets were skipped.
 //
-// The policy applies only below the log start offset. A saved position
+// The policy applies only below the log start offset, and to a position of
+// a topic created again (below). A saved position
 // whose epoch a later epoch followed (a truncation or a crash recovery
 // reused offsets the consumer had passed) resumes where that later epoch
 // began (log.Partition.ResumeOffset, KIP-320), which skips nothing. Any
 // other position above the high watermark (a checkpoint of another log, a
 // writer not yet reopened after a crash) is not moved by any policy: Read
 // fails with an error wrapping log.ErrOffsetOutOfRange.
+//
+// # When the topic was deleted and created again
+//
+// A topic deleted and created again under the same name counts offsets from
+// 0 again, so a position saved against the old topic would read as a
+// valid one of the new as soon as it holds more records, skipping its
+// first records. Each topic has an ID (log.Topic.ID, Kafka's topic ID),
+// which [PartitionSource] and [TopicSource] report to the pipeline
+// (stream.TopicIdentifier) and the pipeline saves with every position
+// (checkpoint.Position.TopicID). A source resuming ([FromStore], Resume)
+// from a position whose topic ID is not the topic's trusts no part of it:
+// the [OnOutOfRange] policy applies as below the log start offset
+// ([ResetEarliest]: the new topic's log start offset, reported to [OnReset]
+// with [Reset.Recreated] naming both IDs), and [ResetError] fails with a
+// [*TopicRecreatedError] ([ErrTopicRecreated]), permanent. A position
+// without an ID (saved before topic IDs) or a topic without one (created
+// before them, not written since) is trusted as before.
 //
 // # Replay and follow
 //

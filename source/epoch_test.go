@@ -30,7 +30,7 @@ func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
 			lg, err := log.Open(filepath.Join(dir, "log"), log.CreateIfMissing(), log.WithMode(m.Mode), log.WithSegmentBytes(testutil.SegmentBytes))
 			require.NoError(t, err)
 			defer func() { lg.Close() }()
-			createTopic(t, lg, "events", 1)
+			id := createTopic(t, lg, "events", 1).ID()
 			store, err := checkpoint.NewFileStore(filepath.Join(dir, "state"))
 			require.NoError(t, err)
 
@@ -52,7 +52,7 @@ func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
 			run()
 			pos, _, err := store.Load(context.Background(), "events", 0)
 			require.NoError(t, err)
-			require.Equal(t, checkpoint.Position{Offset: 100, Epoch: 0}, pos)
+			require.Equal(t, checkpoint.Position{Offset: 100, Epoch: 0, TopicID: id}, pos)
 
 			tp, _ := lg.Topic("events")
 			p, _ := tp.Partition(0)
@@ -68,7 +68,7 @@ func TestPositionFromOlderEpochResumesWhereTheTruncationHappened(t *testing.T) {
 			assert.Equal(t, "104:new-104", handled[9])
 			pos, _, err = store.Load(context.Background(), "events", 0)
 			require.NoError(t, err)
-			assert.Equal(t, checkpoint.Position{Offset: 105, Epoch: 1}, pos)
+			assert.Equal(t, checkpoint.Position{Offset: 105, Epoch: 1, TopicID: id}, pos)
 
 			// A writer restart starts epoch 2 at 105: the saved position stands.
 			require.NoError(t, lg.Close())

@@ -3,6 +3,8 @@ package source
 import (
 	"errors"
 	"fmt"
+
+	"github.com/strom-dev/strom/checkpoint"
 )
 
 // ErrNilLog is returned, wrapped in a [*PartitionError], by the Read of a
@@ -43,8 +45,12 @@ type PartitionError struct {
 const AllPartitions int32 = -1
 
 // Error returns "source: topic T partition P: cause", or "source: topic T:
-// cause" when Partition is [AllPartitions].
+// cause" when Partition is [AllPartitions], or the message of a
+// [*TopicRecreatedError] cause alone, which names them itself.
 func (e *PartitionError) Error() string {
+	if ce, ok := e.Err.(*TopicRecreatedError); ok && ce.Topic == e.Topic && ce.Partition == e.Partition {
+		return ce.Error()
+	}
 	if e.Partition == AllPartitions {
 		return fmt.Sprintf("source: topic %s: %v", e.Topic, e.Err)
 	}
@@ -78,3 +84,46 @@ func (e *FileError) Error() string {
 
 // Unwrap returns the cause.
 func (e *FileError) Unwrap() error { return e.Err }
+
+// ErrTopicRecreated is matched (errors.Is) by every [*TopicRecreatedError]:
+// the position a source was to resume from was saved against another
+// incarnation of its topic, one deleted since and created again under the
+// same name.
+var ErrTopicRecreated = errors.New("source: topic created again since its position was saved")
+
+// TopicRecreatedError is the error a [PartitionSource] or [TopicSource]
+// with [ResetError] returns (wrapped in a [*PartitionError], and marked
+// stream.Permanent so that ConsumeForever returns it instead of retrying)
+// when the position it resumes from carries a topic ID
+// (checkpoint.Position.TopicID) other than the topic's (log.Topic.ID): the
+// topic was deleted and created again, and the saved offset counts records
+// of the old one, so resuming there would skip the new topic's first
+// records (or fail, when it holds fewer). It keeps failing until the
+// position is moved: for example by reading with the default
+// [ResetEarliest], which resets to the log start offset instead and
+// reports it to [OnReset] with this error as its Recreated, or by deleting
+// the saved position. errors.Is(err, [ErrTopicRecreated]) holds.
+type TopicRecreatedError struct {
+	Topic     string // topic the source reads
+	Partition int32  // partition the source reads
+	// Position is the saved position, with the topic ID it was saved
+	// against.
+	Position checkpoint.Position
+	// TopicID is the ID of the topic as it is now.
+	TopicID checkpoint.TopicID
+	// StartOffset and NextOffset are the partition's log start offset and
+	// high watermark when the mismatch was found.
+	StartOffset, NextOffset int64
+}
+
+// Error names the topic, the partition, the saved position and both topic
+// IDs: "source: topic events partition 0: created again since position 5
+// was saved: the position is of topic ID ZtbcOJ8_SA-ji9PcQpfNBw, the topic
+// now has ID 8hM7wGQpRgyAq6m1J8fF5A".
+func (e *TopicRecreatedError) Error() string {
+	return fmt.Sprintf("source: topic %s partition %d: created again since position %d was saved: the position is of topic ID %s, the topic now has ID %s",
+		e.Topic, e.Partition, e.Position.Offset, e.Position.TopicID, e.TopicID)
+}
+
+// Is reports whether target is [ErrTopicRecreated].
+func (e *TopicRecreatedError) Is(target error) bool { return target == ErrTopicRecreated }

@@ -131,7 +131,8 @@ type PartitionSource struct {
 
 	resets atomic.Int64 // positions moved by the reset policy (reset.go)
 
-	opened atomic.Pointer[log.Partition] // the partition once opened, for HighWatermark (telemetry.go)
+	opened  atomic.Pointer[log.Partition] // the partition once opened, for HighWatermark (telemetry.go)
+	topicOf atomic.Pointer[log.Topic]     // the topic once opened, for TopicID
 
 	// ReadCommitted (committed.go): the topic's folder, where its
 	// transaction file is; the committed end last read (-1: not known, or
@@ -145,7 +146,22 @@ type PartitionSource struct {
 var (
 	_ stream.Source[log.Record] = (*PartitionSource)(nil)
 	_ stream.Resumer            = (*PartitionSource)(nil)
+	_ stream.TopicIdentifier    = (*PartitionSource)(nil)
 )
+
+// TopicID returns the ID of the topic the source reads (log.Topic.ID), once
+// the first Read opened it, for topic-partition of the source; the zero ID
+// (unknown) before, and for any other topic-partition. The pipeline saves
+// it with the partition's positions (stream.TopicIdentifier), so that a
+// later resume tells a topic deleted and created again from this one. Safe
+// for concurrent use.
+func (s *PartitionSource) TopicID(topic string, partition int32) checkpoint.TopicID {
+	t := s.topicOf.Load()
+	if t == nil || topic != s.topic || partition != s.partition {
+		return checkpoint.TopicID{}
+	}
+	return t.ID()
+}
 
 // Partition returns a source reading partition partition of topic from lg,
 // beginning at start (see [Earliest], [Latest], [At], [FromStore]). By default
@@ -304,9 +320,9 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(err)
 	}
-	from, err := s.next.resolve(ctx, p, s.topic, s.partition)
+	from, err := s.next.resolve(ctx, p, t.ID(), s.topic, s.partition)
 	if to, ok := s.resetOnOutOfRange(err); ok {
-		from, err = to, nil // the start is below the log start offset: apply the policy
+		from, err = to, nil // the start is below the log start offset, or of a topic created again: apply the policy
 	}
 	if err != nil {
 		return s.wrap(err)
@@ -336,6 +352,7 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	s.reader.SetReuseBytes(s.ReusesBytes())
 	s.pos = from
 	s.opened.Store(p)
+	s.topicOf.Store(t)
 	return nil
 }
 
@@ -347,7 +364,8 @@ func (s *PartitionSource) open(ctx context.Context) error {
 //
 // The saved position is checked against the partition's range when the next
 // Read opens it (below the log start offset: the [OnOutOfRange] policy;
-// above the high watermark: an error). A failing store returns its error wrapped in a
+// above the high watermark: an error), and its topic ID against the
+// topic's (another: the [OnOutOfRange] policy, see [FromStore]). A failing store returns its error wrapped in a
 // [*PartitionError] and leaves the source as it was; a nil store is
 // [ErrNilStore].
 func (s *PartitionSource) Resume(ctx context.Context, store checkpoint.Store) error {
@@ -418,6 +436,10 @@ func wrapErr(topic string, partition int32, err error) error {
 		errors.Is(err, log.ErrInvalidTopic), errors.Is(err, log.ErrCorrupt), errors.Is(err, ErrNilLog),
 		errors.Is(err, ErrNoPartitions):
 		// Retrying cannot cure these: ConsumeForever returns them at once.
+		return stream.Permanent(&PartitionError{Topic: topic, Partition: partition, Err: err})
+	case errors.Is(err, ErrTopicRecreated):
+		// Nor this, under ResetError: the caller decides what the position
+		// of a topic created again means.
 		return stream.Permanent(&PartitionError{Topic: topic, Partition: partition, Err: err})
 	case aboveEnd(err):
 		// Nor this, and retrying would be worse: once appends reached the

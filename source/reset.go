@@ -13,6 +13,11 @@ import (
 // was behind or away. It is Kafka's auto.offset.reset; set it with
 // [OnOutOfRange]. The zero value is [ResetEarliest].
 //
+// It applies as well to a position saved against another incarnation of
+// the topic (its topic ID is not the topic's, see [ErrTopicRecreated]): the
+// topic was deleted and created again, and the saved offset counts records
+// of the old one, so it is no position in the new one at all.
+//
 // A position above the high watermark is never reset, whatever the policy:
 // it means the log lost records the consumer had already passed (a
 // truncation, or a checkpoint of another log), and jumping would skip or
@@ -31,7 +36,9 @@ const (
 	// wrapping the *log.OffsetOutOfRangeError (whose StartOffset says where
 	// the log now starts), and keeps failing until the source is moved, for
 	// example by a checkpoint saved elsewhere and [PartitionSource.Resume].
-	// Kafka calls it auto.offset.reset=none.
+	// Kafka calls it auto.offset.reset=none. For a position of a topic
+	// created again it wraps a [*TopicRecreatedError] naming both topic
+	// IDs, marked stream.Permanent.
 	ResetError
 )
 
@@ -76,12 +83,24 @@ type Reset struct {
 	To          int64       // the position reading continues at
 	StartOffset int64       // the partition's log start offset at the time
 	NextOffset  int64       // the partition's high watermark at the time
+	// Recreated is set for the reset of a position saved against another
+	// incarnation of the topic (deleted and created again; it names both
+	// topic IDs), whose From counts records of the old topic; nil for a
+	// position below the log start offset.
+	Recreated *TopicRecreatedError
 }
 
 // Skipped returns how many offsets the reset passed over without reading
 // them: those retention deleted, and with ResetLatest also the stored
-// backlog.
-func (r Reset) Skipped() int64 { return r.To - r.From }
+// backlog. For a reset of a topic created again (Recreated), whose From
+// counts records of the old topic, it is the records of the new topic
+// passed over: 0 with ResetEarliest, the stored backlog with ResetLatest.
+func (r Reset) Skipped() int64 {
+	if r.Recreated != nil {
+		return r.To - r.StartOffset
+	}
+	return r.To - r.From
+}
 
 // Resets returns how many times the source moved its position because of
 // its [ResetPolicy] since it was built. It is safe to call from any
@@ -90,20 +109,30 @@ func (s *PartitionSource) Resets() int64 { return s.resets.Load() }
 
 // resetOnOutOfRange decides, for an error from resolving the start or from
 // the reader, whether the policy moves the position: only for a
-// non-negative position below the log start offset, and not with
-// ResetError. It counts and reports the move and returns the new position.
+// non-negative position below the log start offset, or a position of a
+// topic created again (a *TopicRecreatedError), and not with ResetError.
+// It counts and reports the move and returns the new position.
 func (s *PartitionSource) resetOnOutOfRange(err error) (int64, bool) {
-	var oor *log.OffsetOutOfRangeError
-	if err == nil || !errors.As(err, &oor) || oor.Offset < 0 || oor.Offset >= oor.StartOffset {
+	if err == nil {
 		return 0, false
 	}
-	r := Reset{Topic: s.topic, Partition: s.partition, Policy: s.cfg.reset, From: oor.Offset,
-		StartOffset: oor.StartOffset, NextOffset: oor.NextOffset}
+	var r Reset
+	var oor *log.OffsetOutOfRangeError
+	var rec *TopicRecreatedError
+	switch {
+	case errors.As(err, &rec):
+		r = Reset{From: rec.Position.Offset, StartOffset: rec.StartOffset, NextOffset: rec.NextOffset, Recreated: rec}
+	case errors.As(err, &oor) && oor.Offset >= 0 && oor.Offset < oor.StartOffset:
+		r = Reset{From: oor.Offset, StartOffset: oor.StartOffset, NextOffset: oor.NextOffset}
+	default:
+		return 0, false
+	}
+	r.Topic, r.Partition, r.Policy = s.topic, s.partition, s.cfg.reset
 	switch s.cfg.reset {
 	case ResetEarliest:
-		r.To = oor.StartOffset
+		r.To = r.StartOffset
 	case ResetLatest:
-		r.To = oor.NextOffset
+		r.To = r.NextOffset
 	default:
 		return 0, false
 	}

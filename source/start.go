@@ -26,15 +26,21 @@ const (
 // is built: Earliest and Latest mean the log start offset and the high
 // watermark at that moment.
 type Start struct {
-	kind   startKind
-	offset int64            // for startAt and startSaved
-	epoch  int32            // for startSaved
-	store  checkpoint.Store // for startStore
+	kind    startKind
+	offset  int64              // for startAt and startSaved
+	epoch   int32              // for startSaved
+	topicID checkpoint.TopicID // for startSaved
+	store   checkpoint.Store   // for startStore
 }
 
 // saved is the Start of a position loaded from a store.
 func saved(p checkpoint.Position) Start {
-	return Start{kind: startSaved, offset: p.Offset, epoch: p.Epoch}
+	return Start{kind: startSaved, offset: p.Offset, epoch: p.Epoch, topicID: p.TopicID}
+}
+
+// position is the saved position of a Start of kind startSaved.
+func (s Start) position() checkpoint.Position {
+	return checkpoint.Position{Offset: s.offset, Epoch: s.epoch, TopicID: s.topicID}
 }
 
 // Earliest starts at the partition's log start offset, the lowest offset still
@@ -68,8 +74,14 @@ func At(offset int64) Start { return Start{kind: startAt, offset: offset} }
 // the consumer was away) is handled by the [OnOutOfRange] policy, by default
 // a reported move to the log start offset; a position above the high
 // watermark is always an error wrapping log.ErrOffsetOutOfRange, never a
-// jump. A nil store is
-// [ErrNilStore].
+// jump. A position saved against another incarnation of the topic (its
+// topic ID is not the topic's: the topic was deleted and created again, and
+// its offsets count other records) is not trusted at all: the
+// [OnOutOfRange] policy applies to it too, by default a reported move to
+// the log start offset, or a [*TopicRecreatedError] with [ResetError]. A
+// position without a topic ID (saved before topic IDs), or a topic without
+// one (created before them, and not yet written since), is trusted as it
+// is. A nil store is [ErrNilStore].
 func FromStore(store checkpoint.Store) Start { return Start{kind: startStore, store: store} }
 
 // String describes the start: "earliest", "latest", "offset N" or "store".
@@ -82,15 +94,15 @@ func (s Start) String() string {
 	case startStore:
 		return "store"
 	case startSaved:
-		return "saved " + checkpoint.Position{Offset: s.offset, Epoch: s.epoch}.String()
+		return "saved " + s.position().String()
 	default:
 		return "earliest"
 	}
 }
 
-// resolve turns s into an offset of p, which belongs to topic/partition.
-// The error is not yet wrapped with the coordinates.
-func (s Start) resolve(ctx context.Context, p *log.Partition, topic string, partition int32) (int64, error) {
+// resolve turns s into an offset of p, which belongs to topic/partition of
+// topic ID id. The error is not yet wrapped with the coordinates.
+func (s Start) resolve(ctx context.Context, p *log.Partition, id log.TopicID, topic string, partition int32) (int64, error) {
 	switch s.kind {
 	case startLatest:
 		return p.HighWatermark(), nil
@@ -107,9 +119,9 @@ func (s Start) resolve(ctx context.Context, p *log.Partition, topic string, part
 		if !found {
 			return p.StartOffset(), nil
 		}
-		return p.ResumeOffset(pos.Offset, pos.Epoch)
+		return resumeSaved(p, id, topic, partition, pos)
 	case startSaved:
-		return p.ResumeOffset(s.offset, s.epoch)
+		return resumeSaved(p, id, topic, partition, s.position())
 	default:
 		return p.StartOffset(), nil
 	}
@@ -129,4 +141,16 @@ func checkOffset(p *log.Partition, topic string, partition int32, offset int64) 
 		}
 	}
 	return offset, nil
+}
+
+// resumeSaved returns where to resume p, of topic ID id, from pos: a
+// *TopicRecreatedError when pos was saved against another topic ID,
+// otherwise p.ResumeOffset of it (see FromStore). A zero ID on either side
+// is unknown, and pos is then trusted.
+func resumeSaved(p *log.Partition, id log.TopicID, topic string, partition int32, pos checkpoint.Position) (int64, error) {
+	if !pos.TopicID.IsZero() && !id.IsZero() && pos.TopicID != id {
+		return 0, &TopicRecreatedError{Topic: topic, Partition: partition, Position: pos, TopicID: id,
+			StartOffset: p.StartOffset(), NextOffset: p.HighWatermark()}
+	}
+	return p.ResumeOffset(pos.Offset, pos.Epoch)
 }

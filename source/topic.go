@@ -109,7 +109,22 @@ type TopicSource struct {
 	pending atomic.Pointer[[]stream.TopicPartition]
 }
 
-var _ stream.PartitionLister = (*TopicSource)(nil)
+var (
+	_ stream.PartitionLister = (*TopicSource)(nil)
+	_ stream.TopicIdentifier = (*TopicSource)(nil)
+)
+
+// TopicID returns the ID of the topic the source reads (log.Topic.ID), once
+// the first Read or Resume opened it, for any partition of it; the zero ID
+// (unknown) before, and for another topic. The pipeline saves it with the
+// partitions' positions (stream.TopicIdentifier). Safe for concurrent use.
+func (s *TopicSource) TopicID(topic string, _ int32) checkpoint.TopicID {
+	t := s.opened.Load()
+	if t == nil || topic != s.topic {
+		return checkpoint.TopicID{}
+	}
+	return t.ID()
+}
 
 // PendingPartitions returns the partitions the source will deliver records
 // of (nil before the first Read or Resume): in [Replay] mode those that had

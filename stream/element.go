@@ -100,6 +100,17 @@ type Sink[T any] interface {
 	Write(ctx context.Context, values []T) error
 }
 
+// TopicIdentifier is implemented by sources that know the identity of the
+// topics they read (source.Partition and source.Topic give log.Topic.ID).
+// Run asks it, on the source's goroutine after each Read, for the topic ID
+// of each topic-partition in the batch, and saves that ID with the
+// partition's positions (checkpoint.Position.TopicID), so that a position
+// is not trusted on a topic deleted and created again under the same name.
+// The zero ID means unknown, and is saved as no ID.
+type TopicIdentifier interface {
+	TopicID(topic string, partition int32) checkpoint.TopicID
+}
+
 // BytesReuser is implemented by sources that may reuse the memory their
 // values point into from one Read to the next (source.ReuseBytes). Run
 // refuses such a source, with [ErrReusedBytes], in a pipeline with a stage

@@ -102,6 +102,7 @@ func From[T any](src Source[T], opts ...Option) *Stream[T] {
 // when Run's context is cancelled (the drain).
 func runSource[T any](rt *runtime, src Source[T], out outlet[T]) error {
 	reg := registrar[T]{rt: rt}
+	reg.ids, _ = any(src).(TopicIdentifier)
 	var bt telSourceState
 	for {
 		if rt.stopped() {
@@ -170,6 +171,23 @@ type registrar[T any] struct {
 	last   *checkpoint.PartitionTracker
 	offs   []int64
 	epochs []int32
+
+	ids    TopicIdentifier              // the source, when it knows its topics' IDs
+	idFor  *checkpoint.PartitionTracker // the tracker last given idLast
+	idLast checkpoint.TopicID
+}
+
+// stampID gives pt the topic ID the source reports for topic-partition,
+// which its saved positions carry; a tracker already given that ID is left
+// alone.
+func (r *registrar[T]) stampID(pt *checkpoint.PartitionTracker, topic string, partition int32) {
+	if r.ids == nil || pt == nil {
+		return
+	}
+	if id := r.ids.TopicID(topic, partition); pt != r.idFor || id != r.idLast {
+		pt.SetTopicID(id)
+		r.idFor, r.idLast = pt, id
+	}
 }
 
 func (r *registrar[T]) tracker(topic string, partition int32) *checkpoint.PartitionTracker {
@@ -185,6 +203,7 @@ func (r *registrar[T]) tracker(topic string, partition int32) *checkpoint.Partit
 func (r *registrar[T]) begin(topic string, partition int32) (*checkpoint.PartitionTracker, int) {
 	if !r.rt.partitioned {
 		pt := r.tracker(topic, partition)
+		r.stampID(pt, topic, partition)
 		return pt, pt.TryBegin(r.offs, r.epochs)
 	}
 	// Under beginMu: an assignment that replaces the partition's tracker
@@ -198,6 +217,7 @@ func (r *registrar[T]) begin(topic string, partition int32) (*checkpoint.Partiti
 			return nil, 0
 		}
 	}
+	r.stampID(pt, topic, partition)
 	return pt, pt.TryBegin(r.offs, r.epochs)
 }
 

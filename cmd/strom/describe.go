@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,8 +129,13 @@ segment, byte position and offset, as verify does.
 A ModeMmap active segment is pre-sized: its file is longer than its frames,
 and what it takes on disk depends on what was written and the file system.
 
+The topic's ID (Kafka's topic ID: 22 characters of base64, drawn when the
+topic was created, another for a topic deleted and created again; saved
+with every checkpointed position) heads the text output; "none" for a
+topic created before topic IDs and not written since.
+
 --json prints one JSON array of topics:
-  [{"topic","partitionCount","retentionBytes","retentionMs",
+  [{"topic","id","partitionCount","retentionBytes","retentionMs",
     "partitions":[{"partition","logStartOffset","nextOffset","epoch",
       "segments":[{"file","path","baseOffset","nextOffset","records","bytes",
         "fileBytes","diskBytes","writePath","sealed","sealMarker","modTime"}]}]}]
@@ -152,7 +158,9 @@ writer closed (shrunk to its frames) too.`,
 
 // topicDesc is one topic of `topics describe --json`.
 type topicDesc struct {
-	Topic          string          `json:"topic"`
+	Topic string `json:"topic"`
+	// ID is the topic's ID (log.Topic.ID); "" for a topic without one.
+	ID             string          `json:"id"`
 	PartitionCount int             `json:"partitionCount"`
 	RetentionBytes int64           `json:"retentionBytes"`
 	RetentionMs    int64           `json:"retentionMs"`
@@ -224,7 +232,7 @@ func describeTopic(lg *log.Log, name string) (topicDesc, error) {
 		return topicDesc{}, err
 	}
 	pol := t.Retention()
-	d := topicDesc{Topic: name, PartitionCount: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol}
+	d := topicDesc{Topic: name, ID: t.ID().String(), PartitionCount: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol}
 	for i := range t.Partitions() {
 		p, err := t.Partition(int32(i))
 		if err != nil {
@@ -250,7 +258,7 @@ func describeTopic(lg *log.Log, name string) (topicDesc, error) {
 // printTopicDesc prints one topic as a table, one line per segment, the
 // partition's columns on its first.
 func printTopicDesc(a *app, d topicDesc) {
-	fmt.Fprintf(a.stdout, "topic %s: %d partition(s), %s\n", d.Topic, d.PartitionCount, policyString(d.policy))
+	fmt.Fprintf(a.stdout, "topic %s: ID %s, %d partition(s), %s\n", d.Topic, cmp.Or(d.ID, "none"), d.PartitionCount, policyString(d.policy))
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tLOG START\tNEXT OFFSET\tEPOCH\tSEGMENT\tBASE\tNEXT\tRECORDS\tBYTES\tFILE BYTES\tON DISK\tWRITE PATH\tLAST WRITE")
 	for _, p := range d.Partitions {

@@ -508,6 +508,7 @@ func TestGoldenHelp(t *testing.T) {
 var (
 	modTimeRe   = regexp.MustCompile(`"modTime": "[^"]*"`)
 	diskBytesRe = regexp.MustCompile(`"diskBytes": \d+`)
+	topicIDRe   = regexp.MustCompile(`"(id|topicId)": "[A-Za-z0-9_-]{22}"`)
 )
 
 // TestGoldenJSON ensures the --json outputs are as reviewed in
@@ -529,6 +530,7 @@ func TestGoldenJSON(t *testing.T) {
 		b = bytes.ReplaceAll(b, []byte(dir), []byte("$DIR"))
 		b = bytes.ReplaceAll(b, []byte(state), []byte("$STATE"))
 		b = modTimeRe.ReplaceAll(b, []byte(`"modTime": "MODTIME"`))
+		b = topicIDRe.ReplaceAll(b, []byte(`"$1": "TOPICID"`))
 		return diskBytesRe.ReplaceAll(b, []byte(`"diskBytes": DISKBYTES`))
 	}
 	golden(t, "topics-list.json.golden", norm(ok(t, nil, "--dir", dir, "topics", "list", "--json")))

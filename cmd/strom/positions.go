@@ -43,7 +43,11 @@ elsewhere, by the rules it applies:
   - the position is below the log start offset (records deleted by
     retention before they were read): by default it resumes at the log
     start offset (OnOutOfRange: ResetEarliest; ResetLatest resumes at the
-    next offset, ResetError stops).
+    next offset, ResetError stops);
+  - the position was saved against another topic ID than the topic's (the
+    topic was deleted and created again, and the position counts records
+    of the old one): by default it resumes at the log start offset, as
+    above (ResetError stops, naming both IDs).
 A topic or partition the log does not have is shown with "-" for its
 offsets and lag.
 
@@ -52,7 +56,8 @@ and what is wrong with it; the others are still listed, and the exit
 status is then 3.
 
 --json prints one JSON array, of the positions that parse, of objects with
-the fields topic, partition, position, epoch (-1: unknown), logStartOffset,
+the fields topic, partition, position, epoch (-1: unknown), topicId (absent
+when the position has none, saved before topic IDs), logStartOffset,
 nextOffset, resumeOffset (where the consumer will resume, with the default
 reset policy; null when it will stop with an error) and lag (the last four
 null when the log lacks the partition), and note.`,
@@ -78,9 +83,9 @@ consumer that uses the folder reads from there when it next starts: an
 OFFSET between the partition's log start offset and next offset, earliest
 (the log start offset) or latest (the next offset: skip everything stored).
 
-The position is saved with the epoch of the record just below it, as a
-consumer that had read up to there would, so the log's epoch check
-(KIP-320) works on it. Stop the consumer first: a running one overwrites
+The position is saved with the epoch of the record just below it and the
+topic's ID, as a consumer that had read up to there would, so the log's
+epoch check (KIP-320) and the check for a topic created again work on it. Stop the consumer first: a running one overwrites
 the position at its next checkpoint. The checkpoint folder must exist.`,
 		Example: `  strom positions set --dir /var/lib/app/log --state /var/lib/app/state-0 events 0 earliest
   strom positions set --state state-0 events 2 1500`,
@@ -109,6 +114,7 @@ type positionRow struct {
 	Partition      int32  `json:"partition"`
 	Position       int64  `json:"position"`
 	Epoch          int32  `json:"epoch"`
+	TopicID        string `json:"topicId,omitempty"`
 	LogStartOffset *int64 `json:"logStartOffset"`
 	NextOffset     *int64 `json:"nextOffset"`
 	// ResumeOffset is where a consumer resuming from the position reads
@@ -145,8 +151,9 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 	}
 	rows := make([]positionRow, 0, len(saved))
 	for _, s := range saved {
-		row := positionRow{Topic: s.Topic, Partition: s.Partition, Position: s.Position.Offset, Epoch: s.Position.Epoch}
-		p, err := partitionOf(lg, s.Topic, s.Partition)
+		row := positionRow{Topic: s.Topic, Partition: s.Partition, Position: s.Position.Offset, Epoch: s.Position.Epoch,
+			TopicID: s.Position.TopicID.String()}
+		p, id, err := partitionOf(lg, s.Topic, s.Partition)
 		switch {
 		case errors.Is(err, log.ErrUnknownTopic):
 			row.Note = "topic not in the log"
@@ -154,6 +161,12 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 			row.Note = "partition not in the log"
 		case err != nil:
 			return err
+		case !s.Position.TopicID.IsZero() && !id.IsZero() && s.Position.TopicID != id:
+			start, next := p.StartOffset(), p.HighWatermark()
+			lag := next - start
+			row.LogStartOffset, row.NextOffset, row.ResumeOffset, row.Lag = &start, &next, &start, &lag
+			row.Note = fmt.Sprintf("saved against topic ID %s, the topic now has ID %s: it was deleted and created again; the consumer resumes at the log start offset %d by default (OnOutOfRange: ResetLatest resumes at %d, ResetError stops)",
+				s.Position.TopicID, id, start, next)
 		default:
 			if err := resumeOf(p, &row); err != nil {
 				return err
@@ -270,13 +283,15 @@ func optInt(v *int64) string {
 	return strconv.FormatInt(*v, 10)
 }
 
-// partitionOf opens a partition of a topic.
-func partitionOf(lg *log.Log, topic string, partition int32) (*log.Partition, error) {
+// partitionOf opens a partition of a topic, and returns it with the
+// topic's ID.
+func partitionOf(lg *log.Log, topic string, partition int32) (*log.Partition, log.TopicID, error) {
 	t, err := lg.Topic(topic)
 	if err != nil {
-		return nil, err
+		return nil, log.TopicID{}, err
 	}
-	return t.Partition(partition)
+	p, err := t.Partition(partition)
+	return p, t.ID(), err
 }
 
 // parseNonNegative parses a partition, offset or count argument.
@@ -330,6 +345,7 @@ func (a *app) setPosition(state, topic, partArg, offArg string) error {
 		return fmt.Errorf("offset %d of %s partition %d is outside the log's %d (log start offset) to %d (next offset)", off, topic, pn, start, next)
 	}
 	pos := checkpoint.At(off)
+	pos.TopicID = t.ID()
 	if off > start {
 		recs, err := p.Read(off-1, 1)
 		if err != nil {

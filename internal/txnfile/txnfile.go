@@ -40,7 +40,7 @@ const Name = "exactly-once.txn"
 //
 //	header, 24 bytes:
 //	  0  magic "STROMTX\x00"  8 bytes
-//	  8  format version       uint32 (1)
+//	  8  format version       uint32 (1, or 2 with topic IDs)
 //	 12  body length          uint64
 //	 20  CRC32C of the body   uint32 (Castagnoli, as the log's frames)
 //	body:
@@ -48,16 +48,22 @@ const Name = "exactly-once.txn"
 //	  P, the output topic's partitions     uvarint
 //	  P committed ends                     uvarint each, partition 0 first
 //	  N, the input positions               uvarint
-//	  N times: topic length, topic bytes, partition, offset uvarint; epoch+1 uvarint (0: none)
+//	  N times: topic length, topic bytes, partition, offset uvarint; epoch+1 uvarint (0: none);
+//	           version 2 only: topic ID length (0: none, or 16), topic ID bytes
 //	  S, the state snapshots               uvarint
 //	  S times: name length, name bytes, data length, data bytes
 //
 // Positions are sorted by topic and partition, snapshots by name, so one
-// transaction always encodes to the same bytes.
+// transaction always encodes to the same bytes. A transaction none of
+// whose positions has a topic ID (checkpoint.Position.TopicID) is written
+// as version 1, which versions of strom before topic IDs read; one with is
+// version 2, which they refuse by its version.
 const (
 	txnMagic       = "STROMTX\x00"
 	txnVersion     = 1
+	txnVersionIDs  = 2
 	txnHeaderBytes = 24
+	topicIDBytes   = len(checkpoint.TopicID{})
 )
 
 // castagnoli is the CRC32C table.
@@ -87,6 +93,14 @@ func (r *Record) Encode() []byte {
 	for n, st := range r.States {
 		size += len(n) + len(st) + 2*binary.MaxVarintLen64
 	}
+	version := uint32(txnVersion)
+	for _, p := range r.Positions {
+		if !p.TopicID.IsZero() {
+			version = txnVersionIDs
+			size += len(r.Positions) * (1 + topicIDBytes)
+			break
+		}
+	}
 	data := make([]byte, txnHeaderBytes, size)
 	body := binary.AppendUvarint(data[txnHeaderBytes:], r.Seq)
 	body = binary.AppendUvarint(body, uint64(len(r.Ends)))
@@ -110,6 +124,13 @@ func (r *Record) Encode() []byte {
 		body = binary.AppendUvarint(body, uint64(k.Partition))
 		body = binary.AppendUvarint(body, uint64(p.Offset))
 		body = binary.AppendUvarint(body, uint64(int64(p.Epoch)+1))
+		switch {
+		case version == txnVersion:
+		case p.TopicID.IsZero():
+			body = appendBytes(body, nil)
+		default:
+			body = appendBytes(body, p.TopicID[:])
+		}
 	}
 	names := make([]string, 0, len(r.States))
 	for n := range r.States {
@@ -122,7 +143,7 @@ func (r *Record) Encode() []byte {
 		body = appendBytes(body, r.States[n])
 	}
 	copy(data, txnMagic)
-	binary.LittleEndian.PutUint32(data[8:], txnVersion)
+	binary.LittleEndian.PutUint32(data[8:], version)
 	binary.LittleEndian.PutUint64(data[12:], uint64(len(body)))
 	binary.LittleEndian.PutUint32(data[20:], crc32.Checksum(body, castagnoli))
 	return data[:txnHeaderBytes+len(body)]
@@ -148,8 +169,8 @@ func Decode(path string, data []byte) (*Record, error) {
 	sum := binary.LittleEndian.Uint32(data[20:])
 	body := data[txnHeaderBytes:]
 	switch {
-	case version != txnVersion:
-		return nil, Corrupt(path, "format version %d, want %d", version, txnVersion)
+	case version != txnVersion && version != txnVersionIDs:
+		return nil, Corrupt(path, "format version %d, want %d or %d", version, txnVersion, txnVersionIDs)
 	case length != uint64(len(body)):
 		return nil, Corrupt(path, "header gives a %d-byte body, the file holds %d bytes after the header", length, len(body))
 	}
@@ -172,6 +193,16 @@ func Decode(path string, data []byte) (*Record, error) {
 		part := d.int63("position partition")
 		off := d.int63("position offset")
 		epoch := d.int63("position epoch") - 1
+		var id checkpoint.TopicID
+		if version == txnVersionIDs {
+			switch b := d.bytes("position topic ID"); {
+			case d.err != nil:
+			case len(b) == topicIDBytes && [16]byte(b) != [16]byte{}:
+				id = checkpoint.TopicID(b)
+			case len(b) != 0:
+				d.fail("position %d: topic ID of %d bytes, want 0 (none) or %d not all zero", i, len(b), topicIDBytes)
+			}
+		}
 		switch {
 		case d.err != nil:
 		case topicname.Validate(topic) != nil:
@@ -185,7 +216,7 @@ func Decode(path string, data []byte) (*Record, error) {
 			if _, dup := r.Positions[k]; dup {
 				d.fail("position %s/%d twice", topic, part)
 			}
-			r.Positions[k] = checkpoint.Position{Offset: off, Epoch: int32(epoch)}
+			r.Positions[k] = checkpoint.Position{Offset: off, Epoch: int32(epoch), TopicID: id}
 		}
 	}
 	nStates := d.count("state count", 2)

@@ -1,6 +1,7 @@
 package txnfile
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,6 +34,20 @@ func TestTransactionFileRoundTrips(t *testing.T) {
 	require.Equal(t, r, got)
 }
 
+// TestTransactionFileKeepsTopicIDsAsVersion2 ensures a transaction with a
+// topic ID in a position is written as version 2 and decodes back with it,
+// and one without any is still version 1.
+func TestTransactionFileKeepsTopicIDsAsVersion2(t *testing.T) {
+	r := sampleTxn()
+	require.Equal(t, uint32(1), binary.LittleEndian.Uint32(r.Encode()[8:]))
+	r.Positions[TP{"in", 3}] = checkpoint.Position{Offset: 1 << 33, Epoch: 7, TopicID: checkpoint.TopicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
+	b := r.Encode()
+	require.Equal(t, uint32(2), binary.LittleEndian.Uint32(b[8:]))
+	got, err := Decode("f", b)
+	require.NoError(t, err)
+	require.Equal(t, r, got)
+}
+
 // FuzzDecodeTransactionFile ensures Decode never panics or allocates
 // past its input on any bytes, that what it accepts encodes to bytes that
 // decode to the same transaction, and that any other input is
@@ -40,6 +55,9 @@ func TestTransactionFileRoundTrips(t *testing.T) {
 func FuzzDecodeTransactionFile(f *testing.F) {
 	f.Add(sampleTxn().Encode())
 	f.Add((&Record{Ends: []int64{3}}).Encode())
+	withID := sampleTxn()
+	withID.Positions[TP{"in", 0}] = checkpoint.Position{Offset: 5, Epoch: 1, TopicID: checkpoint.TopicID{0x66, 0xd6, 0xdc, 0x38, 0x9f, 0x3f, 0x48, 0x0f, 0xa3, 0x8b, 0xd3, 0xdc, 0x42, 0x97, 0xcd, 0x07}}
+	f.Add(withID.Encode())
 	f.Add([]byte("STROMTX\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode("f", b)
