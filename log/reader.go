@@ -130,6 +130,24 @@ func (r *Reader) NextInto(ctx context.Context, dst []Record, maxBytes int) ([]Re
 	}
 }
 
+// Wait blocks until Next has something to return without waiting: a
+// record at the position, or the end (io.EOF) of a replay or of a
+// follow with an end (SetEnd). It reads nothing. A replay never waits.
+// It returns ctx.Err() when ctx ends first, and nil otherwise; any
+// failure (a closed partition, a position out of range) is left for Next
+// to report. A caller that must reserve memory for a batch before reading
+// it (source.TopicSource, which bounds the bytes it reads ahead) waits
+// here holding none.
+func (r *Reader) Wait(ctx context.Context) error {
+	if !r.follow || (r.end >= 0 && r.pos >= r.end) {
+		return nil
+	}
+	if err := r.p.wait(ctx, r.p.stepBack(r.pos, r.epoch)); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
 // SetReuseBytes chooses where the bytes of the records NextInto and Next
 // return live. false, the default, gives every batch a buffer of its own:
 // records stay valid for as long as anyone keeps them. true makes the Reader

@@ -224,3 +224,41 @@ func TestFollowWithEndStopsThereAndWaitsBelowIt(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 8, recs[0].Offset, "no end: follows to the high watermark")
 }
+
+// TestReaderWaitReturnsOnceARecordIsThereAndReadsNothing ensures Wait
+// returns at once for a replay and for a follower with a record to read,
+// waits at the high watermark until an append, returns ctx.Err() when its
+// context ends first, and moves no position.
+func TestReaderWaitReturnsOnceARecordIsThereAndReadsNothing(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		lg := openLog(t, t.TempDir(), log.WithMode(mode))
+		p := openPartition(t, lg, "events", 1)
+		ctx := context.Background()
+		_, err := p.Append(ctx, log.Record{Value: val(0)})
+		require.NoError(t, err)
+
+		require.NoError(t, p.Replay(1).Wait(ctx), "a replay at its end never waits")
+		r := p.Follow(0)
+		require.NoError(t, r.Wait(ctx), "a record is there")
+		require.Equal(t, int64(0), r.Position(), "Wait reads nothing")
+
+		r = p.Follow(1)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, r.Wait(cancelled), context.Canceled)
+
+		waited := make(chan error, 1)
+		go func() { waited <- r.Wait(ctx) }()
+		select {
+		case err := <-waited:
+			t.Fatalf("Wait returned %v at the high watermark", err)
+		default:
+		}
+		_, err = p.Append(ctx, log.Record{Value: val(1)})
+		require.NoError(t, err)
+		require.NoError(t, <-waited, "the append wakes it")
+		recs, err := r.Next(ctx, 1<<20)
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+	})
+}

@@ -86,9 +86,10 @@ func DeadLetter(t *log.Topic, opts ...LogOption) *DeadLetterSink {
 // On failure it stops at the first failure it could not append and returns
 // a [*TopicError] naming the dead-letter topic, whose cause names the stage
 // and the source record of that dead letter and wraps the log's error; the
-// dead letters before it stay appended. The pipeline then stops with both
-// this error and the stage's (see stream.DeadLetter), and the failed
-// record's position is not saved. A nil topic is [ErrNilTopic].
+// dead letters before it stay appended. The pipeline then stops with a
+// *stream.DeadLetterError wrapping both this error and the stage's, which
+// the stage's OnError hooks see too (see stream.DeadLetter), and the
+// failed record's position is not saved. A nil topic is [ErrNilTopic].
 func (s *DeadLetterSink) Write(ctx context.Context, failures []stream.Failure) error {
 	if s.t == nil {
 		return ErrNilTopic

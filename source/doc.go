@@ -119,8 +119,11 @@
 // Each batch holds the records of one partition. Partitions take turns: one
 // goroutine per partition reads up to two batches ahead, and Read returns
 // the next ready batch round-robin across partitions, so a partition with a
-// large backlog never starves the others. Memory is bounded by about
-// 2 x MaxBytes per partition. Positions count only what Read returned:
+// large backlog never starves the others. The bytes read ahead, all
+// partitions together, are bounded by [ReadAheadBytes] (64 MiB by default)
+// whatever the number of partitions, and by two batches (2 x MaxBytes, 512
+// KiB by default) per partition; a partition waiting for records holds
+// none of it. Positions count only what Read returned:
 // Close and Resume drop the read-ahead, which is read again later, so the
 // guarantee stays at-least-once and Close then Read returns nothing twice.
 // Close stops and waits for every goroutine the source started.
@@ -170,7 +173,9 @@
 // ConsumeForever backs off and tries again. Resume reopens a closed source;
 // positions always come from the group's commits, never from the store
 // passed to Resume. [KafkaClientOpts] passes franz-go options (TLS, SASL,
-// timings) through; [KafkaMaxRecords] bounds a batch.
+// timings) through; [KafkaMaxRecords] bounds a batch, and
+// [KafkaReadAheadBytes] (64 MiB by default) the bytes the client fetches
+// ahead of Read, over all partitions and brokers.
 //
 // A stateful stage keyed by anything but the topic's Kafka key needs the
 // records of a key in one partition first: [KafkaSource.Through] is the

@@ -22,3 +22,13 @@ func SetWaitingHook(fn func()) (reset func()) {
 func (s *KafkaSource) LoseForTest(topic string, partition int32) {
 	s.onLost(context.Background(), nil, map[string][]int32{topic: {partition}})
 }
+
+// ReadAheadForTest returns the bytes the source holds read ahead of Read
+// now, the most it held at once, and how many of its reading goroutines
+// are stalled: waiting for room in the budget or for Read to take the
+// batch they queued. Once every partition's goroutine is stalled and Read
+// is not called, nothing more is read.
+func (s *TopicSource) ReadAheadForTest() (held, peak int64, stalled int) {
+	held, peak, waiting := s.budget.stats()
+	return held, peak, waiting + int(s.sending.Load())
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ type kafkaConfig struct {
 	start      Start         // Earliest or Latest: where a partition with no commit starts
 	clientOpts []kgo.Opt     // KafkaClientOpts
 	maxRecords int           // KafkaMaxRecords
+	readAhead  int64         // KafkaReadAheadBytes: the fetched bytes the client buffers
 	timeout    time.Duration // KafkaTimeout
 	stateDir   string        // KafkaStateDir: the changelogs' local snapshot cache; "" for none
 	txnID      string        // KafkaTransactionalID; "" for the default
@@ -72,6 +74,51 @@ func KafkaMaxRecords(n int) KafkaOption {
 		if n > 0 {
 			c.maxRecords = n
 		}
+	}
+}
+
+// kafkaReadAheadFetches is how many fetches [KafkaReadAheadBytes] lets
+// the client have in flight or buffered at once (kgo.MaxConcurrentFetches):
+// enough to fetch from four brokers at a time, each fetch a quarter of the
+// bound.
+const kafkaReadAheadFetches = 4
+
+// KafkaReadAheadBytes bounds the bytes of records the source's client
+// fetches ahead of Read, over all partitions and brokers together, to
+// about n, overriding the default of [DefaultReadAheadBytes] (64 MiB);
+// n <= 0 keeps the default. It is [ReadAheadBytes] for Kafka: kgo buffers
+// what it fetched until Read polls it, and without a bound a client buffers
+// up to kgo's FetchMaxBytes (50 MiB) per broker.
+//
+// It sets the client's [kgo.MaxConcurrentFetches] to 4 and
+// [kgo.FetchMaxBytes] to n/4, so at most four fetches of n/4 bytes each
+// are in flight or buffered, and lowers [kgo.FetchMaxPartitionBytes] (1
+// MiB by default) to n/4 when that is smaller. The bytes are as the broker
+// sends them: compressed if the topic's batches are, so the records they
+// decompress to may take more. A broker still sends a record batch larger
+// than the bound, alone, so the client makes progress. Those kgo options
+// given in [KafkaClientOpts] override these.
+func KafkaReadAheadBytes(n int) KafkaOption {
+	return func(c *kafkaConfig) {
+		if n > 0 {
+			c.readAhead = int64(n)
+		}
+	}
+}
+
+// fetchOpts returns the client options that bound the bytes it fetches
+// ahead (KafkaReadAheadBytes).
+func (c *kafkaConfig) fetchOpts() []kgo.Opt {
+	n := c.readAhead
+	if n <= 0 {
+		n = DefaultReadAheadBytes
+	}
+	per := min(n/kafkaReadAheadFetches, math.MaxInt32)
+	per = max(per, 1)
+	return []kgo.Opt{
+		kgo.MaxConcurrentFetches(kafkaReadAheadFetches),
+		kgo.FetchMaxBytes(int32(per)),
+		kgo.FetchMaxPartitionBytes(int32(min(per, 1<<20))),
 	}
 }
 
@@ -342,7 +389,8 @@ var (
 // or topic list, a topic name Kafka would refuse, or a [KafkaStart] other
 // than Earliest or Latest.
 func Kafka(brokers []string, group string, topics []string, opts ...KafkaOption) (*KafkaSource, error) {
-	cfg := kafkaConfig{start: Earliest, maxRecords: DefaultKafkaMaxRecords, timeout: DefaultKafkaTimeout}
+	cfg := kafkaConfig{start: Earliest, maxRecords: DefaultKafkaMaxRecords, timeout: DefaultKafkaTimeout,
+		readAhead: DefaultReadAheadBytes}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -407,22 +455,9 @@ func (s *KafkaSource) kafkaErr(err error) error {
 	return &KafkaError{Brokers: s.brokers, Group: s.group, Err: err}
 }
 
-// open creates the clients unless they exist: it checks the brokers answer
-// and the topics exist, then joins the group.
-func (s *KafkaSource) open(ctx context.Context) error {
-	s.mu.Lock()
-	open := s.cl != nil
-	s.mu.Unlock()
-	if open {
-		return nil
-	}
-	adm, err := s.admin()
-	if err != nil {
-		return err
-	}
-	if err := s.checkTopics(ctx, adm); err != nil {
-		return err
-	}
+// clientOpts returns the options of the group's client: the source's
+// defaults, then KafkaClientOpts, then what the source depends on.
+func (s *KafkaSource) clientOpts() []kgo.Opt {
 	start := kgo.NewOffset().AtStart()
 	if s.cfg.start.kind == startLatest {
 		start = kgo.NewOffset().AtEnd()
@@ -435,6 +470,7 @@ func (s *KafkaSource) open(ctx context.Context) error {
 		// every record that still exists is read.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	}
+	opts = append(opts, s.cfg.fetchOpts()...) // KafkaReadAheadBytes
 	opts = append(opts, s.cfg.clientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(s.group),
@@ -453,6 +489,26 @@ func (s *KafkaSource) open(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
 	)
+	return opts
+}
+
+// open creates the clients unless they exist: it checks the brokers answer
+// and the topics exist, then joins the group.
+func (s *KafkaSource) open(ctx context.Context) error {
+	s.mu.Lock()
+	open := s.cl != nil
+	s.mu.Unlock()
+	if open {
+		return nil
+	}
+	adm, err := s.admin()
+	if err != nil {
+		return err
+	}
+	if err := s.checkTopics(ctx, adm); err != nil {
+		return err
+	}
+	opts := s.clientOpts()
 	s.mu.Lock()
 	t := s.txn
 	s.mu.Unlock()

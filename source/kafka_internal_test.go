@@ -82,3 +82,35 @@ func TestKafkaFetchNeverMovesAHighWatermarkBack(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, int64(2), hwm, "the fetch's value where none was known")
 }
+
+// TestKafkaReadAheadBytesBoundsTheClientsFetchBuffers ensures the source's
+// client buffers at most about KafkaReadAheadBytes of fetched records, by
+// default too (64 MiB, where kgo's own default is a 50 MiB fetch per
+// broker, any number at once): four fetches in flight or buffered, of a
+// quarter of the bound each, no partition's share above that; and that
+// the kgo options given in KafkaClientOpts still override it.
+func TestKafkaReadAheadBytesBoundsTheClientsFetchBuffers(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		opts              []KafkaOption
+		fetches           int
+		fetchMax, partMax int32
+	}{
+		{"default", nil, 4, 16 << 20, 1 << 20},
+		{"2MiB", []KafkaOption{KafkaReadAheadBytes(2 << 20)}, 4, 512 << 10, 512 << 10},
+		{"zero keeps the default", []KafkaOption{KafkaReadAheadBytes(0)}, 4, 16 << 20, 1 << 20},
+		{"client options win", []KafkaOption{KafkaReadAheadBytes(8 << 20),
+			KafkaClientOpts(kgo.FetchMaxBytes(1<<20), kgo.MaxConcurrentFetches(2))}, 2, 1 << 20, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := Kafka([]string{"127.0.0.1:1"}, "g", []string{"t"}, tc.opts...)
+			require.NoError(t, err)
+			cl, err := kgo.NewClient(src.clientOpts()...)
+			require.NoError(t, err)
+			defer cl.Close()
+			assert.EqualValues(t, tc.fetches, cl.OptValue(kgo.MaxConcurrentFetches))
+			assert.EqualValues(t, tc.fetchMax, cl.OptValue(kgo.FetchMaxBytes))
+			assert.EqualValues(t, tc.partMax, cl.OptValue(kgo.FetchMaxPartitionBytes))
+		})
+	}
+}

@@ -284,6 +284,29 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 	return s.elements(recs), nil
 }
 
+// ready waits, holding nothing, until Read can return without waiting for
+// records: a record is there, the end of a replay is reached, or Read has
+// an error to report (which it leaves to Read). It returns ctx.Err() when
+// ctx ends first. A [TopicSource]'s reading goroutine calls it before it
+// reserves a batch's bytes, so a partition with no records holds none of
+// the read-ahead budget.
+func (s *PartitionSource) ready(ctx context.Context) error {
+	if s.pending != nil {
+		return nil
+	}
+	if s.reader == nil {
+		if err := s.open(ctx); err != nil {
+			return ctx.Err() // Read opens again and reports it
+		}
+	}
+	if s.cfg.readCommitted && !s.cfg.replay {
+		if err := s.bound(ctx); err != nil {
+			return ctx.Err()
+		}
+	}
+	return s.reader.Wait(ctx)
+}
+
 // elements turns a batch of records into the elements Read returns.
 func (s *PartitionSource) elements(recs []log.Record) []stream.Element[log.Record] {
 	// The batch slice is reused from one Read to the next, as the Source

@@ -15,8 +15,8 @@ import (
 
 // TopicOption configures a [TopicSource]; pass options to [Topic]. Every
 // [Option] ([Replay], [MaxBytes], [OnOutOfRange], [OnReset]) is also a
-// TopicOption and applies to each partition; [Partitions] is a TopicOption
-// only.
+// TopicOption and applies to each partition; [Partitions] and
+// [ReadAheadBytes] are TopicOptions only.
 type TopicOption interface {
 	applyTopic(*topicConfig)
 }
@@ -26,6 +26,7 @@ type topicConfig struct {
 	part      partitionConfig // the settings of every partition's source
 	subset    []int32         // Partitions: the ids to read, as given
 	hasSubset bool            // Partitions was given (even with no ids)
+	readAhead int64           // ReadAheadBytes: the bytes held read ahead, all partitions together
 }
 
 // topicOptionFunc adapts a closure to TopicOption.
@@ -66,10 +67,16 @@ func Partitions(ids ...int32) TopicOption {
 //
 // # Memory
 //
-// Each partition reads at most two batches ahead of Read (one queued, one
-// waiting to be queued), so the records held are bounded by about
-// 2 x [MaxBytes] per partition read (2 MiB by default), plus the batch Read
-// returns.
+// The bytes of records read ahead of Read, all partitions together, are
+// bounded by [ReadAheadBytes] (64 MiB by default), whatever the number of
+// partitions: a partition's goroutine reserves [MaxBytes] of that budget
+// before it reads a batch, and the budget gets the batch's bytes back when
+// Read hands it to the pipeline. A partition also reads at most two
+// batches ahead (one queued, one waiting to be queued), so with few
+// partitions the bound is about 2 x MaxBytes per partition (512 KiB at the
+// default 256 KiB) instead. A partition waiting for records holds none of
+// the budget. Partitions wait for room in turn, first come first served,
+// so the fairness above holds under the bound.
 //
 // # Positions and at-least-once
 //
@@ -102,6 +109,9 @@ type TopicSource struct {
 	wg    sync.WaitGroup     // the reading goroutines
 
 	resetMu sync.Mutex // serialises the OnReset hook across partitions
+
+	budget  *budget      // ReadAheadBytes, shared by the reading goroutines (readahead.go)
+	sending atomic.Int32 // reading goroutines waiting for Read to take their queued batch (tests)
 
 	opened atomic.Pointer[log.Topic] // the topic once resolved, for HighWatermark (telemetry.go)
 	// pending are the partitions that had records to read when they
@@ -149,11 +159,13 @@ type topicPart struct {
 	done bool            // replay: the partition reached its end
 }
 
-// topicBatch is what a partition's goroutine hands to Read: a batch and the
-// partition's position after it, or an error (io.EOF at the end of a
-// replay), after which the goroutine has ended.
+// topicBatch is what a partition's goroutine hands to Read: a batch, its
+// bytes held in the budget, and the partition's position after it, or an
+// error (io.EOF at the end of a replay), after which the goroutine has
+// ended.
 type topicBatch struct {
 	elems []stream.Element[log.Record]
+	bytes int64
 	next  int64
 	err   error
 }
@@ -189,13 +201,14 @@ var (
 // [*PartitionError] naming the topic and, where one is at fault, the
 // partition.
 func Topic(lg *log.Log, topic string, start Start, opts ...TopicOption) *TopicSource {
-	cfg := topicConfig{part: defaultPartitionConfig()}
+	cfg := topicConfig{part: defaultPartitionConfig(), readAhead: DefaultReadAheadBytes}
 	for _, o := range opts {
 		if o != nil {
 			o.applyTopic(&cfg)
 		}
 	}
-	s := &TopicSource{lg: lg, topic: topic, start: start, cfg: cfg, wake: make(chan struct{}, 1)}
+	s := &TopicSource{lg: lg, topic: topic, start: start, cfg: cfg, wake: make(chan struct{}, 1),
+		budget: newBudget(cfg.readAhead)}
 	if fn := cfg.part.onReset; fn != nil {
 		s.cfg.part.onReset = func(r Reset) { // partitions reset on their own goroutines
 			s.resetMu.Lock()
@@ -297,6 +310,7 @@ func (s *TopicSource) Read(ctx context.Context) ([]stream.Element[log.Record], e
 			case b.err == nil:
 				s.turn = k + 1
 				p.pos = b.next
+				s.budget.release(b.bytes) // the pipeline holds it now
 				return b.elems, nil
 			case errors.Is(b.err, io.EOF):
 				p.ch, p.done = nil, true // its goroutine has ended
@@ -402,21 +416,44 @@ func (s *TopicSource) resolve() error {
 
 // pump reads src until ctx is done or src fails or ends, handing each
 // batch to ch and waking Read. At most one batch waits in ch and one in
-// hand: the read-ahead bound.
+// hand, and every batch is read under the source's byte budget: it waits
+// for records holding nothing, reserves MaxBytes, reads, and keeps of the
+// reservation what the batch holds until Read hands the batch on.
 func (s *TopicSource) pump(ctx context.Context, src *PartitionSource, ch chan<- topicBatch) {
 	defer s.wg.Done()
+	reserve := int64(src.cfg.maxBytes)
 	for {
+		if src.ready(ctx) != nil {
+			return // stopping
+		}
+		if s.budget.acquire(ctx, reserve) != nil {
+			return
+		}
 		elems, err := src.Read(ctx)
 		if ctx.Err() != nil {
-			return // stopping: what was read ahead is dropped
+			return // stopping: what was read ahead is dropped (stop resets the budget)
+		}
+		n := batchBytes(elems)
+		if n <= reserve {
+			s.budget.release(reserve - n)
+		} else {
+			s.budget.grow(n - reserve) // one record above MaxBytes, in memory already
 		}
 		if err == nil && len(elems) == 0 {
 			continue
 		}
+		b := topicBatch{elems: elems, bytes: n, next: src.pos, err: err}
 		select {
-		case ch <- topicBatch{elems: elems, next: src.pos, err: err}:
-		case <-ctx.Done():
-			return
+		case ch <- b:
+		default: // a batch is queued already: wait for Read to take it
+			s.sending.Add(1)
+			select {
+			case ch <- b:
+				s.sending.Add(-1)
+			case <-ctx.Done():
+				s.sending.Add(-1)
+				return
+			}
 		}
 		select {
 		case s.wake <- struct{}{}:
@@ -437,6 +474,7 @@ func (s *TopicSource) stop() {
 		s.stopc()
 		s.wg.Wait()
 		s.run, s.stopc = nil, nil
+		s.budget.reset() // what they reserved and read ahead is dropped
 	}
 	for _, p := range s.parts {
 		p.ch, p.done = nil, false

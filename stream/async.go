@@ -148,7 +148,7 @@ func (st *asyncSinkStage[T]) failed(b *asyncBatch[T], i int, err error) error {
 			fs[j] = b.failure(cfg.name, j, err)
 		}
 		if derr := cfg.deadLetter.Write(st.sr.rt.stageCtx, fs); derr != nil {
-			return fmtDeadLetter(rerr, derr)
+			return deadLetterFailed(cfg, f, rerr, derr)
 		}
 		st.sr.ctr.deadLettered.Add(int64(len(fs)))
 		return nil

@@ -71,10 +71,11 @@
 // backoff and a cap; [Skip] drops the record and counts it; [DeadLetter]
 // writes it, with the error, stage and lineage, to a dead-letter sink
 // (sink.DeadLetter puts it in a log topic with the original key and value)
-// and goes on. [OnError] hooks see every failure. The failed record's
-// position is never saved under stop; records before it that finished are.
-// [Stream.Stats] counts records in, out, skipped, dead-lettered, failed and
-// retried per stage.
+// and goes on, or stops with a [*DeadLetterError] when that write fails.
+// [OnError] hooks see every failure, a failed dead-letter write too. The
+// failed record's position is never saved under stop; records before it
+// that finished are. [Stream.Stats] counts records in, out, skipped,
+// dead-lettered, failed and retried per stage.
 //
 // A failed Read is returned as a [*SourceError], which tells a source
 // failure (retryable by resuming from the store, as [ConsumeForever] and

@@ -90,6 +90,31 @@ func (e *RecordError) Error() string {
 // Unwrap returns the stage function's or sink's error.
 func (e *RecordError) Unwrap() error { return e.Err }
 
+// DeadLetterError is the error of a [DeadLetter] write that failed: the
+// dead-letter sink refused the record a stage's function failed on (for a
+// sink stage, the failed batch). It stops the pipeline: [Stream.Run]
+// returns it, and the stage's [OnError] hooks are called with it as the
+// Failure's Err after the call with the function's own error, so a hook
+// tells the two apart with errors.As. It names the stage and the record
+// (topic, partition, offset: those of Cause) and wraps both errors:
+// errors.Is holds for the dead-letter sink's error and for the function's,
+// and errors.As finds Cause, a [*RecordError].
+type DeadLetterError struct {
+	Cause *RecordError // the failure being dead-lettered: stage, record and the function's error
+	Err   error        // the error the dead-letter sink's Write returned
+}
+
+// Error reports the failure and the dead-letter sink's error, as in
+// "stream: dead-letter write for stream: map failed on events/0 at offset
+// 37: boom failed: disk full".
+func (e *DeadLetterError) Error() string {
+	return fmt.Sprintf("stream: dead-letter write for %v failed: %v", e.Cause, e.Err)
+}
+
+// Unwrap returns the dead-letter sink's error and the failure it was
+// writing.
+func (e *DeadLetterError) Unwrap() []error { return []error{e.Err, e.Cause} }
+
 // SourceError is returned by [Stream.Run] when the source's Read fails with
 // anything but io.EOF, and by [ConsumeForever]'s OnSourceError hook for a
 // failed Read or Resume. It tells a source failure, which a restart from the

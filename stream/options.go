@@ -239,7 +239,8 @@ func Skip() StageOption {
 // [Stream.Stats]; it is finished once sink.Write returned nil. On a sink
 // ([Stream.To]) a failed Write of a batch gives sink one Failure per
 // record of the batch, each with its own value and lineage. A failing
-// dead-letter write stops the pipeline with both errors. sink.DeadLetter
+// dead-letter write stops the pipeline with a [*DeadLetterError] carrying
+// both errors, which [OnError] hooks see too. sink.DeadLetter
 // builds one over a log topic: the original key and value, with the error,
 // stage and source topic, partition and offset in headers. A nil sink
 // panics.
@@ -251,7 +252,11 @@ func DeadLetter(sink Sink[Failure]) StageOption {
 }
 
 // OnError calls fn with every failure of the stage's function, each retry
-// included, before the failure policy applies. fn may run on several
+// included, before the failure policy applies, and once more when a
+// [DeadLetter] write then fails, with the same Stage, lineage, Attempt and
+// Value and a [*DeadLetterError] as Err (wrapping the dead-letter sink's
+// error and the function's), before the pipeline stops: errors.As tells
+// that call from the others. fn may run on several
 // goroutines at once in a parallel stage and must not block. For a sink
 // ([Stream.To]) fn is called once per failed Write, with the lineage of the
 // batch's first record and the batch, a []T, as Value: the pipeline reuses

@@ -2,6 +2,8 @@ package stream_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -167,4 +169,82 @@ func TestMapOnErrorSeesEveryAttempt(t *testing.T) {
 	require.Equal(t, int64(3), st.Failed)
 	require.Equal(t, int64(2), st.Retried)
 	require.Equal(t, int64(1), st.DeadLettered)
+}
+
+// failingDeadLetters is a dead-letter sink whose every Write fails.
+type failingDeadLetters struct{ err error }
+
+func (d failingDeadLetters) Write(context.Context, []stream.Failure) error { return d.err }
+
+// rejectingAsync is an AsyncSink that acknowledges every batch as failed
+// at its first record.
+type rejectingAsync struct{ err error }
+
+func (r rejectingAsync) Write(context.Context, []int) error { return r.err }
+func (r rejectingAsync) WriteAsync(_ context.Context, _ []int, ack func(int, error)) error {
+	ack(0, r.err)
+	return nil
+}
+func (r rejectingAsync) Flush(context.Context) error { return nil }
+
+// TestDeadLetterWriteFailureIsSeenByOnErrorAsADeadLetterError ensures that
+// when a DeadLetter write fails, the stage's OnError hooks see it after the
+// function's own failure, as a *DeadLetterError naming the record and
+// wrapping both errors, so a hook can tell the two apart; and Run returns
+// that same error. For a Map, a sink (To) and an asynchronous sink.
+func TestDeadLetterWriteFailureIsSeenByOnErrorAsADeadLetterError(t *testing.T) {
+	errDead := errors.New("dead-letter topic unwritable")
+	for _, tc := range []struct {
+		name   string
+		build  func(hooks *failures) *stream.Stream[int]
+		cause  error
+		offset int64
+	}{
+		{"map", func(hooks *failures) *stream.Stream[int] {
+			return stream.From(streamtest.Slice(ints(6))).
+				Map(func(_ context.Context, v int) (int, error) {
+					if v == 3 {
+						return 0, errBoom
+					}
+					return v, nil
+				}, stream.OnError(hooks.hook), stream.DeadLetter(failingDeadLetters{errDead}))
+		}, errBoom, 3},
+		{"sink", func(hooks *failures) *stream.Stream[int] {
+			return stream.From(streamtest.Slice(ints(10), streamtest.BatchSize(5))).
+				To(streamtest.Collect[int](streamtest.FailAt(2, errDisk)),
+					stream.OnError(hooks.hook), stream.DeadLetter(failingDeadLetters{errDead}))
+		}, errDisk, 5},
+		{"async sink", func(hooks *failures) *stream.Stream[int] {
+			return stream.From(streamtest.Slice(ints(10), streamtest.BatchSize(5))).
+				To(rejectingAsync{errDisk}, stream.OnError(hooks.hook), stream.DeadLetter(failingDeadLetters{errDead}))
+		}, errDisk, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hooks failures
+			err := tc.build(&hooks).Run(context.Background())
+
+			var dle *stream.DeadLetterError
+			require.ErrorAs(t, err, &dle, "Run returns the dead-letter failure")
+			require.ErrorIs(t, err, errDead)
+			require.ErrorIs(t, err, tc.cause, "wrapping the failure it was writing")
+			require.Equal(t, streamtest.Topic, dle.Cause.Topic)
+			require.Equal(t, int32(streamtest.Partition), dle.Cause.Partition)
+			require.Equal(t, tc.offset, dle.Cause.Offset)
+			require.Contains(t, dle.Error(), fmt.Sprintf("%s/%d at offset %d", streamtest.Topic, streamtest.Partition, tc.offset))
+
+			fs := hooks.all()
+			require.Len(t, fs, 2, "OnError sees the function's failure, then the dead-letter failure")
+			require.ErrorIs(t, fs[0].Err, tc.cause)
+			require.NotErrorAs(t, fs[0].Err, &dle, "the first is the function's own error")
+			var seen *stream.DeadLetterError
+			require.ErrorAs(t, fs[1].Err, &seen, "the second is the dead-letter failure")
+			require.ErrorIs(t, fs[1].Err, errDead)
+			require.ErrorIs(t, fs[1].Err, tc.cause)
+			require.Equal(t, err.Error(), fs[1].Err.Error())
+			for _, f := range fs {
+				require.Equal(t, streamtest.Topic, f.Topic)
+				require.Equal(t, tc.offset, f.Offset, "both name the record")
+			}
+		})
+	}
 }

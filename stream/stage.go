@@ -97,7 +97,7 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 				fs = sr.batch.split(f)
 			}
 			if derr := cfg.deadLetter.Write(ctx, fs); derr != nil {
-				return zero, dropped, fmtDeadLetter(recordError(cfg.name, e, err), derr)
+				return zero, dropped, deadLetterFailed(cfg, f, recordError(cfg.name, e, err), derr)
 			}
 			sr.ctr.deadLettered.Add(int64(len(fs)))
 			return zero, dropped, nil
@@ -107,10 +107,17 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 	}
 }
 
-// fmtDeadLetter is the error of a dead-letter write that failed for the
-// failure rerr: both errors, each testable with errors.Is and errors.As.
-func fmtDeadLetter(rerr *RecordError, derr error) error {
-	return fmt.Errorf("stream: dead-letter write for %w failed: %w", rerr, derr)
+// deadLetterFailed returns the error of a dead-letter write that failed
+// with derr for the failure f (rerr as Run reports it), after calling the
+// stage's OnError hooks with it: they saw f already, and see the failure
+// that stops the pipeline too.
+func deadLetterFailed(cfg *stageConfig, f Failure, rerr *RecordError, derr error) error {
+	err := &DeadLetterError{Cause: rerr, Err: derr}
+	f.Err = err
+	for _, h := range cfg.hooks {
+		h(f)
+	}
+	return err
 }
 
 // wait sleeps d on the pipeline's clock, or until ctx or the pipeline ends.
