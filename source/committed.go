@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/strom-dev/strom/internal/notify"
@@ -32,10 +33,17 @@ import (
 // transaction file (never written by a LogSink) is read whole, as
 // without this option; once the file appears, reads stop at its ends.
 // With [Replay] the source ends at the smaller of the high watermark and
-// the committed end as they were at open. [Latest] starts at the
-// committed end. A damaged transaction file fails Read with an error
-// wrapping checkpoint.ErrCorrupt, naming the file. Default: off (records
-// are returned as they are appended: Kafka's read_uncommitted).
+// the committed end as they were at open (a start above the committed end
+// ends at once). [Latest] starts at the committed end. A position above
+// the committed end (one saved by a reader of uncommitted records) waits
+// there until a commit passes it, as a read_committed Kafka consumer
+// above the last stable offset does. The high watermark the source
+// reports (the pipeline's strom.partition.high_watermark, and so its lag)
+// is the committed end when lower. A damaged transaction file, or one
+// giving the ends of another number of partitions than the topic has,
+// fails Read with an error wrapping checkpoint.ErrCorrupt, naming the
+// file. Default: off (records are returned as they are appended: Kafka's
+// read_uncommitted).
 func ReadCommitted() Option {
 	return sharedOption(func(c *partitionConfig) { c.readCommitted = true })
 }
@@ -51,16 +59,46 @@ const CommittedPollInterval = 100 * time.Millisecond
 // the transaction file in the topic folder dir: found false when there is
 // none.
 func (s *PartitionSource) committedEnd(dir string) (end int64, found bool, err error) {
-	rec, err := txnfile.Read(dir)
-	if err != nil || rec == nil {
+	return committedEndOf(dir, s.nparts, s.partition)
+}
+
+// committedEnd returns the committed end of partition of the topic with
+// nparts partitions from the transaction file in the topic folder dir:
+// found false when there is none. A file whose count of ends is not the
+// topic's partition count belongs to another topic (one deleted and
+// created again with other partitions, say) and is corrupt here, as it is
+// to the sink.LogSink that would write it (its BeginTransactions refuses
+// it): capping partitions at another topic's ends would hide committed
+// records, or return uncommitted ones.
+func committedEndOf(dir string, nparts int, partition int32) (end int64, found bool, err error) {
+	ends, err := readEnds(dir)
+	if h := committedLookHook.Load(); h != nil {
+		(*h)()
+	}
+	if err != nil || ends == nil {
 		return 0, false, err
 	}
-	if int(s.partition) >= len(rec.Ends) {
+	if len(ends) != nparts {
 		return 0, false, txnfile.Corrupt(filepath.Join(dir, txnfile.Name),
-			"it gives the committed ends of %d partitions, so none of partition %d", len(rec.Ends), s.partition)
+			"it gives the committed ends of %d partitions, the topic has %d", len(ends), nparts)
 	}
-	return rec.Ends[s.partition], true, nil
+	return ends[partition], true, nil
 }
+
+// readEnds returns the committed ends in the transaction file of the
+// topic folder dir, nil when there is none.
+func readEnds(dir string) ([]int64, error) {
+	rec, err := txnfile.Read(dir)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	return rec.Ends, nil
+}
+
+// committedLookHook, set only by tests (export_test.go), runs after every
+// look at a transaction file, before its ends are used: a test writes the
+// file or appends records there, between the look and what follows it.
+var committedLookHook atomic.Pointer[func()]
 
 // bound sets the reader's end to the partition's committed end, first
 // waiting, when the reader is at or past it, until a commit moves it past
@@ -140,4 +178,14 @@ func (s *PartitionSource) uncommittedSince(recs []log.Record) (keep int, reopen 
 		}
 	}
 	return len(recs), false, nil
+}
+
+// replayEndOr returns where a replay of p ends: the end a [ReadCommitted]
+// replay set at open (the committed end, when below the high watermark),
+// else p's high watermark.
+func (s *PartitionSource) replayEndOr(p *log.Partition) int64 {
+	if s.replayEnd >= 0 {
+		return s.replayEnd
+	}
+	return p.HighWatermark()
 }

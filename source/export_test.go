@@ -22,3 +22,12 @@ func SetWaitingHook(fn func()) (reset func()) {
 func (s *KafkaSource) LoseForTest(topic string, partition int32) {
 	s.onLost(context.Background(), nil, map[string][]int32{topic: {partition}})
 }
+
+// SetCommittedLookHook sets the function a ReadCommitted source calls
+// after every look at a topic's transaction file, before it uses the
+// ends, and returns a func that removes it. Tests only; not safe with
+// parallel tests.
+func SetCommittedLookHook(fn func()) (reset func()) {
+	committedLookHook.Store(&fn)
+	return func() { committedLookHook.Store(nil) }
+}
