@@ -385,3 +385,49 @@ func TestReadCommittedTopicCloseKeepsRecordsReadAheadWhenTheFileIsDamaged(t *tes
 	commitEnds(t, tp, 1, 5)
 	requireOffsets(t, readN(t, src, 5), "out", 0, 5)
 }
+
+// TestReadCommittedSourcesWokenByACommitReadTheFileOnce ensures the
+// partitions of a ReadCommitted topic source that a commit wakes read the
+// transaction file (which holds the writer's state snapshots, megabytes
+// for a large aggregation) about once between them, not once each: they
+// share what one of them read while a stat shows the file unchanged.
+func TestReadCommittedSourcesWokenByACommitReadTheFileOnce(t *testing.T) {
+	const parts = 8
+	lg := testutil.OpenLog(t, log.ModeFile)
+	tp := createTopic(t, lg, "out", parts)
+	ends := make([]int64, parts)
+	commitEnds(t, tp, 0, ends...)
+	for id := range int32(parts) {
+		p, err := tp.Partition(id)
+		require.NoError(t, err)
+		_, err = p.Append(context.Background(), log.Record{Value: []byte("uncommitted")})
+		require.NoError(t, err)
+	}
+	looks := make(chan struct{}, 10000)
+	defer source.SetCommittedLookHook(func() {
+		select {
+		case looks <- struct{}{}:
+		default:
+		}
+	})()
+	var reads atomic.Int32
+	defer source.SetCommittedReadHook(func() { reads.Add(1) })()
+	src := source.Topic(lg, "out", source.Earliest, source.ReadCommitted())
+	defer src.Close()
+	got := collectAsync(src, parts)
+	// Each partition's open looks, then its first wait looks twice
+	// (before and after it watches): all of them wait at the end.
+	for range 3 * parts {
+		<-looks
+	}
+	reads.Store(0)
+	for i := range ends {
+		ends[i] = 1
+	}
+	commitEnds(t, tp, 1, ends...)
+	r := <-got
+	require.NoError(t, r.err)
+	// One read for the commit; more only where a look came a
+	// CommittedRereadInterval after the last read (a slow machine).
+	require.LessOrEqual(t, reads.Load(), int32(parts/2), "every partition read the file itself")
+}

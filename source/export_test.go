@@ -31,3 +31,11 @@ func SetCommittedLookHook(fn func()) (reset func()) {
 	committedLookHook.Store(&fn)
 	return func() { committedLookHook.Store(nil) }
 }
+
+// SetCommittedReadHook sets the function a ReadCommitted source calls
+// after every read of a topic's transaction file (not after a look its
+// cache answered), and returns a func that removes it. Tests only.
+func SetCommittedReadHook(fn func()) (reset func()) {
+	committedReadHook.Store(&fn)
+	return func() { committedReadHook.Store(nil) }
+}
