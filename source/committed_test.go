@@ -431,3 +431,23 @@ func TestReadCommittedSourcesWokenByACommitReadTheFileOnce(t *testing.T) {
 	// CommittedRereadInterval after the last read (a slow machine).
 	require.LessOrEqual(t, reads.Load(), int32(parts/2), "every partition read the file itself")
 }
+
+// TestReadCommittedPositionAboveTheCommittedEndWaitsForACommitPastIt
+// ensures a ReadCommitted source started above the committed end (a
+// position a reader of uncommitted records saved) returns nothing until a
+// commit passes its position, and then continues there, as a
+// read_committed Kafka consumer above the last stable offset does.
+func TestReadCommittedPositionAboveTheCommittedEndWaitsForACommitPastIt(t *testing.T) {
+	lg := testutil.OpenLog(t, log.ModeFile)
+	tp := createTopic(t, lg, "out", 1)
+	appendRange(t, lg, "out", 0, 10)
+	commitEnds(t, tp, 1, 6)
+	src := source.Partition(lg, "out", 0, source.At(8), source.ReadCommitted())
+	requireNothingCommitted(t, src)
+	commitEnds(t, tp, 2, 8) // up to the position: still nothing past it
+	requireNothingCommitted(t, src)
+	commitEnds(t, tp, 3, 10)
+	got := readN(t, src, 2)
+	require.Equal(t, int64(8), got[0].Offset)
+	require.Equal(t, int64(9), got[1].Offset)
+}
