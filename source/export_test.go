@@ -32,3 +32,20 @@ func (s *TopicSource) ReadAheadForTest() (held, peak int64, stalled int) {
 	held, peak, waiting := s.budget.stats()
 	return held, peak, waiting + int(s.sending.Load())
 }
+
+// SetCommittedLookHook sets the function a ReadCommitted source calls
+// after every look at a topic's transaction file, before it uses the
+// ends, and returns a func that removes it. Tests only; not safe with
+// parallel tests.
+func SetCommittedLookHook(fn func()) (reset func()) {
+	committedLookHook.Store(&fn)
+	return func() { committedLookHook.Store(nil) }
+}
+
+// SetCommittedReadHook sets the function a ReadCommitted source calls
+// after every read of a topic's transaction file (not after a look its
+// cache answered), and returns a func that removes it. Tests only.
+func SetCommittedReadHook(fn func()) (reset func()) {
+	committedReadHook.Store(&fn)
+	return func() { committedReadHook.Store(nil) }
+}

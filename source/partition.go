@@ -135,11 +135,16 @@ type PartitionSource struct {
 	topicOf atomic.Pointer[log.Topic]     // the topic once opened, for TopicID
 
 	// ReadCommitted (committed.go): the topic's folder, where its
-	// transaction file is; the committed end last read (-1: not known, or
-	// no file); the wake of a wait for the next commit.
+	// transaction file is; the topic's partition count, which the file
+	// must give the ends of; the committed end last read (-1: not known,
+	// or no file); the wake of a wait for the next commit; where a replay
+	// ends (-1 for a follow, or without ReadCommitted), for
+	// TopicSource.PendingPartitions.
 	dir       string
+	nparts    int
 	committed int64
 	wake      chan struct{}
+	replayEnd int64
 }
 
 // The interfaces a PartitionSource implements.
@@ -195,6 +200,7 @@ func newPartitionSource(lg *log.Log, topic string, partition int32, start Start,
 		cfg:       cfg,
 		next:      start,
 		pos:       -1,
+		replayEnd: -1,
 	}
 }
 
@@ -265,7 +271,12 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 		if !reopen {
 			break
 		}
-		s.rewind(recs[keep].Offset) // the next open starts at the first uncommitted record
+		// Back to the first uncommitted record, keeping the reader: with
+		// none (a reopen) an open that failed would leave the source
+		// without one, where a TopicSource's Close keeps the start it has
+		// (past records it read ahead but Read never returned).
+		s.reader.SetPosition(recs[keep].Offset)
+		s.pos = recs[keep].Offset
 		recs, s.recs = recs[:keep], recs[:keep]
 		if keep > 0 {
 			return s.elements(recs), nil
@@ -350,24 +361,33 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(err)
 	}
-	s.dir, s.committed = t.Dir(), -1
-	var end int64 = -1 // ReadCommitted: the committed end at open; -1 for none
+	s.dir, s.nparts, s.committed, s.replayEnd = t.Dir(), t.Partitions(), -1, -1
 	if s.cfg.readCommitted {
+		// The replay's end is taken before the look at the transaction
+		// file: when the look finds none, no sink.LogSink had begun when
+		// the records below that end were appended (it writes the file
+		// before its first append), so they are all committed. Taken
+		// after, it could take in the first transaction of a LogSink that
+		// began in between.
+		hwm := p.HighWatermark()
 		ce, found, err := s.committedEnd(s.dir)
 		if err != nil {
 			return s.wrap(err)
 		}
-		if found {
-			end = ce
-		}
 		if found && s.next.kind == startLatest && ce < from {
 			from = ce // Kafka's read_committed starts "latest" at the last stable offset
+		}
+		if s.cfg.replay {
+			s.replayEnd = hwm
+			if found && from <= hwm { // above it, the replay's out-of-range error stays
+				s.replayEnd = max(from, min(ce, hwm))
+			}
 		}
 	}
 	if s.cfg.replay {
 		s.reader = p.Replay(from)
-		if end >= 0 {
-			s.reader.SetEnd(max(from, min(end, p.HighWatermark())))
+		if s.replayEnd >= 0 {
+			s.reader.SetEnd(s.replayEnd)
 		}
 	} else {
 		s.reader = p.Follow(from)

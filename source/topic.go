@@ -353,7 +353,7 @@ func (s *TopicSource) open(ctx context.Context) error {
 		for _, p := range s.parts {
 			// A replay delivers what lies between its start and the end;
 			// a follow may deliver any partition, one empty now too.
-			if lp := p.src.opened.Load(); !s.cfg.part.replay || (lp != nil && !p.done && p.pos >= 0 && p.pos < lp.HighWatermark()) {
+			if lp := p.src.opened.Load(); !s.cfg.part.replay || (lp != nil && !p.done && p.pos >= 0 && p.pos < p.src.replayEndOr(lp)) {
 				pending = append(pending, stream.TopicPartition{Topic: s.topic, Partition: p.src.partition})
 			}
 		}
