@@ -216,7 +216,11 @@
 // time it has delivered minus the [OutOfOrderness]; the stage's watermark
 // is the least over the partitions, and never goes back. A window fires
 // when the watermark reaches its end and is dropped [AllowedLateness]
-// later; a record whose every window was dropped is late, and goes to
+// later; windows that fire together (a watermark that jumps past several,
+// or the end of the input) come out in the order of their ends across
+// keys, so a stage after the window that reads a result's end as its
+// event time (a second Window) sees time go forward. A record whose every
+// window was dropped is late, and goes to
 // [LateTo]'s sink, or is counted and dropped ([DropLate]), or stops Run
 // ([ErrLateRecord], the default): a late record is never dropped unseen.
 // A partition its source lists ([PartitionLister], as source.Topic does)

@@ -255,7 +255,10 @@ func EmitUpdates() StateOption {
 // times arrives it holds the watermark back, so following a topic with a
 // partition that receives nothing fires no window without [Idleness]. A window [Start, End)
 // fires when the watermark reaches End, and is dropped [AllowedLateness]
-// later. A record whose every window was dropped is late: by default Run
+// later. Windows that fire together come out in the order of their ends,
+// across keys (ties in the order they were opened), so a Window after
+// this one, whose event time is a result's last instant, finds none of
+// them late. A record whose every window was dropped is late: by default Run
 // stops with a *RecordError wrapping [ErrLateRecord]; [LateTo] sends late
 // records to a sink, [DropLate] counts and drops them. No late record is
 // dropped unseen.
@@ -878,19 +881,26 @@ func (st *windowStage[K, T, A]) raise() {
 }
 
 // fire emits the windows whose end the watermark reached and drops those
-// past their allowed lateness.
+// past their allowed lateness. Each timer fires only the windows of its
+// key that end by its own time, not by the watermark, so that when the
+// watermark jumps past several windows of several keys they come out in
+// the order of their ends across keys (ties in the order their timers
+// were set: the order the windows were opened). Firing every window of a
+// key at its first timer emitted a key's later windows before another
+// key's earlier ones, and a Window after this one (or any stage that
+// reads a result's end as its event time) then found those late.
 func (st *windowStage[K, T, A]) fire() {
 	for len(st.tb.timers) > 0 && st.tb.timers[0].at <= st.tb.wm {
-		k := st.tb.timers.pop().key
-		st.fireKey(k, st.tb.wm)
+		t := st.tb.timers.pop()
+		st.fireKey(t.key, t.at)
 	}
 }
 
-// fireKey fires the windows of k that end by upTo and drops those past
-// their allowed lateness at the watermark. At the end of the input close
-// fires each window at its own timer (upTo is the timer's time, not the
-// watermark), so that the windows come out in the order of their ends
-// across keys.
+// fireKey fires the windows of k that end by upTo, the time of the timer
+// that is due, and drops those past their allowed lateness at the
+// watermark. A window not fired always has a timer at its end (set when
+// it opened or its end moved), so a window that ends after upTo but by
+// the watermark fires at its own timer, in the same pass of fire.
 func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 	ws, ok := st.tb.keys[k]
 	if !ok {

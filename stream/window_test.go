@@ -651,6 +651,36 @@ func TestWindowEndOfInputOrderKeepsAWindowAfterItOnTime(t *testing.T) {
 	assert.Equal(t, want, winFinals(t, out.Values()))
 }
 
+// TestWindowWatermarkJumpFiresWindowsInEndOrderAcrossKeys proves that when
+// one record carries the watermark past several windows of several keys,
+// the windows come out in the order of their ends across keys, so that a
+// second Window over their results (event time: a result's last instant)
+// finds none of them late: 1-minute counts per IP, held back by an
+// out-of-orderness of 5 minutes until a record at 10m fires three windows
+// of each of a and b at once, then per-minute totals over every IP.
+func TestWindowWatermarkJumpFiresWindowsInEndOrderAcrossKeys(t *testing.T) {
+	in := []winAttempt{
+		winAt("a", time.Second), winAt("b", 2*time.Second),
+		winAt("a", 61*time.Second), winAt("b", 62*time.Second),
+		winAt("a", 121*time.Second), winAt("b", 122*time.Second),
+		winAt("c", 10*time.Minute), // the watermark jumps to 5m: six windows fire
+	}
+	perMinute := winCountByIP(stream.From[winAttempt](streamtest.Slice(in)), stream.Tumbling(time.Minute),
+		stream.OutOfOrderness(5*time.Minute))
+	out := streamtest.Collect[winResult]()
+	s := stream.Window(stream.KeyBy(perMinute, func(winResult) string { return "all" }), stream.Tumbling(time.Minute),
+		stream.Sum(func(r winResult) int64 { return r.Value }), stream.Name("total"), stream.DropLate()).To(out)
+	require.NoError(t, s.Run(context.Background()))
+
+	assert.Equal(t, []winResult{
+		winRes("all", 0, time.Minute, 2, true),
+		winRes("all", time.Minute, 2*time.Minute, 2, true),
+		winRes("all", 2*time.Minute, 3*time.Minute, 2, true),
+		winRes("all", 10*time.Minute, 11*time.Minute, 1, true), // the end of the input
+	}, out.Values(), "no per-minute result is missed")
+	assert.Zero(t, stageStats(t, s.Stats(), "total").Late, "no per-minute result is late")
+}
+
 // TestWindowCancelledRunEmitsNothingEarly proves that cancelling Run while
 // the source waits for more emits no open window: they are not complete.
 func TestWindowCancelledRunEmitsNothingEarly(t *testing.T) {
