@@ -155,7 +155,10 @@ func EventTime[T any](fn func(T) time.Time) StateOption {
 // ProcessingTime makes [Window] use processing time: a record's time is
 // the pipeline's [Clock] when the stage receives it, and the watermark is
 // the clock itself, so windows close when the clock passes their end,
-// records or not (on a timer goroutine). Results then depend on when
+// records or not (on a timer goroutine). A record's time is never below
+// the greatest reading so far: a wall clock that steps back (an NTP
+// correction, a VM migration) holds processing time where it was until
+// the clock catches up, and makes no record late. Results depend on when
 // records arrive: a replay after a restart does not give the same
 // windows.
 func ProcessingTime() StateOption {
@@ -504,6 +507,8 @@ type windowStage[K comparable, T, A any] struct {
 	redo   []pendingResult[K, A] // to emit again, from the table of its part
 	out    []Element[WindowResult[K, A]]
 	late   []Element[T]
+	lateAt int64 // the time the first of late was judged by, ms
+	lateWm int64 // and the watermark it was judged against
 	lateV  []T
 	fin    []member
 
@@ -607,8 +612,11 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		var t int64
 		switch {
 		case st.cfg.processingTime:
-			t = c.rt.clock.Now().UnixMilli()
-			st.tb.wm = max(st.tb.wm, t)
+			// Never below the last reading, the watermark: a wall clock
+			// that steps back (NTP, a VM migration) would put the record
+			// in a window that has closed, and make it late.
+			t = max(c.rt.clock.Now().UnixMilli(), st.tb.wm)
+			st.tb.wm = t
 		case st.evTime != nil:
 			t = st.evTime(e.Value).UnixMilli()
 		default:
@@ -618,6 +626,9 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		}
 		if !st.absorb(st.key(e.Value), e.Value, t) {
 			c.busy = false
+			if len(st.late) == 0 {
+				st.lateAt, st.lateWm = t, st.tb.wm
+			}
 			st.late = append(st.late, *e)
 			continue
 		}
@@ -1014,16 +1025,12 @@ func (st *windowStage[K, T, A]) lateLocked(ctx context.Context) error {
 	case st.cfg.dropLate:
 		c.ctr.skipped.Add(int64(len(st.late)))
 	default:
-		e := &st.late[0]
-		var t int64
-		switch {
-		case st.evTime != nil:
-			t = st.evTime(e.Value).UnixMilli()
-		default:
-			t = e.Timestamp
+		what := "event time"
+		if st.cfg.processingTime {
+			what = "processing time"
 		}
-		return recordError(c.name, e, fmt.Errorf("%w: event time %s is in %s windows that closed at watermark %s (out-of-orderness %s, allowed lateness %s); route late records with stream.LateTo or drop them with stream.DropLate",
-			ErrLateRecord, fmtMillis(t), st.spec, fmtMillis(st.tb.wm),
+		return recordError(c.name, &st.late[0], fmt.Errorf("%w: %s %s is in %s windows that closed at watermark %s (out-of-orderness %s, allowed lateness %s); route late records with stream.LateTo or drop them with stream.DropLate",
+			ErrLateRecord, what, fmtMillis(st.lateAt), st.spec, fmtMillis(st.lateWm),
 			time.Duration(st.cfg.outOfOrder)*time.Millisecond, time.Duration(st.cfg.lateness)*time.Millisecond))
 	}
 	for i := range st.late {

@@ -760,6 +760,88 @@ func TestWindowProcessingTimeFiresWhenClockPassesEnd(t *testing.T) {
 	assert.Empty(t, results, "nothing more fired")
 }
 
+// steppedClock is a streamtest.Clock whose wall reading can be stepped
+// back (an NTP correction, a VM migration); its timers run on the fake
+// clock's elapsed time, as a time.Timer runs on the monotonic clock.
+type steppedClock struct {
+	*streamtest.Clock
+	back atomic.Int64 // ns the wall reading is behind the fake clock
+}
+
+func (c *steppedClock) Now() time.Time { return c.Clock.Now().Add(-time.Duration(c.back.Load())) }
+
+// TestWindowProcessingTimeClockSteppingBackMakesNoRecordLate proves that
+// under ProcessingTime a wall clock that steps back after a window fired
+// makes no record late: the record after the step goes to a window still
+// open (a processing time is never below the last one), which fires when
+// the clock passes its end.
+func TestWindowProcessingTimeClockSteppingBackMakesNoRecordLate(t *testing.T) {
+	clock := &steppedClock{Clock: streamtest.NewClock()}
+	records := make(chan stream.Element[winAttempt], 2)
+	// asked gets a value at every Read: the batch before has gone through
+	// the window stage.
+	asked := make(chan struct{}, 10)
+	src := &funcSource[winAttempt]{read: func(ctx context.Context) ([]stream.Element[winAttempt], error) {
+		asked <- struct{}{}
+		select {
+		case e := <-records:
+			return []stream.Element[winAttempt]{e}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	results := make(chan winResult, 10)
+	late := make(chan winAttempt, 10)
+	s := stream.Window(stream.KeyBy(stream.From[winAttempt](src, stream.WithClock(clock)), func(a winAttempt) string { return a.IP }),
+		stream.Tumbling(time.Minute), stream.Count[winAttempt](), stream.ProcessingTime(),
+		stream.LateTo[winAttempt](sinkFunc[winAttempt](func(_ context.Context, as []winAttempt) error {
+			for _, a := range as {
+				late <- a
+			}
+			return nil
+		}))).
+		To(sinkFunc[winResult](func(_ context.Context, rs []winResult) error {
+			for _, r := range rs {
+				results <- r
+			}
+			return nil
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	next := func() winResult {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case a := <-late:
+			require.FailNow(t, "a record is late", "%+v", a)
+		case err := <-done:
+			require.FailNow(t, "Run returned", "%v", err)
+		}
+		return winResult{}
+	}
+	start := streamtest.ClockStart
+
+	<-asked
+	records <- stream.Element[winAttempt]{Value: winAttempt{IP: "a"}, Topic: "t", Offset: 0, Epoch: checkpoint.NoEpoch}
+	<-asked                         // the record is in [start, start+1m)
+	clock.Advance(90 * time.Second) // the clock passes its end: it fires
+	assert.Equal(t, winResult{Key: "a", Start: start, End: start.Add(time.Minute), Value: 1, Final: true}, next())
+
+	clock.back.Store(int64(time.Minute)) // the wall clock steps back to start+30s
+	records <- stream.Element[winAttempt]{Value: winAttempt{IP: "a"}, Topic: "t", Offset: 1, Epoch: checkpoint.NoEpoch}
+	<-asked                        // the record is in a window
+	clock.Advance(2 * time.Minute) // the wall clock reaches start+2m30s
+	assert.Equal(t, winResult{Key: "a", Start: start.Add(time.Minute), End: start.Add(2 * time.Minute), Value: 1, Final: true}, next(),
+		"the record after the step goes to the window of the last processing time, not to the closed one")
+
+	cancel()
+	require.NoError(t, <-done)
+	assert.Empty(t, late)
+}
+
 // winBenchValue is a 64-byte record of the benchmark.
 type winBenchValue struct {
 	Key  uint64
