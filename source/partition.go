@@ -132,6 +132,13 @@ type PartitionSource struct {
 	resets atomic.Int64 // positions moved by the reset policy (reset.go)
 
 	opened atomic.Pointer[log.Partition] // the partition once opened, for HighWatermark (telemetry.go)
+	// For CaughtUp (caughtup.go): the position the last open started at,
+	// and whether Read has returned a record since the source was made.
+	openedAt atomic.Int64
+	returned atomic.Bool
+	// replayEnd is at or above where a replay ends (the high watermark
+	// read after it opened); -1 when following.
+	replayEnd atomic.Int64
 
 	// ReadCommitted (committed.go): the topic's folder, where its
 	// transaction file is; the committed end last read (-1: not known, or
@@ -252,11 +259,13 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 		s.rewind(recs[keep].Offset) // the next open starts at the first uncommitted record
 		recs, s.recs = recs[:keep], recs[:keep]
 		if keep > 0 {
+			s.returned.Store(true)
 			return s.elements(recs), nil
 		}
 	}
 	if len(recs) > 0 {
 		s.pos = s.reader.Position()
+		s.returned.Store(true)
 	}
 	if err != nil {
 		err = s.wrap(err)
@@ -335,6 +344,12 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	}
 	s.reader.SetReuseBytes(s.ReusesBytes())
 	s.pos = from
+	s.openedAt.Store(from)
+	if s.cfg.replay {
+		s.replayEnd.Store(p.HighWatermark())
+	} else {
+		s.replayEnd.Store(-1)
+	}
 	s.opened.Store(p)
 	return nil
 }

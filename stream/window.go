@@ -124,6 +124,26 @@ type PartitionLister interface {
 	PendingPartitions() []TopicPartition
 }
 
+// CaughtUpReporter is implemented by sources that know whether they have
+// delivered a partition up to its high watermark (source.Partition and
+// source.Topic). [Idleness] counts a silent partition idle only when its
+// source reports it caught up, so that a slow or blocked partition with
+// records still to read keeps holding the watermark back, and its records
+// are not made late.
+//
+// CaughtUp reports whether the partition has no record below its high
+// watermark at or above next, the lowest offset of the partition the
+// pipeline has not finished (every record below it has been handled, or
+// filtered out, before the asking stage); next is -1 when the pipeline has
+// finished none of it, and then CaughtUp is true only if the source has
+// returned no record of the partition and has none to read. ok is false
+// for a partition the source does not read or cannot tell about yet. It is
+// called from the pipeline's goroutines and must be safe for concurrent
+// use with Read.
+type CaughtUpReporter interface {
+	CaughtUp(topic string, partition int32, next int64) (caughtUp, ok bool)
+}
+
 // ErrNoEventTime is the error of a record that reaches an event-time
 // [Window] without an event time: under the default event time, a record
 // whose Timestamp is 0 (a source that sets none, such as lines of a file).
@@ -186,8 +206,19 @@ func OutOfOrderness(d time.Duration) StateOption {
 // delivers again (Flink's WatermarkStrategy.withIdleness): without it, a
 // partition of a followed topic that receives nothing, or whose records
 // are all filtered out before the window, stops every window from firing.
-// Its records that arrive after the others moved the watermark on may be
-// late. d <= 0 turns it off (the default).
+// A timer on the pipeline's clock checks for idleness, so the windows the
+// quiet partition held back fire d after it went quiet, whether or not
+// another record arrives. A partition whose source reports records still
+// to read ([CaughtUpReporter]: a slow or blocked partition with lag) is
+// not idle however long it is silent. Such a source is asked every d or
+// every second, whichever is less, while the partition is silent, so an
+// idle partition that has records to read again holds the watermark back
+// again; the records it receives while idle and the others move the
+// watermark on may be late, as may those of a source that cannot tell.
+// When every partition is idle the watermark stays where it is. Idleness
+// applies to a pipeline that reads its partitions together (the embedded
+// log, files); on a consumer-group source each partition has a watermark
+// of its own and waits for no other. d <= 0 turns it off (the default).
 func Idleness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.idle = max(d, 0).Milliseconds()
@@ -352,6 +383,14 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		if cfg.processingTime {
 			rt.async = true
 			rt.spawn(st.tick)
+		}
+		if cfg.idle > 0 && !cfg.processingTime && !st.core.partitioned {
+			for _, src := range rt.p.sources {
+				if u, ok := src.(CaughtUpReporter); ok {
+					st.ups = append(st.ups, u)
+				}
+			}
+			rt.spawn(st.idleTick) // finishes no record: rt.async stays as it is
 		}
 		return st
 	}))
@@ -518,6 +557,13 @@ type windowStage[K comparable, T, A any] struct {
 	// (PartitionLister).
 	listers []PartitionLister
 	now     int64 // the clock in ms, read once per push when Idleness is set
+	// ups are the sources that tell whether a partition is caught up
+	// (CaughtUpReporter); pts is scratch for the pipeline's trackers.
+	// idleDue is the clock (ms) idleTick waits for, math.MaxInt64 when
+	// it waits for a record.
+	ups     []CaughtUpReporter
+	pts     []*checkpoint.PartitionTracker
+	idleDue int64
 
 	free      []*win[A]   // dropped windows, for reuse
 	freeLists [][]*win[A] // the emptied lists of windows of keys dropped, for reuse
@@ -596,7 +642,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
-		ps.active = st.now
+		ps.active, ps.idle, ps.recheck = st.now, false, 0
 		st.tb = st.table(e.Topic, e.Partition)
 		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
 		if err != nil {
@@ -653,6 +699,13 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		c.rt.noteFinished(len(st.fin))
 		clear(st.fin)
 	}
+	if st.cfg.idle > 0 && st.idleDue == math.MaxInt64 {
+		// idleTick waits for a record: now it has one to time.
+		select {
+		case st.wake <- struct{}{}:
+		default:
+		}
+	}
 	return st.flushLocked(ctx)
 }
 
@@ -678,9 +731,133 @@ func (st *windowStage[K, T, A]) watchParts() {
 	}
 }
 
-// idle reports whether ps has delivered nothing for the Idleness.
+// idle reports whether ps is idle: it has delivered nothing for the
+// Idleness and its source has no record of it left to read. The source
+// is asked again every idlePoll while the partition is silent, so an idle
+// partition that has records to read again (appended, not yet read) holds
+// the watermark back again; without a source that can tell, a silent
+// partition is idle until it delivers.
 func (st *windowStage[K, T, A]) idle(ps *partState) bool {
-	return st.cfg.idle > 0 && st.now-ps.active >= st.cfg.idle
+	if st.cfg.idle <= 0 || st.now-ps.active < st.cfg.idle {
+		return false
+	}
+	if st.now < ps.recheck {
+		return ps.idle
+	}
+	ps.idle = st.caughtUp(ps)
+	if len(st.ups) == 0 {
+		ps.recheck = math.MaxInt64 // until it delivers (push resets it)
+	} else {
+		ps.recheck = st.now + st.idlePoll()
+	}
+	return ps.idle
+}
+
+// idlePoll is how long (ms) a silent partition with records left to read
+// waits before its source is asked again: the Idleness, at most a second.
+func (st *windowStage[K, T, A]) idlePoll() int64 { return min(st.cfg.idle, 1000) }
+
+// caughtUp asks the sources that can tell (CaughtUpReporter) whether ps's
+// partition has records left to read, given what of it the pipeline has
+// finished (its tracker's position: every record below it went through
+// this stage or was filtered out before). Without such a source, silence
+// alone decides, as before sources could tell.
+func (st *windowStage[K, T, A]) caughtUp(ps *partState) bool {
+	if len(st.ups) == 0 || ps.pk.topic == "" {
+		return true
+	}
+	next := int64(-1)
+	st.pts = st.core.rt.tracker.Partitions(st.pts[:0])
+	for _, pt := range st.pts {
+		if pt.ID() == ps.pk.partition && pt.Topic() == ps.pk.topic {
+			if pos, ok := pt.Position(); ok {
+				next = pos.Offset
+			}
+			break
+		}
+	}
+	clear(st.pts)
+	for _, u := range st.ups {
+		if c, ok := u.CaughtUp(ps.pk.topic, ps.pk.partition, next); ok {
+			return c
+		}
+	}
+	return true
+}
+
+// idleTick is the timer goroutine of Idleness under event time: when a
+// partition may have become idle it raises the watermark, so that the
+// windows a quiet partition held back fire without waiting for a record
+// of another.
+func (st *windowStage[K, T, A]) idleTick() error {
+	rt := st.core.rt
+	for {
+		st.mu.Lock()
+		now := rt.clock.Now().UnixMilli()
+		due := int64(math.MaxInt64)
+		for _, ps := range st.core.list {
+			switch {
+			case now-ps.active < st.cfg.idle:
+				due = min(due, ps.active+st.cfg.idle)
+			case ps.recheck != math.MaxInt64: // silent: its source is asked at recheck
+				due = min(due, max(ps.recheck, now))
+			}
+		}
+		st.idleDue = due
+		st.mu.Unlock()
+		var fired <-chan time.Time
+		var t Timer
+		if due != math.MaxInt64 {
+			t = rt.clock.NewTimer(time.Duration(due-now) * time.Millisecond)
+			fired = t.C()
+		}
+		stop := func() {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		select {
+		case <-fired:
+		case <-st.wake:
+			stop()
+			continue
+		case <-st.quit:
+			stop()
+			return nil
+		case <-rt.stop:
+			stop()
+			return nil
+		}
+		if rt.eos != nil {
+			// As tick: never while a transaction drains and commits.
+			rt.txnGate.RLock()
+		}
+		st.mu.Lock()
+		st.out = st.out[:0]
+		st.redoLocked()
+		st.now = rt.clock.Now().UnixMilli()
+		if len(st.listers) > 0 {
+			st.watchParts()
+		}
+		for _, ps := range st.core.list {
+			st.idle(ps) // marks the idle ones, sets when to ask again (raise may stop early)
+		}
+		st.tb = st.one
+		st.core.busy = true
+		st.raise()
+		st.core.busy = false
+		if len(st.out) > 0 {
+			st.core.dirty.Store(true)
+		}
+		err := st.flushLocked(rt.stageCtx)
+		st.mu.Unlock()
+		if rt.eos != nil {
+			rt.txnGate.RUnlock()
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // absorb adds v, of event time t, to the windows of key k, and emits what

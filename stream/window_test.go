@@ -12,8 +12,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -1046,4 +1048,176 @@ func TestWindowIdlenessLetsTheWatermarkPassAPartitionThatDeliversNothing(t *test
 			assert.Empty(t, results, "nothing (more) fired")
 		})
 	}
+}
+
+// idleSource lists partitions t/0 and t/1 and returns the batches the test
+// sends on in, one per Read, until ctx ends. With lag set it reports
+// (CaughtUp) whether partition 1 has records left to read: while behind,
+// which a Read of a batch of partition 1 clears.
+type idleSource struct {
+	in     chan []stream.Element[winAttempt]
+	lag    bool
+	behind atomic.Bool
+}
+
+func (s *idleSource) PendingPartitions() []stream.TopicPartition {
+	return []stream.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+}
+
+func (s *idleSource) CaughtUp(topic string, partition int32, next int64) (caughtUp, ok bool) {
+	if !s.lag || topic != "t" || partition != 1 {
+		return false, false
+	}
+	return !s.behind.Load(), true
+}
+
+func (s *idleSource) Read(ctx context.Context) ([]stream.Element[winAttempt], error) {
+	select {
+	case b := <-s.in:
+		if b[0].Partition == 1 {
+			s.behind.Store(false)
+		}
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *idleSource) Close() error { return nil }
+
+// idleBatch is a batch of partition part of t: an attempt of ip at each of
+// ats after winT0, from offset off on.
+func idleBatch(part int32, off int64, ip string, ats ...time.Duration) []stream.Element[winAttempt] {
+	var b []stream.Element[winAttempt]
+	for i, at := range ats {
+		b = append(b, stream.Element[winAttempt]{Value: winAt(ip, at), Topic: "t", Partition: part, Offset: off + int64(i), Epoch: checkpoint.NoEpoch})
+	}
+	return b
+}
+
+// runIdle runs a 1-minute tumbling count per IP with an idleness of 1
+// minute over src, in a synctest bubble's goroutine, and returns what it
+// emits and sends to the late sink, and a stop that cancels Run and
+// returns its error.
+func runIdle(src *idleSource) (late func() []winAttempt, got func() []winResult, stop func() error) {
+	var mu sync.Mutex
+	var rs []winResult
+	var ls []winAttempt
+	s := winCountByIP(stream.From[winAttempt](src), stream.Tumbling(time.Minute), stream.Idleness(time.Minute),
+		stream.LateTo[winAttempt](sinkFunc[winAttempt](func(_ context.Context, as []winAttempt) error {
+			mu.Lock()
+			defer mu.Unlock()
+			ls = append(ls, as...)
+			return nil
+		}))).
+		To(sinkFunc[winResult](func(_ context.Context, r []winResult) error {
+			mu.Lock()
+			defer mu.Unlock()
+			rs = append(rs, r...)
+			return nil
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() []winAttempt {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(ls)
+		}, func() []winResult {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(rs)
+		}, func() error {
+			cancel()
+			return <-done
+		}
+}
+
+// TestWindowIdlenessFiresTheLastWindowsWithoutAnotherRecord proves that a
+// partition that goes quiet stops holding the watermark back once it has
+// been silent for the Idleness on the pipeline's clock, with no record
+// after: partition 1 delivers b at 5s and goes quiet, partition 0
+// delivers a at 0, 10s and 3m 30s later and goes quiet too; a minute
+// after partition 1's record, the watermark moves to 3m and the windows
+// [0, 1m) fire. (synctest's clock: time moves when every goroutine waits.)
+func TestWindowIdlenessFiresTheLastWindowsWithoutAnotherRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt])}
+		late, got, stop := runIdle(src)
+		src.in <- idleBatch(1, 0, "b", 5*time.Second)
+		synctest.Wait()
+		time.Sleep(30 * time.Second)
+		src.in <- idleBatch(0, 0, "a", 0, 10*time.Second, 3*time.Minute)
+		synctest.Wait()
+		assert.Empty(t, got(), "partition 1 holds the watermark at 5s")
+
+		time.Sleep(30 * time.Second) // partition 1 has been silent for a minute
+		synctest.Wait()
+		assert.Equal(t, []winResult{
+			winRes("b", 0, time.Minute, 1, true),
+			winRes("a", 0, time.Minute, 2, true),
+		}, got(), "partition 1 is idle: the watermark is partition 0's, 3m")
+
+		require.NoError(t, stop())
+		assert.Empty(t, late())
+	})
+}
+
+// TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle proves that
+// a partition silent for longer than the Idleness but whose source reports
+// records left to read (CaughtUpReporter: a slow or blocked partition with
+// lag) keeps holding the watermark back, so that its records, when they
+// come, are not late.
+func TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true}
+		src.behind.Store(true)
+		late, got, stop := runIdle(src)
+		src.in <- idleBatch(0, 0, "a", 0, 10*time.Second)
+		synctest.Wait()
+		time.Sleep(2 * time.Minute) // partition 1, listed, has delivered nothing for 2 minutes
+		src.in <- idleBatch(0, 2, "a", 3*time.Minute)
+		synctest.Wait()
+		assert.Empty(t, got(), "partition 1 has records to read: it holds the watermark")
+
+		src.in <- idleBatch(1, 0, "b", 20*time.Second, 3*time.Minute+10*time.Second)
+		synctest.Wait()
+		assert.Empty(t, late(), "no record of partition 1 is late")
+		assert.Equal(t, []winResult{
+			winRes("a", 0, time.Minute, 2, true),
+			winRes("b", 0, time.Minute, 1, true),
+		}, got(), "the watermark is 3m once partition 1 delivered")
+		require.NoError(t, stop())
+	})
+}
+
+// TestWindowIdlenessHoldsTheWatermarkAgainWhenAnIdlePartitionHasRecordsToRead
+// proves that an idle partition whose source then reports records to read
+// (appended, not yet read) stops being idle within a second, without a
+// record of it: the watermark waits for it again, and its records are not
+// late.
+func TestWindowIdlenessHoldsTheWatermarkAgainWhenAnIdlePartitionHasRecordsToRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true}
+		late, got, stop := runIdle(src)
+		src.in <- idleBatch(0, 0, "a", 0)
+		synctest.Wait()
+		time.Sleep(61 * time.Second) // partition 1, caught up, is idle
+		src.in <- idleBatch(0, 1, "a", 2*time.Minute)
+		synctest.Wait()
+		assert.Equal(t, []winResult{winRes("a", 0, time.Minute, 1, true)}, got(), "the watermark is partition 0's, 2m")
+
+		src.behind.Store(true)  // records are appended to partition 1
+		time.Sleep(time.Second) // its source is asked again
+		src.in <- idleBatch(0, 2, "a", 5*time.Minute)
+		synctest.Wait()
+		src.in <- idleBatch(1, 0, "b", 3*time.Minute)
+		synctest.Wait()
+		assert.Empty(t, late(), "no record of partition 1 is late")
+		assert.Equal(t, []winResult{
+			winRes("a", 0, time.Minute, 1, true),
+			winRes("a", 2*time.Minute, 3*time.Minute, 1, true),
+		}, got(), "the watermark waited for partition 1, then went to 3m")
+		require.NoError(t, stop())
+	})
 }
