@@ -257,8 +257,8 @@ func (s *PartitionSource) uncommittedSince(recs []log.Record) (keep int, reopen 
 // replay set at open (the committed end, when below the high watermark),
 // else p's high watermark.
 func (s *PartitionSource) replayEndOr(p *log.Partition) int64 {
-	if s.replayEnd >= 0 {
-		return s.replayEnd
+	if end := s.replayEnd.Load(); end >= 0 {
+		return end
 	}
 	return p.HighWatermark()
 }

@@ -133,18 +133,25 @@ type PartitionSource struct {
 
 	opened  atomic.Pointer[log.Partition] // the partition once opened, for HighWatermark (telemetry.go)
 	topicOf atomic.Pointer[log.Topic]     // the topic once opened, for TopicID
+	// For CaughtUp (caughtup.go): the position the last open started at,
+	// and whether Read has returned a record since the source was made.
+	openedAt atomic.Int64
+	returned atomic.Bool
+	// replayEnd is at or above where a replay ends (the committed end a
+	// ReadCommitted replay set at open; else the high watermark read after
+	// it opened); -1 when following. For CaughtUp and
+	// TopicSource.PendingPartitions.
+	replayEnd atomic.Int64
 
 	// ReadCommitted (committed.go): the topic's folder, where its
 	// transaction file is; the topic's partition count, which the file
 	// must give the ends of; the committed end last read (-1: not known,
-	// or no file); the wake of a wait for the next commit; where a replay
-	// ends (-1 for a follow, or without ReadCommitted), for
-	// TopicSource.PendingPartitions.
+	// or no file); the wake of a wait for the next commit. Where a
+	// ReadCommitted replay ends is replayEnd above.
 	dir       string
 	nparts    int
 	committed int64
 	wake      chan struct{}
-	replayEnd int64
 }
 
 // The interfaces a PartitionSource implements.
@@ -200,7 +207,6 @@ func newPartitionSource(lg *log.Log, topic string, partition int32, start Start,
 		cfg:       cfg,
 		next:      start,
 		pos:       -1,
-		replayEnd: -1,
 	}
 }
 
@@ -279,11 +285,13 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 		s.pos = recs[keep].Offset
 		recs, s.recs = recs[:keep], recs[:keep]
 		if keep > 0 {
+			s.returned.Store(true)
 			return s.elements(recs), nil
 		}
 	}
 	if len(recs) > 0 {
 		s.pos = s.reader.Position()
+		s.returned.Store(true)
 	}
 	if err != nil {
 		err = s.wrap(err)
@@ -361,7 +369,8 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(err)
 	}
-	s.dir, s.nparts, s.committed, s.replayEnd = t.Dir(), t.Partitions(), -1, -1
+	s.dir, s.nparts, s.committed = t.Dir(), t.Partitions(), -1
+	var replayEnd int64 = -1
 	if s.cfg.readCommitted {
 		// The replay's end is taken before the look at the transaction
 		// file: when the look finds none, no sink.LogSink had begun when
@@ -378,22 +387,26 @@ func (s *PartitionSource) open(ctx context.Context) error {
 			from = ce // Kafka's read_committed starts "latest" at the last stable offset
 		}
 		if s.cfg.replay {
-			s.replayEnd = hwm
+			replayEnd = hwm
 			if found && from <= hwm { // above it, the replay's out-of-range error stays
-				s.replayEnd = max(from, min(ce, hwm))
+				replayEnd = max(from, min(ce, hwm))
 			}
 		}
 	}
 	if s.cfg.replay {
 		s.reader = p.Replay(from)
-		if s.replayEnd >= 0 {
-			s.reader.SetEnd(s.replayEnd)
+		if replayEnd >= 0 {
+			s.reader.SetEnd(replayEnd)
+		} else {
+			replayEnd = p.HighWatermark() // at or above the end Replay took
 		}
 	} else {
 		s.reader = p.Follow(from)
 	}
 	s.reader.SetReuseBytes(s.ReusesBytes())
 	s.pos = from
+	s.openedAt.Store(from)
+	s.replayEnd.Store(replayEnd)
 	s.opened.Store(p)
 	s.topicOf.Store(t)
 	return nil

@@ -96,3 +96,66 @@ func TestTopicSourceHighWatermarkPerPartition(t *testing.T) {
 	_, ok = src.HighWatermark("orders", 2)
 	assert.False(t, ok, "no such partition")
 }
+
+// TestCaughtUpOnlyOnceNoRecordBelowTheHighWatermarkIsLeft ensures the log
+// sources tell stream.Idleness that a partition is caught up only when no
+// record below its high watermark is left for the pipeline: not while
+// records are unread or read but not finished (next below the high
+// watermark), and, before the pipeline finished any, only for a partition
+// the source started at its high watermark and returned nothing of.
+func TestCaughtUpOnlyOnceNoRecordBelowTheHighWatermarkIsLeft(t *testing.T) {
+	lg := testutil.OpenLog(t, log.ModeFile)
+	tp := createTopic(t, lg, "orders", 2)
+	p0, err := tp.Partition(0)
+	require.NoError(t, err)
+	_, err = p0.Append(context.Background(), log.Record{Value: []byte("a")}, log.Record{Value: []byte("b")}, log.Record{Value: []byte("c")})
+	require.NoError(t, err)
+
+	src := source.Topic(lg, "orders", source.Earliest) // following
+	defer src.Close()
+	_, ok := src.CaughtUp("orders", 0, -1)
+	assert.False(t, ok, "not opened yet")
+	_, err = src.Read(context.Background())
+	require.NoError(t, err)
+	up, ok := src.CaughtUp("orders", 1, -1)
+	require.True(t, ok)
+	assert.True(t, up, "an empty partition, started at its high watermark")
+	up, ok = src.CaughtUp("orders", 0, -1)
+	require.True(t, ok)
+	assert.False(t, up, "partition 0 has records the pipeline has not finished")
+	up, _ = src.CaughtUp("orders", 0, 2)
+	assert.False(t, up, "the record at offset 2 is not finished")
+	up, _ = src.CaughtUp("orders", 0, 3)
+	assert.True(t, up, "every record below the high watermark is finished")
+	_, ok = src.CaughtUp("other", 0, 3)
+	assert.False(t, ok, "another topic")
+	_, ok = src.CaughtUp("orders", 2, 3)
+	assert.False(t, ok, "no such partition")
+
+	p1, err := tp.Partition(1)
+	require.NoError(t, err)
+	_, err = p1.Append(context.Background(), log.Record{Value: []byte("d")})
+	require.NoError(t, err)
+	up, _ = src.CaughtUp("orders", 1, -1)
+	assert.False(t, up, "partition 1 has a record now, not yet read")
+
+	ps := source.Partition(lg, "orders", 0, source.At(3), source.Replay())
+	defer ps.Close()
+	_, ok = ps.CaughtUp("orders", 0, -1)
+	assert.False(t, ok, "not opened yet")
+	readUntilEOF(t, ps)
+	up, ok = ps.CaughtUp("orders", 0, -1)
+	require.True(t, ok)
+	assert.True(t, up, "started at the high watermark, returned nothing")
+	_, err = p0.Append(context.Background(), log.Record{Value: []byte("e")})
+	require.NoError(t, err)
+	up, _ = ps.CaughtUp("orders", 0, -1)
+	assert.True(t, up, "a replay ends where the high watermark was when it opened")
+	ps = source.Partition(lg, "orders", 0, source.At(1), source.Replay())
+	defer ps.Close()
+	readUntilEOF(t, ps)
+	up, _ = ps.CaughtUp("orders", 0, -1)
+	assert.False(t, up, "it returned records the pipeline has not finished")
+	up, _ = ps.CaughtUp("orders", 0, 4)
+	assert.True(t, up)
+}

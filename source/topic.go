@@ -113,7 +113,8 @@ type TopicSource struct {
 	budget  *budget      // ReadAheadBytes, shared by the reading goroutines (readahead.go)
 	sending atomic.Int32 // reading goroutines waiting for Read to take their queued batch (tests)
 
-	opened atomic.Pointer[log.Topic] // the topic once resolved, for HighWatermark (telemetry.go)
+	opened atomic.Pointer[log.Topic]    // the topic once resolved, for HighWatermark (telemetry.go)
+	view   atomic.Pointer[[]*topicPart] // parts once resolved, for CaughtUp from other goroutines (caughtup.go)
 	// pending are the partitions that had records to read when they
 	// opened (PendingPartitions); nil until the first open.
 	pending atomic.Pointer[[]stream.TopicPartition]
@@ -405,12 +406,13 @@ func (s *TopicSource) resolve() error {
 			ids = append(ids, id)
 		}
 	}
-	s.opened.Store(t)
 	parts := make([]*topicPart, len(ids))
 	for i, id := range ids {
 		parts[i] = &topicPart{src: newPartitionSource(s.lg, s.topic, id, s.start, s.cfg.part), pos: -1}
 	}
 	s.parts = parts
+	s.view.Store(&parts)
+	s.opened.Store(t)
 	return nil
 }
 

@@ -212,19 +212,26 @@
 //		stream.EventTime(func(a Attempt) time.Time { return a.Time }),
 //		stream.OutOfOrderness(30*time.Second), stream.LateTo(lateSink))
 //
-// Event time is the record's Timestamp unless [EventTime] reads it from
-// the value. The watermark of a source partition is the greatest event
-// time it has delivered minus the [OutOfOrderness]; the stage's watermark
-// is the least over the partitions, and never goes back. A window fires
-// when the watermark reaches its end and is dropped [AllowedLateness]
-// later; a record whose every window was dropped is late, and goes to
-// [LateTo]'s sink, or is counted and dropped ([DropLate]), or stops Run
-// ([ErrLateRecord], the default): a late record is never dropped unseen.
-// A partition its source lists ([PartitionLister], as source.Topic does)
-// holds the watermark back until one of its event times arrives, so the
-// first batch of one partition cannot make the others' records late; one
-// that delivers nothing holds it until the input ends, or for
-// [Idleness]. The end of the input emits every open window.
+// Event time is the record's Timestamp unless [EventTime] reads it from the
+// value. The watermark of a source partition is the greatest event time it
+// has delivered minus the [OutOfOrderness]; the stage's watermark is the
+// least over the partitions, and never goes back. A window fires when the
+// watermark reaches its end and is dropped [AllowedLateness] later; windows
+// that fire together (a watermark that jumps past several, or the end of
+// the input) come out in the order of their ends across keys, so a stage
+// after the window that reads a result's end as its event time (a second
+// Window) sees time go forward. A record whose every window was dropped is
+// late, and goes to [LateTo]'s sink, or is counted and dropped
+// ([DropLate]), or stops Run ([ErrLateRecord], the default): a late record
+// is never dropped unseen. A partition its source lists ([PartitionLister],
+// as source.Topic does) holds the watermark back until one of its event
+// times arrives, so the first batch of one partition cannot make the
+// others' records late; one that delivers nothing holds it until the input
+// ends, or for [Idleness]: silent that long on the pipeline's [Clock]
+// (checked on a timer, so the windows it held back fire with no further
+// record) and caught up with its source ([CaughtUpReporter]: a partition
+// with records still to read is never idle). The end of the input emits
+// every open window.
 //
 // # State
 //

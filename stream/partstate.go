@@ -195,7 +195,7 @@ func (c *stateCore) restoreMeta(pk partKey, data []byte, want stateHeader) (part
 			c.name, pk.topic, pk.partition, ErrStateMismatch, h.Kind, h.Spec, h.Types, h.Version, want.Kind, want.Spec, want.Types)
 	}
 	c.dropPart(pk)
-	ps := &partState{restored: m.Part.Next, next: m.Part.Next, maxTs: m.Part.MaxTs}
+	ps := &partState{restored: m.Part.Next, next: m.Part.Next, maxTs: m.Part.MaxTs, pk: pk}
 	c.parts[pk] = ps
 	c.list = append(c.list, ps)
 	c.lastPart = nil

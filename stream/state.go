@@ -297,6 +297,13 @@ type partState struct {
 	// active is the clock (ms) when the partition last delivered a record
 	// to the stage, or was listed: Window's Idleness.
 	active int64
+	// idle: Window counts the partition idle (silent for the Idleness
+	// and caught up with its source). recheck is the clock (ms) before
+	// which its source is not asked again (math.MaxInt64: not until it
+	// delivers).
+	idle    bool
+	recheck int64
+	pk      partKey
 }
 
 // seen reports whether anything of the partition reached the stage.
@@ -341,7 +348,7 @@ func (c *stateCore) part(topic string, partition int32) *partState {
 	k := partKey{topic, partition}
 	ps := c.parts[k]
 	if ps == nil {
-		ps = &partState{maxTs: math.MinInt64}
+		ps = &partState{maxTs: math.MinInt64, pk: k}
 		c.parts[k] = ps
 		c.list = append(c.list, ps)
 	}
@@ -389,7 +396,7 @@ func (c *stateCore) partsFile() []partFile {
 
 func (c *stateCore) restoreParts(pf []partFile) {
 	for _, p := range pf {
-		ps := &partState{restored: p.Next, next: p.Next, maxTs: p.MaxTs}
+		ps := &partState{restored: p.Next, next: p.Next, maxTs: p.MaxTs, pk: partKey{p.Topic, p.Partition}}
 		c.parts[partKey{p.Topic, p.Partition}] = ps
 		c.list = append(c.list, ps)
 	}

@@ -124,6 +124,26 @@ type PartitionLister interface {
 	PendingPartitions() []TopicPartition
 }
 
+// CaughtUpReporter is implemented by sources that know whether they have
+// delivered a partition up to its high watermark (source.Partition and
+// source.Topic). [Idleness] counts a silent partition idle only when its
+// source reports it caught up, so that a slow or blocked partition with
+// records still to read keeps holding the watermark back, and its records
+// are not made late.
+//
+// CaughtUp reports whether the partition has no record below its high
+// watermark at or above next, the lowest offset of the partition the
+// pipeline has not finished (every record below it has been handled, or
+// filtered out, before the asking stage); next is -1 when the pipeline has
+// finished none of it, and then CaughtUp is true only if the source has
+// returned no record of the partition and has none to read. ok is false
+// for a partition the source does not read or cannot tell about yet. It is
+// called from the pipeline's goroutines and must be safe for concurrent
+// use with Read.
+type CaughtUpReporter interface {
+	CaughtUp(topic string, partition int32, next int64) (caughtUp, ok bool)
+}
+
 // ErrNoEventTime is the error of a record that reaches an event-time
 // [Window] without an event time: under the default event time, a record
 // whose Timestamp is 0 (a source that sets none, such as lines of a file).
@@ -155,7 +175,10 @@ func EventTime[T any](fn func(T) time.Time) StateOption {
 // ProcessingTime makes [Window] use processing time: a record's time is
 // the pipeline's [Clock] when the stage receives it, and the watermark is
 // the clock itself, so windows close when the clock passes their end,
-// records or not (on a timer goroutine). Results then depend on when
+// records or not (on a timer goroutine). A record's time is never below
+// the greatest reading so far: a wall clock that steps back (an NTP
+// correction, a VM migration) holds processing time where it was until
+// the clock catches up, and makes no record late. Results depend on when
 // records arrive: a replay after a restart does not give the same
 // windows.
 func ProcessingTime() StateOption {
@@ -183,8 +206,19 @@ func OutOfOrderness(d time.Duration) StateOption {
 // delivers again (Flink's WatermarkStrategy.withIdleness): without it, a
 // partition of a followed topic that receives nothing, or whose records
 // are all filtered out before the window, stops every window from firing.
-// Its records that arrive after the others moved the watermark on may be
-// late. d <= 0 turns it off (the default).
+// A timer on the pipeline's clock checks for idleness, so the windows the
+// quiet partition held back fire d after it went quiet, whether or not
+// another record arrives. A partition whose source reports records still
+// to read ([CaughtUpReporter]: a slow or blocked partition with lag) is
+// not idle however long it is silent. Such a source is asked every d or
+// every second, whichever is less, while the partition is silent, so an
+// idle partition that has records to read again holds the watermark back
+// again; the records it receives while idle and the others move the
+// watermark on may be late, as may those of a source that cannot tell.
+// When every partition is idle the watermark stays where it is. Idleness
+// applies to a pipeline that reads its partitions together (the embedded
+// log, files); on a consumer-group source each partition has a watermark
+// of its own and waits for no other. d <= 0 turns it off (the default).
 func Idleness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.idle = max(d, 0).Milliseconds()
@@ -255,7 +289,10 @@ func EmitUpdates() StateOption {
 // times arrives it holds the watermark back, so following a topic with a
 // partition that receives nothing fires no window without [Idleness]. A window [Start, End)
 // fires when the watermark reaches End, and is dropped [AllowedLateness]
-// later. A record whose every window was dropped is late: by default Run
+// later. Windows that fire together come out in the order of their ends,
+// across keys (ties in the order they were opened), so a Window after
+// this one, whose event time is a result's last instant, finds none of
+// them late. A record whose every window was dropped is late: by default Run
 // stops with a *RecordError wrapping [ErrLateRecord]; [LateTo] sends late
 // records to a sink, [DropLate] counts and drops them. No late record is
 // dropped unseen.
@@ -346,6 +383,14 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		if cfg.processingTime {
 			rt.async = true
 			rt.spawn(st.tick)
+		}
+		if cfg.idle > 0 && !cfg.processingTime && !st.core.partitioned {
+			for _, src := range rt.p.sources {
+				if u, ok := src.(CaughtUpReporter); ok {
+					st.ups = append(st.ups, u)
+				}
+			}
+			rt.spawn(st.idleTick) // finishes no record: rt.async stays as it is
 		}
 		return st
 	}))
@@ -501,6 +546,8 @@ type windowStage[K comparable, T, A any] struct {
 	redo   []pendingResult[K, A] // to emit again, from the table of its part
 	out    []Element[WindowResult[K, A]]
 	late   []Element[T]
+	lateAt int64 // the time the first of late was judged by, ms
+	lateWm int64 // and the watermark it was judged against
 	lateV  []T
 	fin    []member
 
@@ -510,6 +557,13 @@ type windowStage[K comparable, T, A any] struct {
 	// (PartitionLister).
 	listers []PartitionLister
 	now     int64 // the clock in ms, read once per push when Idleness is set
+	// ups are the sources that tell whether a partition is caught up
+	// (CaughtUpReporter); pts is scratch for the pipeline's trackers.
+	// idleDue is the clock (ms) idleTick waits for, math.MaxInt64 when
+	// it waits for a record.
+	ups     []CaughtUpReporter
+	pts     []*checkpoint.PartitionTracker
+	idleDue int64
 
 	free      []*win[A]   // dropped windows, for reuse
 	freeLists [][]*win[A] // the emptied lists of windows of keys dropped, for reuse
@@ -588,7 +642,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
-		ps.active = st.now
+		ps.active, ps.idle, ps.recheck = st.now, false, 0
 		st.tb = st.table(e.Topic, e.Partition)
 		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
 		if err != nil {
@@ -604,8 +658,11 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		var t int64
 		switch {
 		case st.cfg.processingTime:
-			t = c.rt.clock.Now().UnixMilli()
-			st.tb.wm = max(st.tb.wm, t)
+			// Never below the last reading, the watermark: a wall clock
+			// that steps back (NTP, a VM migration) would put the record
+			// in a window that has closed, and make it late.
+			t = max(c.rt.clock.Now().UnixMilli(), st.tb.wm)
+			st.tb.wm = t
 		case st.evTime != nil:
 			t = st.evTime(e.Value).UnixMilli()
 		default:
@@ -615,6 +672,9 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		}
 		if !st.absorb(st.key(e.Value), e.Value, t) {
 			c.busy = false
+			if len(st.late) == 0 {
+				st.lateAt, st.lateWm = t, st.tb.wm
+			}
 			st.late = append(st.late, *e)
 			continue
 		}
@@ -638,6 +698,13 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		c.offs = finishMembers(st.fin, c.offs)
 		c.rt.noteFinished(len(st.fin))
 		clear(st.fin)
+	}
+	if st.cfg.idle > 0 && st.idleDue == math.MaxInt64 {
+		// idleTick waits for a record: now it has one to time.
+		select {
+		case st.wake <- struct{}{}:
+		default:
+		}
 	}
 	return st.flushLocked(ctx)
 }
@@ -664,9 +731,133 @@ func (st *windowStage[K, T, A]) watchParts() {
 	}
 }
 
-// idle reports whether ps has delivered nothing for the Idleness.
+// idle reports whether ps is idle: it has delivered nothing for the
+// Idleness and its source has no record of it left to read. The source
+// is asked again every idlePoll while the partition is silent, so an idle
+// partition that has records to read again (appended, not yet read) holds
+// the watermark back again; without a source that can tell, a silent
+// partition is idle until it delivers.
 func (st *windowStage[K, T, A]) idle(ps *partState) bool {
-	return st.cfg.idle > 0 && st.now-ps.active >= st.cfg.idle
+	if st.cfg.idle <= 0 || st.now-ps.active < st.cfg.idle {
+		return false
+	}
+	if st.now < ps.recheck {
+		return ps.idle
+	}
+	ps.idle = st.caughtUp(ps)
+	if len(st.ups) == 0 {
+		ps.recheck = math.MaxInt64 // until it delivers (push resets it)
+	} else {
+		ps.recheck = st.now + st.idlePoll()
+	}
+	return ps.idle
+}
+
+// idlePoll is how long (ms) a silent partition with records left to read
+// waits before its source is asked again: the Idleness, at most a second.
+func (st *windowStage[K, T, A]) idlePoll() int64 { return min(st.cfg.idle, 1000) }
+
+// caughtUp asks the sources that can tell (CaughtUpReporter) whether ps's
+// partition has records left to read, given what of it the pipeline has
+// finished (its tracker's position: every record below it went through
+// this stage or was filtered out before). Without such a source, silence
+// alone decides, as before sources could tell.
+func (st *windowStage[K, T, A]) caughtUp(ps *partState) bool {
+	if len(st.ups) == 0 || ps.pk.topic == "" {
+		return true
+	}
+	next := int64(-1)
+	st.pts = st.core.rt.tracker.Partitions(st.pts[:0])
+	for _, pt := range st.pts {
+		if pt.ID() == ps.pk.partition && pt.Topic() == ps.pk.topic {
+			if pos, ok := pt.Position(); ok {
+				next = pos.Offset
+			}
+			break
+		}
+	}
+	clear(st.pts)
+	for _, u := range st.ups {
+		if c, ok := u.CaughtUp(ps.pk.topic, ps.pk.partition, next); ok {
+			return c
+		}
+	}
+	return true
+}
+
+// idleTick is the timer goroutine of Idleness under event time: when a
+// partition may have become idle it raises the watermark, so that the
+// windows a quiet partition held back fire without waiting for a record
+// of another.
+func (st *windowStage[K, T, A]) idleTick() error {
+	rt := st.core.rt
+	for {
+		st.mu.Lock()
+		now := rt.clock.Now().UnixMilli()
+		due := int64(math.MaxInt64)
+		for _, ps := range st.core.list {
+			switch {
+			case now-ps.active < st.cfg.idle:
+				due = min(due, ps.active+st.cfg.idle)
+			case ps.recheck != math.MaxInt64: // silent: its source is asked at recheck
+				due = min(due, max(ps.recheck, now))
+			}
+		}
+		st.idleDue = due
+		st.mu.Unlock()
+		var fired <-chan time.Time
+		var t Timer
+		if due != math.MaxInt64 {
+			t = rt.clock.NewTimer(time.Duration(due-now) * time.Millisecond)
+			fired = t.C()
+		}
+		stop := func() {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		select {
+		case <-fired:
+		case <-st.wake:
+			stop()
+			continue
+		case <-st.quit:
+			stop()
+			return nil
+		case <-rt.stop:
+			stop()
+			return nil
+		}
+		if rt.eos != nil {
+			// As tick: never while a transaction drains and commits.
+			rt.txnGate.RLock()
+		}
+		st.mu.Lock()
+		st.out = st.out[:0]
+		st.redoLocked()
+		st.now = rt.clock.Now().UnixMilli()
+		if len(st.listers) > 0 {
+			st.watchParts()
+		}
+		for _, ps := range st.core.list {
+			st.idle(ps) // marks the idle ones, sets when to ask again (raise may stop early)
+		}
+		st.tb = st.one
+		st.core.busy = true
+		st.raise()
+		st.core.busy = false
+		if len(st.out) > 0 {
+			st.core.dirty.Store(true)
+		}
+		err := st.flushLocked(rt.stageCtx)
+		st.mu.Unlock()
+		if rt.eos != nil {
+			rt.txnGate.RUnlock()
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // absorb adds v, of event time t, to the windows of key k, and emits what
@@ -878,19 +1069,26 @@ func (st *windowStage[K, T, A]) raise() {
 }
 
 // fire emits the windows whose end the watermark reached and drops those
-// past their allowed lateness.
+// past their allowed lateness. Each timer fires only the windows of its
+// key that end by its own time, not by the watermark, so that when the
+// watermark jumps past several windows of several keys they come out in
+// the order of their ends across keys (ties in the order their timers
+// were set: the order the windows were opened). Firing every window of a
+// key at its first timer emitted a key's later windows before another
+// key's earlier ones, and a Window after this one (or any stage that
+// reads a result's end as its event time) then found those late.
 func (st *windowStage[K, T, A]) fire() {
 	for len(st.tb.timers) > 0 && st.tb.timers[0].at <= st.tb.wm {
-		k := st.tb.timers.pop().key
-		st.fireKey(k, st.tb.wm)
+		t := st.tb.timers.pop()
+		st.fireKey(t.key, t.at)
 	}
 }
 
-// fireKey fires the windows of k that end by upTo and drops those past
-// their allowed lateness at the watermark. At the end of the input close
-// fires each window at its own timer (upTo is the timer's time, not the
-// watermark), so that the windows come out in the order of their ends
-// across keys.
+// fireKey fires the windows of k that end by upTo, the time of the timer
+// that is due, and drops those past their allowed lateness at the
+// watermark. A window not fired always has a timer at its end (set when
+// it opened or its end moved), so a window that ends after upTo but by
+// the watermark fires at its own timer, in the same pass of fire.
 func (st *windowStage[K, T, A]) fireKey(k K, upTo int64) {
 	ws, ok := st.tb.keys[k]
 	if !ok {
@@ -1004,16 +1202,12 @@ func (st *windowStage[K, T, A]) lateLocked(ctx context.Context) error {
 	case st.cfg.dropLate:
 		c.ctr.skipped.Add(int64(len(st.late)))
 	default:
-		e := &st.late[0]
-		var t int64
-		switch {
-		case st.evTime != nil:
-			t = st.evTime(e.Value).UnixMilli()
-		default:
-			t = e.Timestamp
+		what := "event time"
+		if st.cfg.processingTime {
+			what = "processing time"
 		}
-		return recordError(c.name, e, fmt.Errorf("%w: event time %s is in %s windows that closed at watermark %s (out-of-orderness %s, allowed lateness %s); route late records with stream.LateTo or drop them with stream.DropLate",
-			ErrLateRecord, fmtMillis(t), st.spec, fmtMillis(st.tb.wm),
+		return recordError(c.name, &st.late[0], fmt.Errorf("%w: %s %s is in %s windows that closed at watermark %s (out-of-orderness %s, allowed lateness %s); route late records with stream.LateTo or drop them with stream.DropLate",
+			ErrLateRecord, what, fmtMillis(st.lateAt), st.spec, fmtMillis(st.lateWm),
 			time.Duration(st.cfg.outOfOrder)*time.Millisecond, time.Duration(st.cfg.lateness)*time.Millisecond))
 	}
 	for i := range st.late {

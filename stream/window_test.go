@@ -12,8 +12,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -651,6 +653,36 @@ func TestWindowEndOfInputOrderKeepsAWindowAfterItOnTime(t *testing.T) {
 	assert.Equal(t, want, winFinals(t, out.Values()))
 }
 
+// TestWindowWatermarkJumpFiresWindowsInEndOrderAcrossKeys proves that when
+// one record carries the watermark past several windows of several keys,
+// the windows come out in the order of their ends across keys, so that a
+// second Window over their results (event time: a result's last instant)
+// finds none of them late: 1-minute counts per IP, held back by an
+// out-of-orderness of 5 minutes until a record at 10m fires three windows
+// of each of a and b at once, then per-minute totals over every IP.
+func TestWindowWatermarkJumpFiresWindowsInEndOrderAcrossKeys(t *testing.T) {
+	in := []winAttempt{
+		winAt("a", time.Second), winAt("b", 2*time.Second),
+		winAt("a", 61*time.Second), winAt("b", 62*time.Second),
+		winAt("a", 121*time.Second), winAt("b", 122*time.Second),
+		winAt("c", 10*time.Minute), // the watermark jumps to 5m: six windows fire
+	}
+	perMinute := winCountByIP(stream.From[winAttempt](streamtest.Slice(in)), stream.Tumbling(time.Minute),
+		stream.OutOfOrderness(5*time.Minute))
+	out := streamtest.Collect[winResult]()
+	s := stream.Window(stream.KeyBy(perMinute, func(winResult) string { return "all" }), stream.Tumbling(time.Minute),
+		stream.Sum(func(r winResult) int64 { return r.Value }), stream.Name("total"), stream.DropLate()).To(out)
+	require.NoError(t, s.Run(context.Background()))
+
+	assert.Equal(t, []winResult{
+		winRes("all", 0, time.Minute, 2, true),
+		winRes("all", time.Minute, 2*time.Minute, 2, true),
+		winRes("all", 2*time.Minute, 3*time.Minute, 2, true),
+		winRes("all", 10*time.Minute, 11*time.Minute, 1, true), // the end of the input
+	}, out.Values(), "no per-minute result is missed")
+	assert.Zero(t, stageStats(t, s.Stats(), "total").Late, "no per-minute result is late")
+}
+
 // TestWindowCancelledRunEmitsNothingEarly proves that cancelling Run while
 // the source waits for more emits no open window: they are not complete.
 func TestWindowCancelledRunEmitsNothingEarly(t *testing.T) {
@@ -728,6 +760,88 @@ func TestWindowProcessingTimeFiresWhenClockPassesEnd(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	assert.Empty(t, results, "nothing more fired")
+}
+
+// steppedClock is a streamtest.Clock whose wall reading can be stepped
+// back (an NTP correction, a VM migration); its timers run on the fake
+// clock's elapsed time, as a time.Timer runs on the monotonic clock.
+type steppedClock struct {
+	*streamtest.Clock
+	back atomic.Int64 // ns the wall reading is behind the fake clock
+}
+
+func (c *steppedClock) Now() time.Time { return c.Clock.Now().Add(-time.Duration(c.back.Load())) }
+
+// TestWindowProcessingTimeClockSteppingBackMakesNoRecordLate proves that
+// under ProcessingTime a wall clock that steps back after a window fired
+// makes no record late: the record after the step goes to a window still
+// open (a processing time is never below the last one), which fires when
+// the clock passes its end.
+func TestWindowProcessingTimeClockSteppingBackMakesNoRecordLate(t *testing.T) {
+	clock := &steppedClock{Clock: streamtest.NewClock()}
+	records := make(chan stream.Element[winAttempt], 2)
+	// asked gets a value at every Read: the batch before has gone through
+	// the window stage.
+	asked := make(chan struct{}, 10)
+	src := &funcSource[winAttempt]{read: func(ctx context.Context) ([]stream.Element[winAttempt], error) {
+		asked <- struct{}{}
+		select {
+		case e := <-records:
+			return []stream.Element[winAttempt]{e}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	results := make(chan winResult, 10)
+	late := make(chan winAttempt, 10)
+	s := stream.Window(stream.KeyBy(stream.From[winAttempt](src, stream.WithClock(clock)), func(a winAttempt) string { return a.IP }),
+		stream.Tumbling(time.Minute), stream.Count[winAttempt](), stream.ProcessingTime(),
+		stream.LateTo[winAttempt](sinkFunc[winAttempt](func(_ context.Context, as []winAttempt) error {
+			for _, a := range as {
+				late <- a
+			}
+			return nil
+		}))).
+		To(sinkFunc[winResult](func(_ context.Context, rs []winResult) error {
+			for _, r := range rs {
+				results <- r
+			}
+			return nil
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	next := func() winResult {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case a := <-late:
+			require.FailNow(t, "a record is late", "%+v", a)
+		case err := <-done:
+			require.FailNow(t, "Run returned", "%v", err)
+		}
+		return winResult{}
+	}
+	start := streamtest.ClockStart
+
+	<-asked
+	records <- stream.Element[winAttempt]{Value: winAttempt{IP: "a"}, Topic: "t", Offset: 0, Epoch: checkpoint.NoEpoch}
+	<-asked                         // the record is in [start, start+1m)
+	clock.Advance(90 * time.Second) // the clock passes its end: it fires
+	assert.Equal(t, winResult{Key: "a", Start: start, End: start.Add(time.Minute), Value: 1, Final: true}, next())
+
+	clock.back.Store(int64(time.Minute)) // the wall clock steps back to start+30s
+	records <- stream.Element[winAttempt]{Value: winAttempt{IP: "a"}, Topic: "t", Offset: 1, Epoch: checkpoint.NoEpoch}
+	<-asked                        // the record is in a window
+	clock.Advance(2 * time.Minute) // the wall clock reaches start+2m30s
+	assert.Equal(t, winResult{Key: "a", Start: start.Add(time.Minute), End: start.Add(2 * time.Minute), Value: 1, Final: true}, next(),
+		"the record after the step goes to the window of the last processing time, not to the closed one")
+
+	cancel()
+	require.NoError(t, <-done)
+	assert.Empty(t, late)
 }
 
 // winBenchValue is a 64-byte record of the benchmark.
@@ -934,4 +1048,176 @@ func TestWindowIdlenessLetsTheWatermarkPassAPartitionThatDeliversNothing(t *test
 			assert.Empty(t, results, "nothing (more) fired")
 		})
 	}
+}
+
+// idleSource lists partitions t/0 and t/1 and returns the batches the test
+// sends on in, one per Read, until ctx ends. With lag set it reports
+// (CaughtUp) whether partition 1 has records left to read: while behind,
+// which a Read of a batch of partition 1 clears.
+type idleSource struct {
+	in     chan []stream.Element[winAttempt]
+	lag    bool
+	behind atomic.Bool
+}
+
+func (s *idleSource) PendingPartitions() []stream.TopicPartition {
+	return []stream.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+}
+
+func (s *idleSource) CaughtUp(topic string, partition int32, next int64) (caughtUp, ok bool) {
+	if !s.lag || topic != "t" || partition != 1 {
+		return false, false
+	}
+	return !s.behind.Load(), true
+}
+
+func (s *idleSource) Read(ctx context.Context) ([]stream.Element[winAttempt], error) {
+	select {
+	case b := <-s.in:
+		if b[0].Partition == 1 {
+			s.behind.Store(false)
+		}
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *idleSource) Close() error { return nil }
+
+// idleBatch is a batch of partition part of t: an attempt of ip at each of
+// ats after winT0, from offset off on.
+func idleBatch(part int32, off int64, ip string, ats ...time.Duration) []stream.Element[winAttempt] {
+	var b []stream.Element[winAttempt]
+	for i, at := range ats {
+		b = append(b, stream.Element[winAttempt]{Value: winAt(ip, at), Topic: "t", Partition: part, Offset: off + int64(i), Epoch: checkpoint.NoEpoch})
+	}
+	return b
+}
+
+// runIdle runs a 1-minute tumbling count per IP with an idleness of 1
+// minute over src, in a synctest bubble's goroutine, and returns what it
+// emits and sends to the late sink, and a stop that cancels Run and
+// returns its error.
+func runIdle(src *idleSource) (late func() []winAttempt, got func() []winResult, stop func() error) {
+	var mu sync.Mutex
+	var rs []winResult
+	var ls []winAttempt
+	s := winCountByIP(stream.From[winAttempt](src), stream.Tumbling(time.Minute), stream.Idleness(time.Minute),
+		stream.LateTo[winAttempt](sinkFunc[winAttempt](func(_ context.Context, as []winAttempt) error {
+			mu.Lock()
+			defer mu.Unlock()
+			ls = append(ls, as...)
+			return nil
+		}))).
+		To(sinkFunc[winResult](func(_ context.Context, r []winResult) error {
+			mu.Lock()
+			defer mu.Unlock()
+			rs = append(rs, r...)
+			return nil
+		}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() []winAttempt {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(ls)
+		}, func() []winResult {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(rs)
+		}, func() error {
+			cancel()
+			return <-done
+		}
+}
+
+// TestWindowIdlenessFiresTheLastWindowsWithoutAnotherRecord proves that a
+// partition that goes quiet stops holding the watermark back once it has
+// been silent for the Idleness on the pipeline's clock, with no record
+// after: partition 1 delivers b at 5s and goes quiet, partition 0
+// delivers a at 0, 10s and 3m 30s later and goes quiet too; a minute
+// after partition 1's record, the watermark moves to 3m and the windows
+// [0, 1m) fire. (synctest's clock: time moves when every goroutine waits.)
+func TestWindowIdlenessFiresTheLastWindowsWithoutAnotherRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt])}
+		late, got, stop := runIdle(src)
+		src.in <- idleBatch(1, 0, "b", 5*time.Second)
+		synctest.Wait()
+		time.Sleep(30 * time.Second)
+		src.in <- idleBatch(0, 0, "a", 0, 10*time.Second, 3*time.Minute)
+		synctest.Wait()
+		assert.Empty(t, got(), "partition 1 holds the watermark at 5s")
+
+		time.Sleep(30 * time.Second) // partition 1 has been silent for a minute
+		synctest.Wait()
+		assert.Equal(t, []winResult{
+			winRes("b", 0, time.Minute, 1, true),
+			winRes("a", 0, time.Minute, 2, true),
+		}, got(), "partition 1 is idle: the watermark is partition 0's, 3m")
+
+		require.NoError(t, stop())
+		assert.Empty(t, late())
+	})
+}
+
+// TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle proves that
+// a partition silent for longer than the Idleness but whose source reports
+// records left to read (CaughtUpReporter: a slow or blocked partition with
+// lag) keeps holding the watermark back, so that its records, when they
+// come, are not late.
+func TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true}
+		src.behind.Store(true)
+		late, got, stop := runIdle(src)
+		src.in <- idleBatch(0, 0, "a", 0, 10*time.Second)
+		synctest.Wait()
+		time.Sleep(2 * time.Minute) // partition 1, listed, has delivered nothing for 2 minutes
+		src.in <- idleBatch(0, 2, "a", 3*time.Minute)
+		synctest.Wait()
+		assert.Empty(t, got(), "partition 1 has records to read: it holds the watermark")
+
+		src.in <- idleBatch(1, 0, "b", 20*time.Second, 3*time.Minute+10*time.Second)
+		synctest.Wait()
+		assert.Empty(t, late(), "no record of partition 1 is late")
+		assert.Equal(t, []winResult{
+			winRes("a", 0, time.Minute, 2, true),
+			winRes("b", 0, time.Minute, 1, true),
+		}, got(), "the watermark is 3m once partition 1 delivered")
+		require.NoError(t, stop())
+	})
+}
+
+// TestWindowIdlenessHoldsTheWatermarkAgainWhenAnIdlePartitionHasRecordsToRead
+// proves that an idle partition whose source then reports records to read
+// (appended, not yet read) stops being idle within a second, without a
+// record of it: the watermark waits for it again, and its records are not
+// late.
+func TestWindowIdlenessHoldsTheWatermarkAgainWhenAnIdlePartitionHasRecordsToRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true}
+		late, got, stop := runIdle(src)
+		src.in <- idleBatch(0, 0, "a", 0)
+		synctest.Wait()
+		time.Sleep(61 * time.Second) // partition 1, caught up, is idle
+		src.in <- idleBatch(0, 1, "a", 2*time.Minute)
+		synctest.Wait()
+		assert.Equal(t, []winResult{winRes("a", 0, time.Minute, 1, true)}, got(), "the watermark is partition 0's, 2m")
+
+		src.behind.Store(true)  // records are appended to partition 1
+		time.Sleep(time.Second) // its source is asked again
+		src.in <- idleBatch(0, 2, "a", 5*time.Minute)
+		synctest.Wait()
+		src.in <- idleBatch(1, 0, "b", 3*time.Minute)
+		synctest.Wait()
+		assert.Empty(t, late(), "no record of partition 1 is late")
+		assert.Equal(t, []winResult{
+			winRes("a", 0, time.Minute, 1, true),
+			winRes("a", 2*time.Minute, 3*time.Minute, 1, true),
+		}, got(), "the watermark waited for partition 1, then went to 3m")
+		require.NoError(t, stop())
+	})
 }
