@@ -230,8 +230,10 @@
 // ends, or for [Idleness]: silent that long on the pipeline's [Clock]
 // (checked on a timer, so the windows it held back fire with no further
 // record) and caught up with its source ([CaughtUpReporter]: a partition
-// with records still to read is never idle). The end of the input emits
-// every open window.
+// with records still to read is never idle). When every partition is idle
+// the watermark advances to the greatest of their event times, so windows
+// any of them has passed fire however close together they went quiet. The
+// end of the input emits every open window.
 //
 // # State
 //

@@ -215,7 +215,12 @@ func OutOfOrderness(d time.Duration) StateOption {
 // idle partition that has records to read again holds the watermark back
 // again; the records it receives while idle and the others move the
 // watermark on may be late, as may those of a source that cannot tell.
-// When every partition is idle the watermark stays where it is. Idleness
+// When every partition is idle the watermark advances to the greatest of
+// their event times (less [OutOfOrderness]), the result of their going
+// idle one after another with the one furthest ahead last, so partitions
+// that go quiet together (a backlog appended at once) fire every window
+// any of them has passed; it never moves back, and a partition that
+// delivers again holds it from then on. Idleness
 // applies to a pipeline that reads its partitions together (the embedded
 // log, files); on a consumer-group source each partition has a watermark
 // of its own and waits for no other. d <= 0 turns it off (the default).
@@ -1047,10 +1052,12 @@ func (st *windowStage[K, T, A]) raise() {
 		}
 		parts = []*partState{ps} // does not escape: no allocation
 	}
+	idleMax := int64(math.MinInt64) // the greatest event time of the idle partitions
 	for _, p := range parts {
 		switch {
 		case st.idle(p):
 			// Delivers nothing: does not hold the watermark.
+			idleMax = max(idleMax, p.maxTs)
 		case p.maxTs != math.MinInt64:
 			m = min(m, p.maxTs)
 		case p.listed:
@@ -1059,7 +1066,16 @@ func (st *windowStage[K, T, A]) raise() {
 		}
 	}
 	if m == math.MaxInt64 {
-		return // no event time yet
+		if idleMax == math.MinInt64 {
+			return // no event time yet
+		}
+		// Every partition is idle: the watermark goes to the greatest of
+		// their event times, as if the one furthest ahead had gone quiet
+		// last, so that partitions that go quiet together (a backlog
+		// appended at once) fire what they would one after another.
+		// Keeping it where it was made that depend on which went quiet
+		// a moment sooner. It never falls: wm only rises below.
+		m = idleMax
 	}
 	st.tb.minTs = m
 	if w := st.tb.minTs - st.cfg.outOfOrder; w > st.tb.wm {

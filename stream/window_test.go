@@ -1095,15 +1095,15 @@ func idleBatch(part int32, off int64, ip string, ats ...time.Duration) []stream.
 	return b
 }
 
-// runIdle runs a 1-minute tumbling count per IP with an idleness of 1
-// minute over src, in a synctest bubble's goroutine, and returns what it
+// runIdle runs a 1-minute tumbling count per IP with an idleness of d
+// over src, in a synctest bubble's goroutine, and returns what it
 // emits and sends to the late sink, and a stop that cancels Run and
 // returns its error.
-func runIdle(src *idleSource) (late func() []winAttempt, got func() []winResult, stop func() error) {
+func runIdle(src *idleSource, d time.Duration) (late func() []winAttempt, got func() []winResult, stop func() error) {
 	var mu sync.Mutex
 	var rs []winResult
 	var ls []winAttempt
-	s := winCountByIP(stream.From[winAttempt](src), stream.Tumbling(time.Minute), stream.Idleness(time.Minute),
+	s := winCountByIP(stream.From[winAttempt](src), stream.Tumbling(time.Minute), stream.Idleness(d),
 		stream.LateTo[winAttempt](sinkFunc[winAttempt](func(_ context.Context, as []winAttempt) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -1143,7 +1143,7 @@ func runIdle(src *idleSource) (late func() []winAttempt, got func() []winResult,
 func TestWindowIdlenessFiresTheLastWindowsWithoutAnotherRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &idleSource{in: make(chan []stream.Element[winAttempt])}
-		late, got, stop := runIdle(src)
+		late, got, stop := runIdle(src, time.Minute)
 		src.in <- idleBatch(1, 0, "b", 5*time.Second)
 		synctest.Wait()
 		time.Sleep(30 * time.Second)
@@ -1163,6 +1163,54 @@ func TestWindowIdlenessFiresTheLastWindowsWithoutAnotherRecord(t *testing.T) {
 	})
 }
 
+// TestWindowIdlenessFiresWhenEveryPartitionGoesQuietAtOnce proves that
+// partitions that go quiet at the same moment (a backlog appended at once,
+// read to its end) fire every window any of them has passed once the
+// Idleness has run out: the watermark goes to the greatest of their event
+// times, as if the one furthest ahead had gone quiet last. Partition 1
+// delivers b at 30s, partition 0 a at 10s, 1m10s ... 5m10s, in one batch,
+// then nothing; 2s later [0, 1m) of b and a's windows up to 5m fire
+// (before, the watermark stayed at 30s and nothing fired). It never moves
+// back: a record of partition 1 at 40s after that is late, and partition 1,
+// delivering again, holds the watermark from then on.
+func TestWindowIdlenessFiresWhenEveryPartitionGoesQuietAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true} // partition 1 caught up
+		late, got, stop := runIdle(src, 2*time.Second)
+		var ats []time.Duration
+		for m := range 6 {
+			ats = append(ats, time.Duration(m)*time.Minute+10*time.Second)
+		}
+		src.in <- append(idleBatch(1, 0, "b", 30*time.Second), idleBatch(0, 0, "a", ats...)...)
+		synctest.Wait()
+		assert.Empty(t, got(), "partition 1 holds the watermark at 30s")
+
+		time.Sleep(2 * time.Second) // both silent for the Idleness
+		synctest.Wait()
+		want := []winResult{winRes("b", 0, time.Minute, 1, true)}
+		for m := range 5 {
+			want = append(want, winRes("a", time.Duration(m)*time.Minute, time.Duration(m+1)*time.Minute, 1, true))
+		}
+		assert.Equal(t, want, got(), "every partition idle: the watermark is partition 0's, 5m10s")
+
+		src.in <- idleBatch(1, 1, "b", 40*time.Second)
+		synctest.Wait()
+		assert.Equal(t, []winAttempt{winAt("b", 40*time.Second)}, late(), "the watermark did not move back to partition 1's time")
+		src.in <- idleBatch(1, 2, "b", 5*time.Minute+20*time.Second)
+		synctest.Wait()
+		src.in <- idleBatch(0, 6, "a", 6*time.Minute+30*time.Second)
+		synctest.Wait()
+		assert.Len(t, got(), 6, "partition 1 delivers again: it holds the watermark at 5m20s")
+		src.in <- idleBatch(1, 3, "b", 6*time.Minute)
+		synctest.Wait()
+		assert.Equal(t, append(want,
+			winRes("a", 5*time.Minute, 6*time.Minute, 1, true),
+			winRes("b", 5*time.Minute, 6*time.Minute, 1, true),
+		), got(), "the watermark is 6m once partition 1 passed it")
+		require.NoError(t, stop())
+	})
+}
+
 // TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle proves that
 // a partition silent for longer than the Idleness but whose source reports
 // records left to read (CaughtUpReporter: a slow or blocked partition with
@@ -1172,7 +1220,7 @@ func TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle(t *testing.T)
 	synctest.Test(t, func(t *testing.T) {
 		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true}
 		src.behind.Store(true)
-		late, got, stop := runIdle(src)
+		late, got, stop := runIdle(src, time.Minute)
 		src.in <- idleBatch(0, 0, "a", 0, 10*time.Second)
 		synctest.Wait()
 		time.Sleep(2 * time.Minute) // partition 1, listed, has delivered nothing for 2 minutes
@@ -1199,7 +1247,7 @@ func TestWindowIdlenessDoesNotCountAPartitionWithUnreadRecordsIdle(t *testing.T)
 func TestWindowIdlenessHoldsTheWatermarkAgainWhenAnIdlePartitionHasRecordsToRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &idleSource{in: make(chan []stream.Element[winAttempt]), lag: true}
-		late, got, stop := runIdle(src)
+		late, got, stop := runIdle(src, time.Minute)
 		src.in <- idleBatch(0, 0, "a", 0)
 		synctest.Wait()
 		time.Sleep(61 * time.Second) // partition 1, caught up, is idle

@@ -13,6 +13,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/source"
 )
 
 // consumer handles records and keeps the numbers /stats reports.
@@ -25,7 +26,7 @@ type consumer struct {
 	handled     int64
 	position    int64 // valid when hasPosition
 	hasPosition bool
-	resumedFrom *int64 // set once before serving, never changed
+	resumedFrom *int64 // the offset reading resumed at: the loaded position, or where a reset moved it
 	reconnects  int64
 	last        *service.RecordView
 	part        *log.Partition // read-only handle for the high watermark; nil until the topic exists
@@ -77,6 +78,44 @@ func keyString(key []byte) *string {
 	}
 	s := string(key)
 	return &s
+}
+
+// resume sets the position loaded at startup, before serving: the offset reading resumes at
+// unless the source resets it (reset).
+func (c *consumer) resume(off int64) {
+	c.mu.Lock()
+	c.resumedFrom = &off
+	c.position = off
+	c.hasPosition = true
+	c.mu.Unlock()
+}
+
+// source returns the consumer's source: its partition from the position saved in store,
+// reporting resets to c.reset.
+func (c *consumer) source(store checkpoint.Store) *source.PartitionSource {
+	return source.Partition(c.lg, c.cfg.topic, c.cfg.partition, source.FromStore(store),
+		source.MaxBytes(c.cfg.batchBytes), source.OnReset(c.reset))
+}
+
+// reset is the source's OnReset hook. A reset of the position the consumer resumed from,
+// before it handled a record (the saved offset is below the log start, or belongs to a topic
+// since deleted and created again), moves resumedFrom and position to where reading really
+// resumed: reporting the saved offset would claim records were skipped that were read, and
+// give a lag against another topic. Every reset is logged.
+func (c *consumer) reset(r source.Reset) {
+	why := fmt.Sprintf("below the log start offset %d", r.StartOffset)
+	if r.Recreated != nil {
+		why = r.Recreated.Error()
+	}
+	fmt.Fprintf(os.Stderr, "%s: offset %d of %s/%d is no longer there (%s): reading at offset %d (%s)\n",
+		c.cfg.name, r.From, r.Topic, r.Partition, why, r.To, r.Policy)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resumedFrom != nil && *c.resumedFrom == r.From && c.handled == 0 {
+		to := r.To
+		c.resumedFrom = &to
+		c.position = to
+	}
 }
 
 // sourceError counts a source failure ConsumeForever backs off from.

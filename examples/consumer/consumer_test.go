@@ -16,6 +16,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/stream"
 )
 
 // TestParseFlagsDefaults ensures the documented defaults, the derived name, and the required
@@ -168,4 +169,58 @@ func TestRunOnAMissingDirExitsAtOnceAndCreatesNothing(t *testing.T) {
 		_, err := os.Stat(p)
 		assert.ErrorIs(t, err, os.ErrNotExist, "%s created", p)
 	}
+}
+
+// TestResumedFromIsWhereAResetOfARecreatedTopicResumed ensures a consumer whose saved position
+// (offset 100) belongs to a topic since deleted and created again reports the offset it really
+// resumed at, 0, in resumedFrom and position, not the saved one: the source (topic IDs,
+// source.OnReset with Reset.Recreated) reads the new topic from its start.
+func TestResumedFromIsWhereAResetOfARecreatedTopicResumed(t *testing.T) {
+	dir := t.TempDir()
+	rw, err := log.Open(dir)
+	require.NoError(t, err)
+	old, err := rw.CreateTopic("events", 1)
+	require.NoError(t, err)
+	oldID := old.ID()
+	require.NoError(t, rw.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "events"))) // deleted (the log has no delete)
+	rw, err = log.Open(dir)
+	require.NoError(t, err)
+	defer rw.Close()
+	topic, err := rw.CreateTopic("events", 1) // and created again, with 3 records
+	require.NoError(t, err)
+	require.NotEqual(t, oldID, topic.ID())
+	part, err := topic.Partition(0)
+	require.NoError(t, err)
+	_, err = part.Append(context.Background(), log.Record{Value: []byte("a")}, log.Record{Value: []byte("b")}, log.Record{Value: []byte("c")})
+	require.NoError(t, err)
+
+	store, err := checkpoint.NewFileStore(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, store.Save(context.Background(), "events", 0, checkpoint.Position{Offset: 100, TopicID: oldID}))
+	ro, err := log.Open(dir, log.ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	c := &consumer{cfg: config{name: "c", topic: "events", partition: 0, batchBytes: 16 << 10}, lg: ro}
+	c.resume(100) // as run does with the loaded position
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- stream.ConsumeForever(ctx, c.source(store), store, c.handle, stream.OnCheckpoint(c.checkpointed))
+	}()
+	require.Eventually(t, func() bool { return c.stats().Handled == 3 }, 10*time.Second, time.Millisecond,
+		"the new topic's 3 records handled")
+	cancel()
+	if err := <-done; err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	st := c.stats()
+	require.EqualValues(t, 3, st.Handled, "the new topic's records, from offset 0")
+	require.NotNil(t, st.ResumedFrom)
+	assert.EqualValues(t, 0, *st.ResumedFrom, "resumed at the new topic's start, not the saved 100")
+	require.NotNil(t, st.Position)
+	assert.LessOrEqual(t, *st.Position, int64(3), "a position of the new topic")
+	require.NotNil(t, st.Lag)
+	assert.GreaterOrEqual(t, *st.Lag, int64(0))
 }

@@ -47,7 +47,10 @@
 //
 // handled counts records handled by this process; position is the last position it saved
 // (or the one it resumed from), null before either; lag is the partition's high watermark
-// minus position; resumedFrom is the position loaded at startup, null on a first run.
+// minus position; resumedFrom is the offset it resumed reading at, null on a first run: the
+// position loaded at startup, or where the source moved it when that position was no longer
+// there (below the log start, or saved against a topic since deleted and created again, which
+// the source reads from its start: source.OnReset), with a line on stderr saying so.
 //
 // It prints one line to stderr when it starts, one per source failure, and exits 0 on
 // SIGINT or SIGTERM after draining (records in flight finish or are abandoned unsaved; what
@@ -69,7 +72,6 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/metrics"
-	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
 )
 
@@ -176,10 +178,7 @@ func run(cfg config) error {
 
 	c := &consumer{cfg: cfg, lg: lg}
 	if found {
-		off := resumed.Offset
-		c.resumedFrom = &off
-		c.position = off
-		c.hasPosition = true
+		c.resume(resumed.Offset)
 	}
 	if cfg.out != "" {
 		c.out, err = openOut(cfg.out)
@@ -195,12 +194,12 @@ func run(cfg config) error {
 
 	from := "no checkpoint, starting at the log start"
 	if found {
-		from = fmt.Sprintf("resuming at the saved %s", resumed)
+		from = fmt.Sprintf("at the saved %s", resumed)
 	}
 	fmt.Fprintf(os.Stderr, "%s: reading %s/%d from %s (%s); stats on http://%s/stats\n",
 		cfg.name, cfg.topic, cfg.partition, cfg.dir, from, ln.Addr())
 
-	src := source.Partition(lg, cfg.topic, cfg.partition, source.FromStore(store), source.MaxBytes(cfg.batchBytes))
+	src := c.source(store)
 	consumed := make(chan error, 1)
 	go func() {
 		consumed <- stream.ConsumeForever(ctx, src, store, c.handle,

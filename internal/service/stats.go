@@ -36,8 +36,11 @@ type ConsumerStats struct {
 	// Lag is the partition's high watermark minus Position (minus the log start offset while
 	// Position is null); null while the topic does not exist.
 	Lag *int64 `json:"lag"`
-	// ResumedFrom is the position loaded from the checkpoint store at startup; null on a first
-	// run (nothing saved yet).
+	// ResumedFrom is the offset the consumer resumed reading at: the position loaded from the
+	// checkpoint store at startup, or, once the source has opened the partition, where it
+	// reset that position when it was no longer there (below the log start, or saved against a
+	// topic since deleted and created again: 0 then, its start); null on a first run (nothing
+	// saved yet).
 	ResumedFrom *int64 `json:"resumedFrom"`
 	// Reconnects counts source failures the consumer backed off from and resumed after
 	// (a topic that does not exist yet counts too).
