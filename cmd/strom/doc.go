@@ -34,7 +34,11 @@
 // process. produce, topics create, retention, positions set and verify
 // --repair write: produce, retention and verify --repair take the topic's
 // writer lock, and fail naming the holder's pid while another process writes
-// the topic.
+// the topic. produce also refuses, appending nothing, a topic that an
+// exactly-once pipeline writes (its folder holds sink.TransactionFile,
+// exactly-once.txn): records appended by anything but the pipeline's
+// sink.LogSink lie past the committed ends, and the sink's next start
+// truncates them away.
 //
 // # Records on stdin and stdout
 //

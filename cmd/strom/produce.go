@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/strom-dev/strom/internal/txnfile"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -78,6 +81,11 @@ func newProduceCmd(a *app) *cobra.Command {
 		Use:   "produce TOPIC",
 		Short: "Append records read from stdin, one per line",
 		Long: `Append records read from stdin to TOPIC, which must exist.
+
+produce refuses a topic that an exactly-once pipeline writes (its folder
+holds the sink's transaction file, exactly-once.txn), appending nothing:
+records appended by anything but the pipeline's sink.LogSink lie past the
+committed ends and are truncated away at the sink's next start.
 
 Raw input (the default): every line is one record's value, without its
 line ending: the '\n' and one '\r' right before it (a CRLF line ending, as
@@ -275,6 +283,11 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if err := t.LockWriter(); err != nil {
 		return err
 	}
+	// Checked with the writer lock held: no sink can write the topic, nor
+	// create its transaction file, until produce is done.
+	if err := refuseExactlyOnceTopic(t); err != nil {
+		return err
+	}
 	p.topic, p.n = t, int32(t.Partitions())
 
 	var progress func(int)
@@ -306,6 +319,29 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	p.keySummary(a.stderr)
 	p.timeSummary(a.stderr)
 	return nil
+}
+
+// refuseExactlyOnceTopic returns an error naming t and its transaction file
+// when t is the output of an exactly-once pipeline (a sink.LogSink under
+// stream.ExactlyOnce keeps the file txnfile.Name, sink.TransactionFile, in
+// the topic's folder): records appended by anything but that sink lie past
+// the committed ends the file gives, and the sink's next start truncates
+// them away, so produce's exit 0 would be a silent loss. Any command that
+// appends to a topic must call it before its first append. Another error
+// than "no such file" reading the folder is returned too: produce cannot
+// tell the topic is safe.
+func refuseExactlyOnceTopic(t *log.Topic) error {
+	path := filepath.Join(t.Dir(), txnfile.Name)
+	_, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		return fmt.Errorf("topic %s is written exactly once by a pipeline (its transaction file %s exists): "+
+			"records appended by anything but its sink.LogSink lie past the committed ends and are truncated away at the sink's next start, "+
+			"so produce appends nothing to it; produce to the pipeline's input topic instead", t.Name(), path)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	return fmt.Errorf("topic %s: looking for an exactly-once transaction file: %w", t.Name(), err)
 }
 
 // timeSummary writes to w, after a run with --timestamp-regex, how many

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/internal/loghub"
+	"github.com/strom-dev/strom/sink"
 )
 
 // TestProduceCountsKeyedLinesAndWarnsWhenTheKeyRegexMatchesNone ensures
@@ -166,4 +167,27 @@ func TestProduceTimestampOnErrorFailsSkipsOrIngests(t *testing.T) {
 		assert.Equal(t, 2, r.code, "%q: %s", c.args, r.stderr)
 		assert.Contains(t, string(r.stderr), c.msg, "%q", c.args)
 	}
+}
+
+// TestProduceRefusesATopicWrittenExactlyOnce ensures produce refuses a topic
+// that holds a sink.LogSink's transaction file (sink.TransactionFile): the
+// sink's next start would truncate away whatever produce appended past the
+// committed ends, so exit 0 would be a silent loss. It exits 1 with an error
+// naming the topic, the file and why, and appends nothing; the same topic
+// without the file takes the line.
+func TestProduceRefusesATopicWrittenExactlyOnce(t *testing.T) {
+	t.Parallel()
+	dir := newLog(t, "out", 2)
+	txn := filepath.Join(dir, "out", sink.TransactionFile)
+	require.NoError(t, os.WriteFile(txn, []byte("not read: its presence is enough"), 0o644))
+
+	r := strom(t, []byte("extra1\n"), "--dir", dir, "produce", "out")
+	assert.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "topic out is written exactly once by a pipeline (its transaction file "+txn+" exists)")
+	assert.Contains(t, string(r.stderr), "truncated away at the sink's next start")
+	assert.Empty(t, ok(t, nil, "--dir", dir, "consume", "out"), "nothing appended")
+
+	require.NoError(t, os.Remove(txn))
+	ok(t, []byte("extra1\n"), "--dir", dir, "produce", "out")
+	assert.Equal(t, "extra1\n", string(ok(t, nil, "--dir", dir, "consume", "out")), "without the file it appends")
 }
