@@ -54,7 +54,8 @@
 // with a warning naming the expression when it keyed none. A raw record's
 // timestamp is the time of its append, or with --timestamp-regex the time
 // written in its line (see "strom produce --help" for the formats, the year
-// of a syslog time, and what a line without one does). consume's
+// of a syslog time, and what a line without one, or with one over an hour
+// ahead, does). consume's
 // raw output writes each value's bytes exactly as stored and a '\n', so
 // produce --keep-cr then consume gives back the input byte for byte (a final
 // line without '\n' comes back with one), and produce then consume gives it

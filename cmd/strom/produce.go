@@ -129,14 +129,14 @@ Europe/Berlin). A layout without a year (syslog) takes --timestamp-year, or
 by default the current year in that location, or the year before when that
 would put the time more than a day after now (a log of late December read in
 January). A line whose time RE does not find or the format does not parse
-(or that parses to the Unix epoch or before) stops produce with an error
-naming its line number and text (--timestamp-on-error fail, the default; the
-lines before it are appended), is left out (skip), or keeps the time of
-ingestion (ingest); produce ends by counting on stderr the lines stamped,
-skipped and kept at the time of ingestion. A topic of create time (the
-default) refuses a time more than an hour ahead of the clock, and a topic of
-log append time stores the time of the append whatever the line says; a
-topic with --retention deletes a segment whose newest time is older than
+(or that parses to the Unix epoch or before, or, on a topic of create time,
+the default, to more than an hour ahead of the clock, which the topic would
+refuse) stops produce with an error naming its line number and text
+(--timestamp-on-error fail, the default; the lines before it are appended),
+is left out (skip), or keeps the time of ingestion (ingest); produce ends by
+counting on stderr the lines stamped, skipped and kept at the time of
+ingestion. A topic of log append time stores the time of the append
+whatever the line says; a topic with --retention deletes a segment whose newest time is older than
 the retention at the next retention run, old log lines included.
 
 On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
@@ -164,7 +164,7 @@ has read, syncs, prints their offsets (--print-offsets) and exits 0, as
 	fl.StringVar(&f.tsFormat, "timestamp-format", "rfc3339", "how --timestamp-regex's time text is written: a Go time layout, or rfc3339, syslog, datetime, unix, unixms, ... (see above)")
 	fl.StringVar(&f.tsLocation, "timestamp-location", "UTC", "time zone of a --timestamp-regex time without one: UTC, Local or an IANA name")
 	fl.IntVar(&f.tsYear, "timestamp-year", 0, "year of a --timestamp-format without one (syslog); 0: the current year, or the year before for a time over a day ahead")
-	fl.StringVar(&f.tsOnError, "timestamp-on-error", "fail", "a line whose time is not found or does not parse: fail, skip (no record) or ingest (the time of ingestion)")
+	fl.StringVar(&f.tsOnError, "timestamp-on-error", "fail", "a line whose time is not found, does not parse or is over an hour ahead: fail, skip (no record) or ingest (the time of ingestion)")
 	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (-1: picked by key)")
 	fl.BoolVar(&f.printOffsets, "print-offsets", false, "print TOPIC/PARTITION@OFFSET for each record appended, in input order")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", log.DefaultSegmentBytes, "roll to a new segment at this size in bytes")
@@ -289,6 +289,12 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 		return err
 	}
 	p.topic, p.n = t, int32(t.Partitions())
+	if p.ts != nil && t.TimestampType() == log.CreateTime {
+		// The bound the topic checks each append against (produce opens the
+		// log with the default): a line's time past it is a line's error,
+		// not the whole batch's.
+		p.ts.maxAhead = log.DefaultMaxTimestampAhead
+	}
 
 	var progress func(int)
 	finishBar := func() {}

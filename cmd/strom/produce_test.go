@@ -191,3 +191,48 @@ func TestProduceRefusesATopicWrittenExactlyOnce(t *testing.T) {
 	ok(t, []byte("extra1\n"), "--dir", dir, "produce", "out")
 	assert.Equal(t, "extra1\n", string(ok(t, nil, "--dir", dir, "consume", "out")), "without the file it appends")
 }
+
+// TestProduceTimeTooFarAheadIsALineErrorNotTheBatchs ensures a line whose
+// time is more than the topic's bound (log.DefaultMaxTimestampAhead) ahead
+// of the clock is handled as a line whose time does not parse, instead of
+// failing the append of its whole batch: by default produce stops with an
+// error naming the line, its text and how far ahead, and a hint, the lines
+// before it appended; skip leaves it out and ingest keeps it at the time of
+// ingestion. A time inside the bound is kept.
+func TestProduceTimeTooFarAheadIsALineErrorNotTheBatchs(t *testing.T) {
+	t.Parallel()
+	soon := time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)
+	in := []byte("2020-01-01T00:00:00Z a\n" + soon + " b\n2999-01-01T00:00:00Z c\n2020-01-01T00:00:02Z d\n")
+	args := func(dir string, more ...string) []string {
+		return append([]string{"--dir", dir, "produce", "ev", "--timestamp-regex", `^(\S+) `}, more...)
+	}
+
+	dir := newLog(t, "ev", 1)
+	r := strom(t, in, args(dir)...)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), `strom: stdin line 3: time text "2999-01-01T00:00:00Z" in the line "2999-01-01T00:00:00Z c" is 2999-01-01T00:00:00Z, `)
+	assert.Regexp(t, `, \d+ days ahead of the clock \(\S+\), more than the 1h0m0s a topic of create time takes`, string(r.stderr))
+	assert.Contains(t, string(r.stderr), "check --timestamp-location and --timestamp-year (the lines before it were appended;")
+	assert.NotContains(t, string(r.stderr), "appending stdin lines")
+	recs := parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
+	require.Len(t, recs, 2, "the lines before the one too far ahead")
+	assert.Equal(t, soon+" b", *recs[1].Value)
+
+	dir = newLog(t, "ev", 1)
+	r = strom(t, in, args(dir, "--timestamp-on-error", "skip")...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "strom: produce: 4 lines: 3 with the time of their line, 1 skipped (--timestamp-on-error skip)\n")
+	recs = parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
+	require.Len(t, recs, 3)
+	assert.Equal(t, "2020-01-01T00:00:02Z d", *recs[2].Value)
+
+	dir = newLog(t, "ev", 1)
+	before := time.Now().UnixMilli()
+	r = strom(t, in, args(dir, "--timestamp-on-error", "ingest")...)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "1 at the time of ingestion (--timestamp-on-error ingest)")
+	recs = parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
+	require.Len(t, recs, 4)
+	assert.GreaterOrEqual(t, recs[2].Timestamp, before)
+	assert.Less(t, recs[2].Timestamp, time.Now().Add(time.Minute).UnixMilli(), "the time of ingestion, not the year 2999")
+}

@@ -73,6 +73,12 @@ type lineTime struct {
 	year     int // --timestamp-year; 0: guessed from now
 	onError  timestampPolicy
 	now      func() time.Time
+	// maxAhead is how far ahead of now a time may be: the bound of the
+	// topic (log.DefaultMaxTimestampAhead for a topic of create time, which
+	// refuses a whole append holding a time beyond it); 0: no bound (a
+	// topic of log append time stores the time of the append instead).
+	maxAhead time.Duration
+	clock    int64 // the last reading of now, in ms; 0: not read yet
 }
 
 // newLineTime checks the --timestamp-* flags and returns what parses a
@@ -133,6 +139,10 @@ var errNoTime = errors.New("no time found in the line")
 // before the Unix epoch.
 var errBadTime = errors.New("time text does not parse")
 
+// errAheadTime is a time more than the topic's bound (lineTime.maxAhead)
+// ahead of the clock, which the topic would refuse with the whole batch.
+var errAheadTime = errors.New("time too far ahead of the clock")
+
 // timeError is an error of stamp: its message says what was wrong with
 // which text, and it matches errNoTime or errBadTime (kind).
 type timeError struct {
@@ -156,15 +166,12 @@ const maxQuoted = 120
 // stamp returns the time of line (without its line ending), in milliseconds
 // since the Unix epoch. A line the expression does not match is errNoTime,
 // a time text that does not parse, or parses to the epoch or before it (0
-// is "now" to the log), errBadTime; each error quotes the text.
+// is "now" to the log), errBadTime; a time more than maxAhead ahead of the
+// clock, errAheadTime; each error quotes the text.
 func (lt *lineTime) stamp(line []byte) (int64, error) {
 	m := lt.re.FindSubmatchIndex(line)
 	if m == nil || m[2] < 0 {
-		q := line
-		if len(q) > maxQuoted {
-			q = q[:maxQuoted]
-		}
-		return 0, timeErrorf(errNoTime, "--timestamp-regex %q does not match the line %q", lt.re.String(), q)
+		return 0, timeErrorf(errNoTime, "--timestamp-regex %q does not match the line %q", lt.re.String(), quoted(line))
 	}
 	text := string(line[m[2]:m[3]])
 	var t time.Time
@@ -187,7 +194,34 @@ func (lt *lineTime) stamp(line []byte) (int64, error) {
 	if ms <= 0 {
 		return 0, timeErrorf(errBadTime, "time text %q is %s, at or before the Unix epoch, which a record's timestamp cannot be", text, t.UTC().Format(time.RFC3339Nano))
 	}
+	if bound := lt.maxAhead.Milliseconds(); bound > 0 && (lt.clock == 0 || ms > lt.clock && ms-lt.clock > bound) {
+		// The clock is read again only for a time past the bound of the last
+		// reading: a stale reading can only make the check stricter.
+		lt.clock = lt.now().UnixMilli()
+		if ms > lt.clock && ms-lt.clock > bound {
+			return 0, timeErrorf(errAheadTime, "time text %q in the line %q is %s, %s ahead of the clock (%s), more than the %v a topic of create time takes; check --timestamp-location and --timestamp-year",
+				text, quoted(line), t.UTC().Format(time.RFC3339Nano), aheadText(ms-lt.clock), time.UnixMilli(lt.clock).UTC().Format(time.RFC3339), lt.maxAhead)
+		}
+	}
 	return ms, nil
+}
+
+// quoted is line cut to maxQuoted bytes, for an error.
+func quoted(line []byte) []byte {
+	if len(line) > maxQuoted {
+		return line[:maxQuoted]
+	}
+	return line
+}
+
+// aheadText writes a positive span of ms milliseconds to the second, as a
+// time.Duration does ("3h0m5s"), or in days past 48 hours (a span of
+// centuries does not fit a Duration).
+func aheadText(ms int64) string {
+	if ms <= 48*time.Hour.Milliseconds() {
+		return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+	}
+	return fmt.Sprintf("%d days", ms/(24*time.Hour).Milliseconds())
 }
 
 // withYear gives t, parsed by a layout without a year, its year:
