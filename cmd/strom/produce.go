@@ -136,7 +136,7 @@ refuse) stops produce with an error naming its line number and text
 is left out (skip), or keeps the time of ingestion (ingest); produce ends by
 counting on stderr the lines stamped, skipped and kept at the time of
 ingestion. A topic of log append time stores the time of the append
-whatever the line says; a topic with --retention deletes a segment whose newest time is older than
+whatever the line says, and produce warns so; a topic with --retention deletes a segment whose newest time is older than
 the retention at the next retention run, old log lines included.
 
 On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
@@ -289,11 +289,16 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 		return err
 	}
 	p.topic, p.n = t, int32(t.Partitions())
-	if p.ts != nil && t.TimestampType() == log.CreateTime {
+	switch {
+	case p.ts != nil && t.TimestampType() == log.CreateTime:
 		// The bound the topic checks each append against (produce opens the
 		// log with the default): a line's time past it is a line's error,
 		// not the whole batch's.
 		p.ts.maxAhead = log.DefaultMaxTimestampAhead
+	case p.ts != nil:
+		// The topic replaces every timestamp with the time of the append:
+		// the times read from the lines would be lost without a word.
+		fmt.Fprintf(a.stderr, "strom: warning: topic %s has timestamp type %s (topics create --timestamp-type): it stores the time of each append, not the times --timestamp-regex reads from the lines\n", topic, t.TimestampType())
 	}
 
 	var progress func(int)

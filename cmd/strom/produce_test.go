@@ -236,3 +236,30 @@ func TestProduceTimeTooFarAheadIsALineErrorNotTheBatchs(t *testing.T) {
 	assert.GreaterOrEqual(t, recs[2].Timestamp, before)
 	assert.Less(t, recs[2].Timestamp, time.Now().Add(time.Minute).UnixMilli(), "the time of ingestion, not the year 2999")
 }
+
+// TestProduceTimestampRegexWarnsOnATopicOfLogAppendTime ensures produce
+// --timestamp-regex into a topic of LogAppendTime, which stores the time of
+// each append instead of the times read from the lines, warns on stderr
+// naming the topic and its setting, and still appends every line (a time far
+// ahead too: such a topic refuses none); a topic of create time gets no
+// warning.
+func TestProduceTimestampRegexWarnsOnATopicOfLogAppendTime(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "log")
+	ok(t, nil, "--dir", dir, "topics", "create", "stamped", "--timestamp-type", "LogAppendTime")
+	in := []byte("2020-01-01T00:00:00Z a\n2999-01-01T00:00:00Z b\n")
+	before := time.Now().UnixMilli()
+	r := strom(t, in, "--dir", dir, "produce", "stamped", "--timestamp-regex", `^(\S+) `)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), "strom: warning: topic stamped has timestamp type LogAppendTime (topics create --timestamp-type): it stores the time of each append, not the times --timestamp-regex reads from the lines\n")
+	recs := parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "stamped", "--format", "json"))
+	require.Len(t, recs, 2)
+	for _, rec := range recs {
+		assert.GreaterOrEqual(t, rec.Timestamp, before, "%q: the time of the append", *rec.Value)
+	}
+
+	ok(t, nil, "--dir", dir, "topics", "create", "created")
+	r = strom(t, in[:23], "--dir", dir, "produce", "created", "--timestamp-regex", `^(\S+) `)
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.NotContains(t, string(r.stderr), "warning")
+}
