@@ -125,19 +125,21 @@ stampmilli, stampmicro, stampnano, ansic, unixdate, rubydate, rfc822,
 rfc822z, rfc850, rfc1123, rfc1123z (Go's layout constants), or unix (seconds
 since the epoch, decimals allowed), unixms, unixus, unixns. A time without a
 zone is in --timestamp-location (default UTC; Local or an IANA name such as
-Europe/Berlin). A layout without a year (syslog) takes --timestamp-year, or
-by default the current year in that location, or the year before when that
-would put the time more than a day after now (a log of late December read in
-January). A line whose time RE does not find or the format does not parse
-(or that parses to the Unix epoch or before, or, on a topic of create time,
-the default, to more than an hour ahead of the clock, which the topic would
+Europe/Berlin). A layout without a year (syslog) takes --timestamp-year (an
+error with a layout that has one, and with unix formats), or by default the
+current year in that location, or the year before when that would put the
+time more than a day after now (a log of late December read in January). A
+line whose time RE does not find or the format does not parse (or that
+parses to the Unix epoch or before, or, on a topic of create time, the
+default, to more than an hour ahead of the clock, which the topic would
 refuse) stops produce with an error naming its line number and text
 (--timestamp-on-error fail, the default; the lines before it are appended),
 is left out (skip), or keeps the time of ingestion (ingest); produce ends by
 counting on stderr the lines stamped, skipped and kept at the time of
-ingestion. A topic of log append time stores the time of the append
-whatever the line says, and produce warns so; a topic with --retention deletes a segment whose newest time is older than
-the retention at the next retention run, old log lines included.
+ingestion. A topic of log append time stores the time of the append whatever
+the line says, and produce warns so; a topic with --retention deletes a
+segment whose newest time is older than the retention at the next retention
+run, old log lines included.
 
 On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
 has read, syncs, prints their offsets (--print-offsets) and exits 0, as
@@ -163,7 +165,7 @@ has read, syncs, prints their offsets (--print-offsets) and exits 0, as
 	fl.StringVar(&f.tsRegex, "timestamp-regex", "", "take each raw record's timestamp from the time text this regular expression's first group finds in its line")
 	fl.StringVar(&f.tsFormat, "timestamp-format", "rfc3339", "how --timestamp-regex's time text is written: a Go time layout, or rfc3339, syslog, datetime, unix, unixms, ... (see above)")
 	fl.StringVar(&f.tsLocation, "timestamp-location", "UTC", "time zone of a --timestamp-regex time without one: UTC, Local or an IANA name")
-	fl.IntVar(&f.tsYear, "timestamp-year", 0, "year of a --timestamp-format without one (syslog); 0: the current year, or the year before for a time over a day ahead")
+	fl.IntVar(&f.tsYear, "timestamp-year", 0, "year of a --timestamp-format without one (syslog); 0: the current year, or the year before for a time over a day ahead; an error with a format that has a year")
 	fl.StringVar(&f.tsOnError, "timestamp-on-error", "fail", "a line whose time is not found, does not parse or is over an hour ahead: fail, skip (no record) or ingest (the time of ingestion)")
 	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (-1: picked by key)")
 	fl.BoolVar(&f.printOffsets, "print-offsets", false, "print TOPIC/PARTITION@OFFSET for each record appended, in input order")
@@ -372,7 +374,11 @@ func (p *producer) timeSummary(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if first := p.tsFirst.Load(); first != nil {
-		fmt.Fprintf(w, "strom: warning: %d line(s) without a time --timestamp-regex and --timestamp-format read; the first: %s\n", skipped+ingested, *first)
+		done := "left out"
+		if ingested > 0 {
+			done = "kept at the time of ingestion"
+		}
+		fmt.Fprintf(w, "strom: warning: %d line(s) had no time that --timestamp-regex and --timestamp-format could read, or a time too far ahead; %s (first: %s)\n", skipped+ingested, done, *first)
 	}
 }
 

@@ -129,7 +129,7 @@ func TestProduceTimestampOnErrorFailsSkipsOrIngests(t *testing.T) {
 	r = strom(t, in, args(dir, "--timestamp-on-error", "skip")...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	assert.Equal(t, "strom: produce: 5 lines: 3 with the time of their line, 2 skipped (--timestamp-on-error skip)\n"+
-		`strom: warning: 2 line(s) without a time --timestamp-regex and --timestamp-format read; the first: stdin line 3: time text "garbage" does not parse`,
+		`strom: warning: 2 line(s) had no time that --timestamp-regex and --timestamp-format could read, or a time too far ahead; left out (first: stdin line 3: time text "garbage" does not parse`,
 		string(r.stderr[:bytes.LastIndex(r.stderr, []byte(" as --timestamp-format"))]))
 	recs = parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
 	require.Len(t, recs, 3)
@@ -143,6 +143,8 @@ func TestProduceTimestampOnErrorFailsSkipsOrIngests(t *testing.T) {
 	r = strom(t, in, args(dir, "--timestamp-on-error", "ingest")...)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, string(r.stderr), "strom: produce: 5 lines: 3 with the time of their line, 2 at the time of ingestion (--timestamp-on-error ingest)\n")
+	assert.Contains(t, string(r.stderr), `strom: warning: 2 line(s) had no time that --timestamp-regex and --timestamp-format could read, or a time too far ahead; kept at the time of ingestion (first: stdin line 3: time text "garbage" does not parse`)
+	assert.True(t, bytes.HasSuffix(r.stderr, []byte(")\n")), "the first line's error closes the warning: %s", r.stderr)
 	recs = parseJSONLines(t, ok(t, nil, "--dir", dir, "consume", "ev", "--format", "json"))
 	require.Len(t, recs, 5)
 	assert.Equal(t, stamp("2020-01-01T00:00:02Z"), recs[4].Timestamp)
@@ -159,6 +161,8 @@ func TestProduceTimestampOnErrorFailsSkipsOrIngests(t *testing.T) {
 		{args(dir, "--timestamp-format", "15:04:05"), "has no day of the month"},
 		{args(dir, "--timestamp-location", "Mars/Olympus"), `--timestamp-location "Mars/Olympus"`},
 		{args(dir, "--timestamp-year", "-1"), "--timestamp-year -1"},
+		{args(dir, "--timestamp-year", "2015"), `--timestamp-year 2015: --timestamp-format rfc3339 has a year of its own`},
+		{args(dir, "--timestamp-year", "2015", "--timestamp-format", "unixms"), `--timestamp-year 2015: --timestamp-format unixms has a year of its own`},
 		{args(dir, "--format", "json"), "--timestamp-regex applies to raw input only"},
 		{[]string{"--dir", dir, "produce", "ev", "--timestamp-regex", `^\S+`}, "needs a capture group"},
 		{[]string{"--dir", dir, "produce", "ev", "--timestamp-format", "unix"}, "--timestamp-format needs --timestamp-regex"},

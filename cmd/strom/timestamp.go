@@ -82,7 +82,8 @@ type lineTime struct {
 }
 
 // newLineTime checks the --timestamp-* flags and returns what parses a
-// line's time. Every error is a usage error naming its flag.
+// line's time. Every error is a usage error naming its flag; a year given
+// (not 0) with a format that has one is an error, not silently ignored.
 func newLineTime(regex, format, location string, year int, onError string, now func() time.Time) (*lineTime, error) {
 	lt := &lineTime{format: format, year: year, now: now}
 	var err error
@@ -108,7 +109,15 @@ func newLineTime(regex, format, location string, year int, onError string, now f
 	if year < 0 || year > 9999 {
 		return nil, usageErrorf("--timestamp-year %d: want 1 to 9999, or 0 to take the current year", year)
 	}
+	// hasYear is the usage error of a --timestamp-year that would be
+	// ignored: the format gives the year itself.
+	hasYear := func() error {
+		return usageErrorf("--timestamp-year %d: --timestamp-format %s has a year of its own; --timestamp-year applies to a layout without one (syslog, stamp, ...)", year, format)
+	}
 	if d, ok := unixDigits[strings.ToLower(format)]; ok {
+		if year != 0 {
+			return nil, hasYear()
+		}
 		lt.digits = d
 		return lt, nil
 	}
@@ -128,6 +137,9 @@ func newLineTime(regex, format, location string, year int, onError string, now f
 		return nil, usageErrorf("--timestamp-format %q: the layout has no day of the month, so a line's date is unknown", format)
 	} else {
 		lt.yearless = back.Year() == 0
+	}
+	if year != 0 && !lt.yearless {
+		return nil, hasYear()
 	}
 	return lt, nil
 }
