@@ -104,7 +104,9 @@ prints it: {"key":..., "value":..., "headers":[{"key":..., "value":...}],
 base64 with "keyEncoding":"base64" / "valueEncoding":"base64"; null is a nil
 key or value; topic, partition and offset are accepted and ignored. Any
 other field is an error (a misspelt field must not be lost silently): drop
-extra fields first, e.g. jq -c 'del(.extra)'. Blank lines are skipped.
+extra fields first, e.g. jq -c 'del(.extra)'. Blank lines are skipped. A
+timestamp more than an hour ahead of the clock, which a topic of create time
+refuses, stops produce at its line, the lines before it appended.
 
 The partition of a record is --partition when given, else picked from its key
 as Kafka does (murmur2, modulo the partition count), and round-robin for
@@ -200,6 +202,12 @@ type producer struct {
 	// The reading goroutine's:
 	rr   int32 // next round-robin partition for records without a key
 	line int64 // number of the last line read, 1-based
+	// maxAhead is how far ahead of the clock a JSON record's timestamp may
+	// be (log.DefaultMaxTimestampAhead on a topic of create time; 0: no
+	// bound), checked line by line so that the lines before one past it are
+	// appended; clock is pastBound's last reading.
+	maxAhead time.Duration
+	clock    int64
 
 	// Between the two, for a stop by signal:
 	stopping atomic.Bool // a signal came: read no more lines
@@ -292,11 +300,14 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	}
 	p.topic, p.n = t, int32(t.Partitions())
 	switch {
-	case p.ts != nil && t.TimestampType() == log.CreateTime:
+	case t.TimestampType() == log.CreateTime:
 		// The bound the topic checks each append against (produce opens the
 		// log with the default): a line's time past it is a line's error,
 		// not the whole batch's.
-		p.ts.maxAhead = log.DefaultMaxTimestampAhead
+		p.maxAhead = log.DefaultMaxTimestampAhead
+		if p.ts != nil {
+			p.ts.maxAhead = log.DefaultMaxTimestampAhead
+		}
 	case p.ts != nil:
 		// The topic replaces every timestamp with the time of the append:
 		// the times read from the lines would be lost without a word.
@@ -555,6 +566,15 @@ func (p *producer) add(b *batch, line []byte) error {
 				return fmt.Errorf("stdin line 1: %w (nothing was appended)", err)
 			}
 			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
+		}
+		if pastBound(rec.Timestamp, p.maxAhead, &p.clock, time.Now) {
+			before := "the lines before it were appended"
+			if p.line == 1 {
+				before = "nothing was appended"
+			}
+			return fmt.Errorf("stdin line %d: timestamp %d (%s) is %s ahead of the clock (%s), more than the %v a topic of create time takes (%s)",
+				p.line, rec.Timestamp, time.UnixMilli(rec.Timestamp).UTC().Format(time.RFC3339Nano), aheadText(rec.Timestamp-p.clock),
+				time.UnixMilli(p.clock).UTC().Format(time.RFC3339), p.maxAhead, before)
 		}
 	} else {
 		text := len(line)

@@ -206,16 +206,27 @@ func (lt *lineTime) stamp(line []byte) (int64, error) {
 	if ms <= 0 {
 		return 0, timeErrorf(errBadTime, "time text %q is %s, at or before the Unix epoch, which a record's timestamp cannot be", text, t.UTC().Format(time.RFC3339Nano))
 	}
-	if bound := lt.maxAhead.Milliseconds(); bound > 0 && (lt.clock == 0 || ms > lt.clock && ms-lt.clock > bound) {
-		// The clock is read again only for a time past the bound of the last
-		// reading: a stale reading can only make the check stricter.
-		lt.clock = lt.now().UnixMilli()
-		if ms > lt.clock && ms-lt.clock > bound {
-			return 0, timeErrorf(errAheadTime, "time text %q in the line %q is %s, %s ahead of the clock (%s), more than the %v a topic of create time takes; check --timestamp-location and --timestamp-year",
-				text, quoted(line), t.UTC().Format(time.RFC3339Nano), aheadText(ms-lt.clock), time.UnixMilli(lt.clock).UTC().Format(time.RFC3339), lt.maxAhead)
-		}
+	if pastBound(ms, lt.maxAhead, &lt.clock, lt.now) {
+		return 0, timeErrorf(errAheadTime, "time text %q in the line %q is %s, %s ahead of the clock (%s), more than the %v a topic of create time takes; check --timestamp-location and --timestamp-year",
+			text, quoted(line), t.UTC().Format(time.RFC3339Nano), aheadText(ms-lt.clock), time.UnixMilli(lt.clock).UTC().Format(time.RFC3339), lt.maxAhead)
 	}
 	return ms, nil
+}
+
+// pastBound reports whether ms (milliseconds since the Unix epoch) is more
+// than bound ahead of the clock now, the log's rule for a topic of create
+// time (log.DefaultMaxTimestampAhead); bound <= 0 is no bound. *clock
+// keeps the last reading of now in milliseconds (0: none yet), read again
+// only for a time past the bound of the last reading, so a run of lines
+// reads the clock about once: a stale reading only makes the first look
+// stricter, and the clock is read again before a time is reported past it.
+func pastBound(ms int64, bound time.Duration, clock *int64, now func() time.Time) bool {
+	b := bound.Milliseconds()
+	if b <= 0 || *clock != 0 && (ms <= *clock || ms-*clock <= b) {
+		return false
+	}
+	*clock = now().UnixMilli()
+	return ms > *clock && ms-*clock > b // ms > *clock first: no overflow
 }
 
 // quoted is line cut to maxQuoted bytes, for an error.
