@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -34,12 +35,18 @@ type TimestampAheadError struct {
 	Bound     time.Duration // the bound (WithMaxTimestampAhead)
 }
 
-// Error names the coordinates, as the type doc lists them.
+// Error names the coordinates, as the type doc lists them. How far ahead
+// is a time.Duration ("2h0m0s"), or a count of days for a span too long for
+// one (over about 292 years: a year misread as 2999).
 func (e *TimestampAheadError) Error() string {
+	var ahead any = time.Duration(e.Timestamp-e.Clock) * time.Millisecond
+	if d := e.Timestamp - e.Clock; d > math.MaxInt64/int64(time.Millisecond) || d < math.MinInt64/int64(time.Millisecond) {
+		ahead = fmt.Sprintf("%d days", d/(24*time.Hour).Milliseconds())
+	}
 	return fmt.Sprintf("log: topic %s partition %d: record timestamp %d (%s) is %v ahead of the writer's clock %d (%s), more than the bound of %v",
 		e.Topic, e.Partition,
 		e.Timestamp, time.UnixMilli(e.Timestamp).UTC().Format(time.RFC3339Nano),
-		time.Duration(e.Timestamp-e.Clock)*time.Millisecond,
+		ahead,
 		e.Clock, time.UnixMilli(e.Clock).UTC().Format(time.RFC3339Nano), e.Bound)
 }
 

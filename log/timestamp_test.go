@@ -327,3 +327,13 @@ func TestLockWriterReadsTheTimestampTypeTheLastWriterStored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fixedClock.UnixMilli(), got[0].Timestamp)
 }
+
+// TestTimestampAheadErrorSaysCenturiesInDays ensures the error of a
+// timestamp centuries ahead (a year misread as 2999) says how far ahead in
+// days, instead of a time.Duration that overflowed to a negative span.
+func TestTimestampAheadErrorSaysCenturiesInDays(t *testing.T) {
+	far := time.Date(2999, time.January, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	e := &log.TimestampAheadError{Topic: "ev", Partition: 0, Timestamp: far, Clock: fixedClock.UnixMilli(), Bound: time.Hour}
+	assert.Contains(t, e.Error(), "(2999-01-01T00:00:00Z) is 355001 days ahead of the writer's clock")
+	assert.NotContains(t, e.Error(), "is -")
+}

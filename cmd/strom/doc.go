@@ -34,7 +34,11 @@
 // process. produce, topics create, retention, positions set and verify
 // --repair write: produce, retention and verify --repair take the topic's
 // writer lock, and fail naming the holder's pid while another process writes
-// the topic.
+// the topic. produce also refuses, appending nothing, a topic that an
+// exactly-once pipeline writes (its folder holds sink.TransactionFile,
+// exactly-once.txn): records appended by anything but the pipeline's
+// sink.LogSink lie past the committed ends, and the sink's next start
+// truncates them away.
 //
 // # Records on stdin and stdout
 //
@@ -50,7 +54,8 @@
 // with a warning naming the expression when it keyed none. A raw record's
 // timestamp is the time of its append, or with --timestamp-regex the time
 // written in its line (see "strom produce --help" for the formats, the year
-// of a syslog time, and what a line without one does). consume's
+// of a syslog time, and what a line without one, or with one over an hour
+// ahead, does). consume's
 // raw output writes each value's bytes exactly as stored and a '\n', so
 // produce --keep-cr then consume gives back the input byte for byte (a final
 // line without '\n' comes back with one), and produce then consume gives it

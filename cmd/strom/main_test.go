@@ -394,10 +394,13 @@ func TestTopicsCreateTimestampType(t *testing.T) {
 	assert.Contains(t, js, `"value":"v"`)
 	assert.NotContains(t, js, "4102444800000", "the append time replaced the record's timestamp")
 
+	// A topic of create time refuses the line too far ahead, not the batch:
+	// the line before it is appended.
 	ok(t, nil, "--dir", dir, "topics", "create", "created")
-	r := strom(t, []byte(future), "--dir", dir, "produce", "created", "--format", "json")
-	assert.NotEqual(t, 0, r.code)
-	assert.Contains(t, string(r.stderr), "bound of 1h0m0s")
+	r := strom(t, []byte(`{"value":"first"}`+"\n"+future), "--dir", dir, "produce", "created", "--format", "json")
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `^strom: stdin line 2: timestamp 4102444800000 \(2100-01-01T00:00:00Z\) is \d+ days ahead of the clock \(\S+\), more than the 1h0m0s a topic of create time takes \(the lines before it were appended\)\n$`, string(r.stderr))
+	assert.Equal(t, "first\n", string(ok(t, nil, "--dir", dir, "consume", "created")))
 
 	r = strom(t, nil, "--dir", dir, "topics", "create", "bad", "--timestamp-type", "later")
 	assert.Equal(t, 2, r.code, "stderr: %s", r.stderr)

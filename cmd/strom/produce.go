@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/strom-dev/strom/internal/txnfile"
 	"github.com/strom-dev/strom/log"
 )
 
@@ -79,6 +82,11 @@ func newProduceCmd(a *app) *cobra.Command {
 		Short: "Append records read from stdin, one per line",
 		Long: `Append records read from stdin to TOPIC, which must exist.
 
+produce refuses a topic that an exactly-once pipeline writes (its folder
+holds the sink's transaction file, exactly-once.txn), appending nothing:
+records appended by anything but the pipeline's sink.LogSink lie past the
+committed ends and are truncated away at the sink's next start.
+
 Raw input (the default): every line is one record's value, without its
 line ending: the '\n' and one '\r' right before it (a CRLF line ending, as
 bufio.ScanLines and source.Lines strip it; a last line without '\n' loses
@@ -96,7 +104,9 @@ prints it: {"key":..., "value":..., "headers":[{"key":..., "value":...}],
 base64 with "keyEncoding":"base64" / "valueEncoding":"base64"; null is a nil
 key or value; topic, partition and offset are accepted and ignored. Any
 other field is an error (a misspelt field must not be lost silently): drop
-extra fields first, e.g. jq -c 'del(.extra)'. Blank lines are skipped.
+extra fields first, e.g. jq -c 'del(.extra)'. Blank lines are skipped. A
+timestamp more than an hour ahead of the clock, which a topic of create time
+refuses, stops produce at its line, the lines before it appended.
 
 The partition of a record is --partition when given, else picked from its key
 as Kafka does (murmur2, modulo the partition count), and round-robin for
@@ -117,19 +127,21 @@ stampmilli, stampmicro, stampnano, ansic, unixdate, rubydate, rfc822,
 rfc822z, rfc850, rfc1123, rfc1123z (Go's layout constants), or unix (seconds
 since the epoch, decimals allowed), unixms, unixus, unixns. A time without a
 zone is in --timestamp-location (default UTC; Local or an IANA name such as
-Europe/Berlin). A layout without a year (syslog) takes --timestamp-year, or
-by default the current year in that location, or the year before when that
-would put the time more than a day after now (a log of late December read in
-January). A line whose time RE does not find or the format does not parse
-(or that parses to the Unix epoch or before) stops produce with an error
-naming its line number and text (--timestamp-on-error fail, the default; the
-lines before it are appended), is left out (skip), or keeps the time of
-ingestion (ingest); produce ends by counting on stderr the lines stamped,
-skipped and kept at the time of ingestion. A topic of create time (the
-default) refuses a time more than an hour ahead of the clock, and a topic of
-log append time stores the time of the append whatever the line says; a
-topic with --retention deletes a segment whose newest time is older than
-the retention at the next retention run, old log lines included.
+Europe/Berlin). A layout without a year (syslog) takes --timestamp-year (an
+error with a layout that has one, and with unix formats), or by default the
+current year in that location, or the year before when that would put the
+time more than a day after now (a log of late December read in January). A
+line whose time RE does not find or the format does not parse (or that
+parses to the Unix epoch or before, or, on a topic of create time, the
+default, to more than an hour ahead of the clock, which the topic would
+refuse) stops produce with an error naming its line number and text
+(--timestamp-on-error fail, the default; the lines before it are appended),
+is left out (skip), or keeps the time of ingestion (ingest); produce ends by
+counting on stderr the lines stamped, skipped and kept at the time of
+ingestion. A topic of log append time stores the time of the append whatever
+the line says, and produce warns so; a topic with --retention deletes a
+segment whose newest time is older than the retention at the next retention
+run, old log lines included.
 
 On SIGINT (Ctrl-C) or SIGTERM it stops reading stdin, appends the lines it
 has read, syncs, prints their offsets (--print-offsets) and exits 0, as
@@ -155,8 +167,8 @@ has read, syncs, prints their offsets (--print-offsets) and exits 0, as
 	fl.StringVar(&f.tsRegex, "timestamp-regex", "", "take each raw record's timestamp from the time text this regular expression's first group finds in its line")
 	fl.StringVar(&f.tsFormat, "timestamp-format", "rfc3339", "how --timestamp-regex's time text is written: a Go time layout, or rfc3339, syslog, datetime, unix, unixms, ... (see above)")
 	fl.StringVar(&f.tsLocation, "timestamp-location", "UTC", "time zone of a --timestamp-regex time without one: UTC, Local or an IANA name")
-	fl.IntVar(&f.tsYear, "timestamp-year", 0, "year of a --timestamp-format without one (syslog); 0: the current year, or the year before for a time over a day ahead")
-	fl.StringVar(&f.tsOnError, "timestamp-on-error", "fail", "a line whose time is not found or does not parse: fail, skip (no record) or ingest (the time of ingestion)")
+	fl.IntVar(&f.tsYear, "timestamp-year", 0, "year of a --timestamp-format without one (syslog); 0: the current year, or the year before for a time over a day ahead; an error with a format that has a year")
+	fl.StringVar(&f.tsOnError, "timestamp-on-error", "fail", "a line whose time is not found, does not parse or is over an hour ahead: fail, skip (no record) or ingest (the time of ingestion)")
 	fl.Int32Var(&f.partition, "partition", -1, "append every record to this partition (-1: picked by key)")
 	fl.BoolVar(&f.printOffsets, "print-offsets", false, "print TOPIC/PARTITION@OFFSET for each record appended, in input order")
 	fl.Int64Var(&f.segmentBytes, "segment-bytes", log.DefaultSegmentBytes, "roll to a new segment at this size in bytes")
@@ -190,6 +202,12 @@ type producer struct {
 	// The reading goroutine's:
 	rr   int32 // next round-robin partition for records without a key
 	line int64 // number of the last line read, 1-based
+	// maxAhead is how far ahead of the clock a JSON record's timestamp may
+	// be (log.DefaultMaxTimestampAhead on a topic of create time; 0: no
+	// bound), checked line by line so that the lines before one past it are
+	// appended; clock is pastBound's last reading.
+	maxAhead time.Duration
+	clock    int64
 
 	// Between the two, for a stop by signal:
 	stopping atomic.Bool // a signal came: read no more lines
@@ -275,7 +293,26 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	if err := t.LockWriter(); err != nil {
 		return err
 	}
+	// Checked with the writer lock held: no sink can write the topic, nor
+	// create its transaction file, until produce is done.
+	if err := refuseExactlyOnceTopic(t); err != nil {
+		return err
+	}
 	p.topic, p.n = t, int32(t.Partitions())
+	switch {
+	case t.TimestampType() == log.CreateTime:
+		// The bound the topic checks each append against (produce opens the
+		// log with the default): a line's time past it is a line's error,
+		// not the whole batch's.
+		p.maxAhead = log.DefaultMaxTimestampAhead
+		if p.ts != nil {
+			p.ts.maxAhead = log.DefaultMaxTimestampAhead
+		}
+	case p.ts != nil:
+		// The topic replaces every timestamp with the time of the append:
+		// the times read from the lines would be lost without a word.
+		fmt.Fprintf(a.stderr, "strom: warning: topic %s has timestamp type %s (topics create --timestamp-type): it stores the time of each append, not the times --timestamp-regex reads from the lines\n", topic, t.TimestampType())
+	}
 
 	var progress func(int)
 	finishBar := func() {}
@@ -308,6 +345,29 @@ func (a *app) produce(cmd *cobra.Command, topic string, f produceFlags) error {
 	return nil
 }
 
+// refuseExactlyOnceTopic returns an error naming t and its transaction file
+// when t is the output of an exactly-once pipeline (a sink.LogSink under
+// stream.ExactlyOnce keeps the file txnfile.Name, sink.TransactionFile, in
+// the topic's folder): records appended by anything but that sink lie past
+// the committed ends the file gives, and the sink's next start truncates
+// them away, so produce's exit 0 would be a silent loss. Any command that
+// appends to a topic must call it before its first append. Another error
+// than "no such file" reading the folder is returned too: produce cannot
+// tell the topic is safe.
+func refuseExactlyOnceTopic(t *log.Topic) error {
+	path := filepath.Join(t.Dir(), txnfile.Name)
+	_, err := os.Lstat(path)
+	switch {
+	case err == nil:
+		return fmt.Errorf("topic %s is written exactly once by a pipeline (its transaction file %s exists): "+
+			"records appended by anything but its sink.LogSink lie past the committed ends and are truncated away at the sink's next start, "+
+			"so produce appends nothing to it; produce to the pipeline's input topic instead", t.Name(), path)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	return fmt.Errorf("topic %s: looking for an exactly-once transaction file: %w", t.Name(), err)
+}
+
 // timeSummary writes to w, after a run with --timestamp-regex, how many
 // lines got the time of their line, and how many were skipped or kept the
 // time of ingestion, with the first of those and why.
@@ -325,7 +385,11 @@ func (p *producer) timeSummary(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if first := p.tsFirst.Load(); first != nil {
-		fmt.Fprintf(w, "strom: warning: %d line(s) without a time --timestamp-regex and --timestamp-format read; the first: %s\n", skipped+ingested, *first)
+		done := "left out"
+		if ingested > 0 {
+			done = "kept at the time of ingestion"
+		}
+		fmt.Fprintf(w, "strom: warning: %d line(s) had no time that --timestamp-regex and --timestamp-format could read, or a time too far ahead; %s (first: %s)\n", skipped+ingested, done, *first)
 	}
 }
 
@@ -502,6 +566,15 @@ func (p *producer) add(b *batch, line []byte) error {
 				return fmt.Errorf("stdin line 1: %w (nothing was appended)", err)
 			}
 			return fmt.Errorf("stdin line %d: %w (the lines before it were appended)", p.line, err)
+		}
+		if pastBound(rec.Timestamp, p.maxAhead, &p.clock, time.Now) {
+			before := "the lines before it were appended"
+			if p.line == 1 {
+				before = "nothing was appended"
+			}
+			return fmt.Errorf("stdin line %d: timestamp %d (%s) is %s ahead of the clock (%s), more than the %v a topic of create time takes (%s)",
+				p.line, rec.Timestamp, time.UnixMilli(rec.Timestamp).UTC().Format(time.RFC3339Nano), aheadText(rec.Timestamp-p.clock),
+				time.UnixMilli(p.clock).UTC().Format(time.RFC3339), p.maxAhead, before)
 		}
 	} else {
 		text := len(line)

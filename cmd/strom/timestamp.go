@@ -73,10 +73,17 @@ type lineTime struct {
 	year     int // --timestamp-year; 0: guessed from now
 	onError  timestampPolicy
 	now      func() time.Time
+	// maxAhead is how far ahead of now a time may be: the bound of the
+	// topic (log.DefaultMaxTimestampAhead for a topic of create time, which
+	// refuses a whole append holding a time beyond it); 0: no bound (a
+	// topic of log append time stores the time of the append instead).
+	maxAhead time.Duration
+	clock    int64 // the last reading of now, in ms; 0: not read yet
 }
 
 // newLineTime checks the --timestamp-* flags and returns what parses a
-// line's time. Every error is a usage error naming its flag.
+// line's time. Every error is a usage error naming its flag; a year given
+// (not 0) with a format that has one is an error, not silently ignored.
 func newLineTime(regex, format, location string, year int, onError string, now func() time.Time) (*lineTime, error) {
 	lt := &lineTime{format: format, year: year, now: now}
 	var err error
@@ -102,7 +109,15 @@ func newLineTime(regex, format, location string, year int, onError string, now f
 	if year < 0 || year > 9999 {
 		return nil, usageErrorf("--timestamp-year %d: want 1 to 9999, or 0 to take the current year", year)
 	}
+	// hasYear is the usage error of a --timestamp-year that would be
+	// ignored: the format gives the year itself.
+	hasYear := func() error {
+		return usageErrorf("--timestamp-year %d: --timestamp-format %s has a year of its own; --timestamp-year applies to a layout without one (syslog, stamp, ...)", year, format)
+	}
 	if d, ok := unixDigits[strings.ToLower(format)]; ok {
+		if year != 0 {
+			return nil, hasYear()
+		}
 		lt.digits = d
 		return lt, nil
 	}
@@ -123,6 +138,9 @@ func newLineTime(regex, format, location string, year int, onError string, now f
 	} else {
 		lt.yearless = back.Year() == 0
 	}
+	if year != 0 && !lt.yearless {
+		return nil, hasYear()
+	}
 	return lt, nil
 }
 
@@ -132,6 +150,10 @@ var errNoTime = errors.New("no time found in the line")
 // errBadTime is a time text --timestamp-format does not parse, or one at or
 // before the Unix epoch.
 var errBadTime = errors.New("time text does not parse")
+
+// errAheadTime is a time more than the topic's bound (lineTime.maxAhead)
+// ahead of the clock, which the topic would refuse with the whole batch.
+var errAheadTime = errors.New("time too far ahead of the clock")
 
 // timeError is an error of stamp: its message says what was wrong with
 // which text, and it matches errNoTime or errBadTime (kind).
@@ -156,15 +178,12 @@ const maxQuoted = 120
 // stamp returns the time of line (without its line ending), in milliseconds
 // since the Unix epoch. A line the expression does not match is errNoTime,
 // a time text that does not parse, or parses to the epoch or before it (0
-// is "now" to the log), errBadTime; each error quotes the text.
+// is "now" to the log), errBadTime; a time more than maxAhead ahead of the
+// clock, errAheadTime; each error quotes the text.
 func (lt *lineTime) stamp(line []byte) (int64, error) {
 	m := lt.re.FindSubmatchIndex(line)
 	if m == nil || m[2] < 0 {
-		q := line
-		if len(q) > maxQuoted {
-			q = q[:maxQuoted]
-		}
-		return 0, timeErrorf(errNoTime, "--timestamp-regex %q does not match the line %q", lt.re.String(), q)
+		return 0, timeErrorf(errNoTime, "--timestamp-regex %q does not match the line %q", lt.re.String(), quoted(line))
 	}
 	text := string(line[m[2]:m[3]])
 	var t time.Time
@@ -187,7 +206,45 @@ func (lt *lineTime) stamp(line []byte) (int64, error) {
 	if ms <= 0 {
 		return 0, timeErrorf(errBadTime, "time text %q is %s, at or before the Unix epoch, which a record's timestamp cannot be", text, t.UTC().Format(time.RFC3339Nano))
 	}
+	if pastBound(ms, lt.maxAhead, &lt.clock, lt.now) {
+		return 0, timeErrorf(errAheadTime, "time text %q in the line %q is %s, %s ahead of the clock (%s), more than the %v a topic of create time takes; check --timestamp-location and --timestamp-year",
+			text, quoted(line), t.UTC().Format(time.RFC3339Nano), aheadText(ms-lt.clock), time.UnixMilli(lt.clock).UTC().Format(time.RFC3339), lt.maxAhead)
+	}
 	return ms, nil
+}
+
+// pastBound reports whether ms (milliseconds since the Unix epoch) is more
+// than bound ahead of the clock now, the log's rule for a topic of create
+// time (log.DefaultMaxTimestampAhead); bound <= 0 is no bound. *clock
+// keeps the last reading of now in milliseconds (0: none yet), read again
+// only for a time past the bound of the last reading, so a run of lines
+// reads the clock about once: a stale reading only makes the first look
+// stricter, and the clock is read again before a time is reported past it.
+func pastBound(ms int64, bound time.Duration, clock *int64, now func() time.Time) bool {
+	b := bound.Milliseconds()
+	if b <= 0 || *clock != 0 && (ms <= *clock || ms-*clock <= b) {
+		return false
+	}
+	*clock = now().UnixMilli()
+	return ms > *clock && ms-*clock > b // ms > *clock first: no overflow
+}
+
+// quoted is line cut to maxQuoted bytes, for an error.
+func quoted(line []byte) []byte {
+	if len(line) > maxQuoted {
+		return line[:maxQuoted]
+	}
+	return line
+}
+
+// aheadText writes a positive span of ms milliseconds to the second, as a
+// time.Duration does ("3h0m5s"), or in days past 48 hours (a span of
+// centuries does not fit a Duration).
+func aheadText(ms int64) string {
+	if ms <= 48*time.Hour.Milliseconds() {
+		return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+	}
+	return fmt.Sprintf("%d days", ms/(24*time.Hour).Milliseconds())
 }
 
 // withYear gives t, parsed by a layout without a year, its year:

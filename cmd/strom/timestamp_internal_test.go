@@ -96,3 +96,33 @@ func TestLineTimeErrorsQuoteTheTextAndMatchTheirKind(t *testing.T) {
 	_, err = lt.stamp([]byte("1.5000000000 y"))
 	assert.ErrorIs(t, err, errBadTime, "ten decimals")
 }
+
+// TestLineTimeRefusesATimePastTheBoundOfItsClock ensures stamp refuses, as
+// errAheadTime saying how far ahead, a time more than maxAhead ahead of the
+// clock, and takes one within it; that a time refused by a stale reading of
+// the clock is taken once the clock has moved on (it reads the clock again
+// before refusing); and that maxAhead 0 refuses nothing.
+func TestLineTimeRefusesATimePastTheBoundOfItsClock(t *testing.T) {
+	now := time.Date(2026, time.December, 2, 14, 0, 0, 0, time.UTC)
+	lt, err := newLineTime(`^(\S+)`, "rfc3339", "UTC", 0, "fail", func() time.Time { return now })
+	require.NoError(t, err)
+	lt.maxAhead = time.Hour
+
+	ms, err := lt.stamp([]byte("2026-12-02T15:00:00Z in"))
+	require.NoError(t, err, "exactly the bound ahead")
+	assert.Equal(t, now.Add(time.Hour).UnixMilli(), ms)
+	_, err = lt.stamp([]byte("2026-12-02T15:00:01Z out"))
+	require.ErrorIs(t, err, errAheadTime)
+	assert.Contains(t, err.Error(), `time text "2026-12-02T15:00:01Z" in the line "2026-12-02T15:00:01Z out" is 2026-12-02T15:00:01Z, 1h0m1s ahead of the clock (2026-12-02T14:00:00Z), more than the 1h0m0s`)
+	_, err = lt.stamp([]byte("3000-01-01T00:00:00Z far"))
+	require.ErrorIs(t, err, errAheadTime)
+	assert.Contains(t, err.Error(), "355410 days ahead", "centuries do not overflow a Duration")
+
+	now = now.Add(time.Minute)
+	_, err = lt.stamp([]byte("2026-12-02T15:00:01Z later"))
+	require.NoError(t, err, "the clock has moved on: read again")
+
+	lt.maxAhead = 0
+	_, err = lt.stamp([]byte("3000-01-01T00:00:00Z off"))
+	require.NoError(t, err)
+}
