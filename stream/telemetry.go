@@ -394,13 +394,16 @@ func (t *telemetry) endSave(span trace.Span, start time.Time, err error) {
 	if t == nil {
 		return
 	}
+	// The duration before the count: a collection between the two then
+	// never shows a save without its duration (TestMetricsCountRecordsPerStage
+	// caught one under two CPU hogs, the count 1 and no histogram yet).
 	d := time.Since(start).Seconds()
 	if err != nil {
-		t.saveFailures.Add(telCtx, 1, t.saveFailAddOpts...)
 		t.saveDur.Record(telCtx, d, t.saveFailOpts...)
+		t.saveFailures.Add(telCtx, 1, t.saveFailAddOpts...)
 	} else {
-		t.saves.Add(telCtx, 1, t.saveAddOpts...)
 		t.saveDur.Record(telCtx, d, t.saveOpts...)
+		t.saves.Add(telCtx, 1, t.saveAddOpts...)
 	}
 	if span != nil {
 		if err != nil {
