@@ -65,6 +65,13 @@ func TestStressAppendersFollowersAndRetentionUnderTheRaceDetector(t *testing.T) 
 
 		var done atomic.Bool
 		var deleted atomic.Int64
+		// firstDeletion is closed by retention's first deletion. Appender 0
+		// waits for it halfway, so a deletion always lands while records are
+		// appended and followed: without it a fast run could finish its
+		// appends before the retention goroutine's first pass, which then
+		// never ran (done already set) and deleted nothing.
+		firstDeletion := make(chan struct{})
+		var firstDeletionOnce sync.Once
 		gctx, gcancel := context.WithCancel(ctx)
 		defer gcancel()
 		var wg sync.WaitGroup
@@ -84,7 +91,16 @@ func TestStressAppendersFollowersAndRetentionUnderTheRaceDetector(t *testing.T) 
 			appendWG.Add(1)
 			goFail(func() error {
 				defer appendWG.Done()
+				waited := a != 0
 				for n := 0; n < perAppender; {
+					if !waited && n >= perAppender/2 {
+						waited = true
+						select {
+						case <-firstDeletion:
+						case <-gctx.Done():
+							return gctx.Err()
+						}
+					}
 					k := 1
 					if n%10 == 9 {
 						k = min(5, perAppender-n)
@@ -107,7 +123,9 @@ func TestStressAppendersFollowersAndRetentionUnderTheRaceDetector(t *testing.T) 
 				if err != nil {
 					return err
 				}
-				deleted.Add(int64(rep.DeletedSegments()))
+				if deleted.Add(int64(rep.DeletedSegments())) > 0 {
+					firstDeletionOnce.Do(func() { close(firstDeletion) })
+				}
 			}
 			return nil
 		})
