@@ -64,7 +64,7 @@ func TestReadOnlyRefreshResetsOnlyOnANewEpochBelowWhatItSaw(t *testing.T) {
 	active := func() *segment {
 		r.mu.RLock()
 		defer r.mu.RUnlock()
-		return r.active()
+		return r.segs.active()
 	}
 	seg := active()
 	for i := range 5 {

@@ -313,7 +313,7 @@ func FuzzSealedSegmentIndex(f *testing.F) {
 			t.Fatalf("Open of a partition whose sealed segment has a matching marker: %v", err)
 		}
 		defer lg.Close()
-		if p.segments[0].indexBuilt() {
+		if p.segs.at(0).indexBuilt() {
 			t.Fatalf("the marker was not trusted")
 		}
 		end, intact := intactPrefix(seg, 0)

@@ -104,10 +104,10 @@ func (p *Partition) Segments() ([]SegmentInfo, error) {
 		p.mu.RUnlock()
 		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 	}
-	infos := make([]SegmentInfo, len(p.segments))
-	for i, s := range p.segments {
+	infos := make([]SegmentInfo, p.segs.len())
+	for i, s := range p.segs.all() {
 		infos[i] = SegmentInfo{Path: s.path, BaseOffset: s.base, NextOffset: s.next,
-			Records: s.next - s.base, Bytes: s.size, Sealed: i < len(p.segments)-1}
+			Records: s.next - s.base, Bytes: s.size, Sealed: i < p.segs.len()-1}
 		switch s.w.(type) {
 		case *mmapWriter:
 			infos[i].WritePath = WritePathMmap

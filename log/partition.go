@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,11 +44,10 @@ type Partition struct {
 	// the writer is ready, so no append gets in before it).
 	upgrading bool
 
-	mu       sync.RWMutex
-	segments []*segment
-	walkBuf  []byte // walk buffer, reused by refreshes
-	report   RecoveryReport
-	closed   bool
+	mu     sync.RWMutex
+	segs   segmentSet // the segments, guarded by mu (segments.go)
+	report RecoveryReport
+	closed bool
 
 	epochs    epochs       // the epoch history; the last entry is the current epoch
 	epoch     atomic.Int32 // epochs.latest(), read by appenders without p.mu
@@ -91,6 +89,7 @@ type Partition struct {
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
 	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
+	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
@@ -149,8 +148,8 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	if err := p.recoverLocked(bases); err != nil {
 		return err
 	}
-	if len(p.segments) == 0 {
-		if err := p.createSegmentLocked(0); err != nil {
+	if p.segs.len() == 0 {
+		if err := p.segs.create(0); err != nil {
 			return err
 		}
 		if err := syncDir(p.dir); err != nil { // the first segment's name (a roll's sealer syncs the later ones)
@@ -161,7 +160,7 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 		if err := p.cutTailLocked(); err != nil {
 			return err
 		}
-		if err := p.activateLocked(p.active()); err != nil {
+		if err := p.segs.activate(p.segs.active()); err != nil {
 			return err
 		}
 	}
@@ -195,25 +194,6 @@ func (p *Partition) readOnly() bool { return p.ro.Load() }
 // the writer's side.
 func (p *Partition) ownsWrites() bool { return !p.ro.Load() || p.upgrading }
 
-func (p *Partition) segPath(base int64) string { return filepath.Join(p.dir, segmentName(base)) }
-
-func (p *Partition) active() *segment { return p.segments[len(p.segments)-1] }
-
-// activateLocked attaches the configured write path to s.
-func (p *Partition) activateLocked(s *segment) error {
-	capacity := max(p.cfg.segmentBytes, s.size)
-	if p.cfg.mode == ModeMmap {
-		w, err := newMmapWriter(s.f, capacity, s.size)
-		if err != nil {
-			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-		}
-		s.w = w
-		return nil
-	}
-	s.w = newFileWriter(s.f, capacity)
-	return nil
-}
-
 // Topic returns the name of the partition's topic.
 func (p *Partition) Topic() string { return p.topic }
 
@@ -243,10 +223,8 @@ func (p *Partition) StartOffset() int64 {
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if len(p.segments) == 0 {
-		return 0
-	}
-	return p.segments[0].base
+	start, _ := p.segs.bounds()
+	return start
 }
 
 // HighWatermark returns the high watermark (the next offset): one past the
@@ -283,9 +261,7 @@ func (p *Partition) close() error {
 	p.closed = true
 	errs := []error{werr}
 	p.w.segMu.Lock()
-	for _, s := range p.segments {
-		errs = append(errs, s.close())
-	}
+	errs = append(errs, p.segs.closeAll())
 	errs = append(errs, p.closeFollowLocked())
 	p.w.seg = nil
 	p.w.segMu.Unlock()
@@ -312,10 +288,8 @@ func (p *Partition) upgrade() error {
 		return nil
 	}
 	p.cuts.Add(1) // reads in flight without the lock read again (see readInto)
-	for _, s := range p.segments {
-		s.close()
-	}
-	p.segments, p.report = nil, RecoveryReport{}
+	p.segs.closeAll()
+	p.report = RecoveryReport{}
 	p.stopFollowLocked()
 	p.upgrading = true
 	bases, err := listSegments(p.dir)
@@ -335,10 +309,7 @@ func (p *Partition) upgrade() error {
 		p.ro.Store(false)
 		return nil
 	}
-	for _, s := range p.segments {
-		s.close()
-	}
-	p.segments = nil
+	p.segs.closeAll()
 	p.epochSeen = nil
 	p.reloadEpochsLocked()
 	p.resetLocked()

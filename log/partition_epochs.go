@@ -30,7 +30,7 @@ func (p *Partition) beginEpochLocked() error {
 	if err != nil {
 		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 	}
-	e = e.begin(p.active().next)
+	e = e.begin(p.segs.active().next)
 	if err := e.write(p.dir); err != nil {
 		if !diskFull(err) {
 			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
@@ -92,11 +92,11 @@ func (p *Partition) reloadEpochsLocked() error {
 // them starts lowest: a later Truncate that dropped entries from the file
 // began at or below them.
 func (p *Partition) rewrittenLocked(prev int32) bool {
-	if len(p.segments) == 0 || p.epochs.latest() <= prev {
+	if p.segs.len() == 0 || p.epochs.latest() <= prev {
 		return false
 	}
 	i := sort.Search(len(p.epochs), func(i int) bool { return p.epochs[i].epoch > prev })
-	return p.epochs[i].start < p.active().next
+	return p.epochs[i].start < p.segs.active().next
 }
 
 // Epoch returns the partition's current epoch: the epoch of the next record

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"sort"
 	"sync/atomic"
 )
 
@@ -82,16 +81,13 @@ func (p *Partition) acquireBuiltForRead(offset int64) (s *segment, e indexEntry,
 	if p.closed {
 		return nil, indexEntry{}, 0, 0, nil, ErrClosed
 	}
-	start, next := int64(0), int64(0)
-	if len(p.segments) > 0 {
-		start, next = p.segments[0].base, p.active().next
-	}
+	start, next := p.segs.bounds()
 	if offset < start || offset > next {
 		return nil, indexEntry{}, 0, 0, nil, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
 	}
-	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
-	for ; offset < next && i < len(p.segments); i++ {
-		s = p.segments[i]
+	i := p.segs.find(offset)
+	for ; offset < next && i < p.segs.len(); i++ {
+		s = p.segs.at(i)
 		if offset >= s.next {
 			continue // an empty segment (base == next)
 		}

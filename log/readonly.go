@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -45,24 +44,24 @@ func (p *Partition) refreshLocked() {
 	if err := p.reloadEpochsLocked(); err == nil && p.rewrittenLocked(prev) {
 		p.resetLocked()
 	}
-	if len(p.walkBuf) == 0 || len(p.walkBuf) == walkBufferBytes {
+	if len(p.segs.walkBuf) == 0 || len(p.segs.walkBuf) == walkBufferBytes {
 		// Small, and not recovery's 1 MiB: a follower reads this much per
 		// look, and in a ModeMmap segment's reserved zeros that many bytes are
 		// there to read (1 MiB measured 90 µs per look, 8 KiB 4 µs).
-		p.walkBuf = make([]byte, 8<<10)
+		p.segs.walkBuf = make([]byte, 8<<10)
 	}
 	p.noticeDeletedLocked(false)
 	before := p.next.Load()
 	for {
 		var next int64
-		if len(p.segments) > 0 {
-			why, buf, err := p.active().walk(p.walkBuf, p.cfg.indexInterval)
-			p.walkBuf = buf
+		if p.segs.len() > 0 {
+			why, buf, err := p.segs.active().walk(p.segs.walkBuf, p.cfg.indexInterval)
+			p.segs.walkBuf = buf
 			if err != nil || !why.intact() {
 				break
 			}
-			next = p.active().next
-			if next == p.active().base {
+			next = p.segs.active().next
+			if next == p.segs.active().base {
 				break // an empty segment has no successor yet; its own name is next
 			}
 		}
@@ -70,9 +69,9 @@ func (p *Partition) refreshLocked() {
 		if err != nil {
 			break // no successor yet
 		}
-		p.segments = append(p.segments, s)
+		p.segs.push(s)
 	}
-	if len(p.segments) > 0 && p.active().next != before {
+	if p.segs.len() > 0 && p.segs.active().next != before {
 		p.publishLocked()
 	}
 }
@@ -80,10 +79,7 @@ func (p *Partition) refreshLocked() {
 // resetLocked drops a read-only partition's segments and walks them again
 // from disk.
 func (p *Partition) resetLocked() {
-	for _, s := range p.segments {
-		s.close()
-	}
-	p.segments = nil
+	p.segs.closeAll()
 	// The recovery point before the listing, as at open; one that does not
 	// parse now checks nothing (the open reported it).
 	p.rp.loaded, _ = loadRecoveryPoint(p.dir)
@@ -93,10 +89,7 @@ func (p *Partition) resetLocked() {
 			err = p.relistLocked()
 		}
 		if err != nil {
-			for _, s := range p.segments {
-				s.close()
-			}
-			p.segments = nil
+			p.segs.closeAll()
 		}
 	}
 	p.publishLocked()
@@ -131,7 +124,7 @@ func (p *Partition) refreshForRead(offset int64) {
 	if p.closed || !p.readOnly() {
 		return
 	}
-	p.noticeDeletedLocked(len(p.segments) > 1 && offset < p.segments[1].base)
+	p.noticeDeletedLocked(p.segs.len() > 1 && offset < p.segs.at(1).base)
 	p.refreshLocked()
 }
 
@@ -142,7 +135,7 @@ func (p *Partition) refreshForRead(offset int64) {
 // rolled past them and retention deleted them between two looks) it
 // continues at the writer's oldest remaining segment.
 func (p *Partition) noticeDeletedLocked(force bool) {
-	if !p.readOnly() || len(p.segments) == 0 {
+	if !p.readOnly() || p.segs.len() == 0 {
 		return
 	}
 	now := time.Now()
@@ -151,23 +144,23 @@ func (p *Partition) noticeDeletedLocked(force bool) {
 	}
 	p.deletionsCheckedAt = now
 	n := 0
-	for n < len(p.segments) && p.segments[n].unlinked() {
+	for n < p.segs.len() && p.segs.at(n).unlinked() {
 		n++
 	}
 	if n == 0 {
 		return
 	}
-	if n == len(p.segments) {
-		if s := p.oldestAfter(p.active().next); s != nil {
-			p.segments = append(p.segments, s)
+	if n == p.segs.len() {
+		if s := p.oldestAfter(p.segs.active().next); s != nil {
+			p.segs.push(s)
 		} else {
 			n-- // nothing newer to go to yet: keep the last one
 		}
 	}
-	for _, s := range p.segments[:n] {
+	for _, s := range p.segs.all()[:n] {
 		s.close()
 	}
-	p.segments = slices.Delete(p.segments, 0, n)
+	p.segs.dropFront(n)
 	p.publishLocked()
 }
 
@@ -203,10 +196,8 @@ func (s *segment) unlinked() bool {
 func (p *Partition) relistLocked() error {
 	var err error
 	for range 4 {
-		for _, s := range p.segments {
-			s.close()
-		}
-		p.segments, p.report = nil, RecoveryReport{}
+		p.segs.closeAll()
+		p.report = RecoveryReport{}
 		var bases []int64
 		bases, err = listSegments(p.dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {

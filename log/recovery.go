@@ -128,19 +128,19 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		if err != nil {
 			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 		}
-		p.segments = append(p.segments, s)
-		if i > 0 && base != p.segments[i-1].next && p.segments[i-1].lazy != nil {
+		p.segs.push(s)
+		if i > 0 && base != p.segs.at(i-1).next && p.segs.at(i-1).lazy != nil {
 			// trusted by its seal marker, which disagrees: the frames decide
 			if err := p.rewalkLocked(i - 1); err != nil {
 				return err
 			}
 		}
-		if i > 0 && base != p.segments[i-1].next {
-			prev := p.segments[i-1]
+		if i > 0 && base != p.segs.at(i-1).next {
+			prev := p.segs.at(i - 1)
 			if !p.ownsWrites() && prev.next > prev.base && base > prev.next && segmentExists(p.dir, prev.next) {
 				// The listing missed a segment the writer created while it
 				// was read: list again (relistLocked).
-				return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segPath(prev.next))
+				return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segs.path(prev.next))
 			}
 			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
 		}
@@ -153,7 +153,7 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		// the reason it stops: "intact" covers a zero length, which the
 		// tail rules must still judge.
 		var why stopReason
-		if why, p.walkBuf, err = s.walk(p.walkBuf, p.cfg.indexInterval); err != nil {
+		if why, p.segs.walkBuf, err = s.walk(p.segs.walkBuf, p.cfg.indexInterval); err != nil {
 			return err
 		}
 		if last && p.ownsWrites() {
@@ -180,7 +180,7 @@ func (p *Partition) recoverLocked(bases []int64) error {
 // corruptLocked handles a bad frame at byte pos of segment i below the
 // active segment.
 func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
-	s := p.segments[i]
+	s := p.segs.at(i)
 	if !p.cfg.repair || !p.ownsWrites() {
 		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path,
 			Position: pos, Offset: s.next, Reason: reason}
@@ -199,10 +199,10 @@ func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 		if lost == 0 && len(p.report.DeletedSegments) == 0 && base > s.next {
 			lost = base - s.next // the rest of the corrupt segment, by its successor's base
 		}
-		path := p.segPath(base)
+		path := p.segs.path(base)
 		if t, err := openSegment(p.dir, base, os.O_RDONLY); err == nil {
 			t.next, t.size = base, 0
-			_, p.walkBuf, _ = t.walk(p.walkBuf, p.cfg.indexInterval)
+			_, p.segs.walkBuf, _ = t.walk(p.segs.walkBuf, p.cfg.indexInterval)
 			lost += t.next - base
 			t.f.Close()
 		}
@@ -211,10 +211,10 @@ func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 		}
 		p.report.DeletedSegments = append(p.report.DeletedSegments, path)
 	}
-	for _, t := range p.segments[i+1:] {
+	for _, t := range p.segs.all()[i+1:] {
 		t.f.Close()
 	}
-	p.segments = p.segments[:i+1]
+	p.segs.keep(i + 1)
 	if err := syncDir(p.dir); err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 // recording what was cut, and forces the cut to disk before any append can
 // reuse the space.
 func (p *Partition) cutTailLocked() error {
-	s := p.active()
+	s := p.segs.active()
 	fi, err := s.f.Stat()
 	if err != nil {
 		return err
@@ -348,8 +348,8 @@ func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 	if h := readOnlyRecheckHook.Load(); h != nil {
 		(*h)()
 	}
-	why, buf, err := s.walk(p.walkBuf, p.cfg.indexInterval)
-	p.walkBuf = buf
+	why, buf, err := s.walk(p.segs.walkBuf, p.cfg.indexInterval)
+	p.segs.walkBuf = buf
 	if err != nil {
 		return err
 	}
@@ -384,7 +384,7 @@ func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 func (p *Partition) checkReadOnlyPointLocked(s *segment, why stopReason) error {
 	rp := p.rp.loaded
 	var base, pos, end int64
-	path := p.segPath(rp.Segment)
+	path := p.segs.path(rp.Segment)
 	if s != nil {
 		base, pos, end, path = s.base, s.size, s.next, s.path
 	}
@@ -396,7 +396,7 @@ func (p *Partition) checkReadOnlyPointLocked(s *segment, why stopReason) error {
 		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 	}
 	if n := len(bases); n > 0 && (s == nil || bases[n-1] > base) {
-		return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segPath(bases[n-1]))
+		return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segs.path(bases[n-1]))
 	}
 	if now, err := loadRecoveryPoint(p.dir); err != nil || now.Offset < rp.Offset {
 		return nil // lowered since: a Truncate or a repair cut there

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -201,10 +200,10 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 	if p.closed {
 		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 	}
-	if len(p.segments) < 2 {
+	if p.segs.len() < 2 {
 		return nil, nil // the active segment is never deleted
 	}
-	s := p.segments[0]
+	s := p.segs.at(0)
 	if s.sealing.Load() {
 		// Its roll's sealer is still forcing it to disk and will write its
 		// seal marker: the next retention pass deletes it.
@@ -220,11 +219,7 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 		expired = !ok || age > pol.Age.Milliseconds()
 	}
 	if !expired && pol.Bytes >= 0 {
-		total := int64(0)
-		for _, t := range p.segments {
-			total += t.size
-		}
-		expired = total-s.size >= pol.Bytes
+		expired = p.segs.bytes()-s.size >= pol.Bytes
 	}
 	if !expired {
 		return nil, nil
@@ -233,7 +228,7 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 		return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
 	}
 	_ = removeSealMarker(p.dir, s.base) // best effort: Open removes orphans too
-	p.segments = slices.Delete(p.segments, 0, 1)
+	p.segs.dropFront(1)
 	return s, nil
 }
 

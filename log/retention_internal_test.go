@@ -42,7 +42,7 @@ func TestNewestTimestampOfAnUnwalkedSegment(t *testing.T) {
 			_, err := p.Append(context.Background(), Record{Value: []byte("0123456789"), Timestamp: int64(1000 + i%7*100)})
 			require.NoError(t, err)
 		}
-		s := p.segments[0]
+		s := p.segs.at(0)
 		require.True(t, s.hasTimestamp)
 		assert.EqualValues(t, 1600, s.maxTimestamp)
 		size, next, index := s.size, s.next, len(s.index)

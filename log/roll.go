@@ -58,25 +58,6 @@ func (j *sealJob) wait() error {
 	return j.err
 }
 
-// createSegmentLocked creates the segment whose first offset is base and
-// makes it the active one. The directory is not fsynced here: the sealer of
-// the roll that created it does that, and no sync of the new segment
-// completes before the sealer has (syncActive), so its name is on disk
-// before anything in it is acked as synced. The first segment of a
-// partition, created with the partition, is synced by the caller.
-func (p *Partition) createSegmentLocked(base int64) error {
-	s, err := openSegment(p.dir, base, os.O_RDWR|os.O_CREATE|os.O_EXCL)
-	if err != nil {
-		return fmt.Errorf("log: topic %s partition %d: create segment: %w", p.topic, p.id, err)
-	}
-	if err := p.activateLocked(s); err != nil {
-		s.f.Close()
-		return err
-	}
-	p.segments = append(p.segments, s)
-	return nil
-}
-
 // rollLocked seals the active segment (write path released, a mapped file
 // shrunk to its frames) and starts a new one at the next offset; a sealer
 // goroutine then forces the sealed segment to disk and writes its seal
@@ -86,19 +67,11 @@ func (p *Partition) createSegmentLocked(base int64) error {
 func (p *Partition) rollLocked() error {
 	p.w.segMu.Lock() // a sync must not use the write path seal releases
 	defer p.w.segMu.Unlock()
-	old := p.active()
-	if err := old.w.seal(old.size); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: seal %s: %w", p.topic, p.id, old.path, err)
-	}
-	old.w = nil
-	old.trimIndex()
-	if err := removeSealMarker(p.dir, old.base); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-	}
-	if err := p.createSegmentLocked(old.next); err != nil {
+	old, err := p.segs.roll()
+	if err != nil {
 		return err
 	}
-	p.w.seg = p.active()
+	p.w.seg = p.segs.active()
 	old.acquire() // the sealer's reference
 	old.sealing.Store(true)
 	j := &sealJob{seg: old, next: old.next, lowered: p.rp.lowered.Load(), done: make(chan struct{})}

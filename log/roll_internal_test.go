@@ -40,12 +40,12 @@ func TestSyncAfterARollWaitsForTheSealedSegment(t *testing.T) {
 			defer releaseOnce.Do(func() { close(release) })
 
 			ctx := context.Background()
-			for i := 0; len(p.segments) < 2; i++ { // 56-byte frames: 18 fill a segment
+			for i := 0; p.segs.len() < 2; i++ { // 56-byte frames: 18 fill a segment
 				_, err := p.Append(ctx, Record{Value: []byte("value-0000")})
 				require.NoError(t, err)
 			}
 			<-entered // the first roll's sealer is held; the append that rolled returned
-			first := p.segments[0]
+			first := p.segs.at(0)
 			_, err = os.Stat(filepath.Join(p.dir, sealedName(first.base)))
 			require.ErrorIs(t, err, os.ErrNotExist, "no marker before the sealer ran")
 

@@ -178,8 +178,8 @@ func (p *Partition) removeOrphanMarkersLocked() {
 	if err != nil {
 		return
 	}
-	live := make(map[int64]bool, len(p.segments))
-	for _, s := range p.segments {
+	live := make(map[int64]bool, p.segs.len())
+	for _, s := range p.segs.all() {
 		live[s.base] = true
 	}
 	for _, e := range entries {
@@ -265,10 +265,10 @@ func (s *segment) loadIndex(topic string, partition int32) error {
 // marker disagreed with the next segment's base. A bad frame there is
 // corruption (handled like any bad frame below the active segment).
 func (p *Partition) rewalkLocked(i int) error {
-	s := p.segments[i]
+	s := p.segs.at(i)
 	s.size, s.next, s.lazy, s.index, s.indexedAt = 0, s.base, nil, nil, -1
-	why, buf, err := s.walk(p.walkBuf, p.cfg.indexInterval)
-	p.walkBuf = buf
+	why, buf, err := s.walk(p.segs.walkBuf, p.cfg.indexInterval)
+	p.segs.walkBuf = buf
 	if err != nil {
 		return err
 	}

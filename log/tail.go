@@ -31,7 +31,7 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 			return nil
 		}
 		reason := fmt.Sprintf("no segment, but the recovery point says offsets below %d are on disk", rp.Offset)
-		return p.tailCorruptLocked(p.segPath(rp.Segment), 0, 0, reason, rp.Offset)
+		return p.tailCorruptLocked(p.segs.path(rp.Segment), 0, 0, reason, rp.Offset)
 	}
 	var reason string
 	var dropped int64
@@ -43,7 +43,7 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 		if found {
 			reason = fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)
 			t := &segment{base: s.base, path: s.path, f: s.f, size: at, next: off, indexedAt: -1}
-			_, p.walkBuf, _ = t.walk(p.walkBuf, 1<<30)
+			_, p.segs.walkBuf, _ = t.walk(p.segs.walkBuf, 1<<30)
 			dropped = t.next - s.next
 		}
 	}
@@ -97,8 +97,8 @@ func (p *Partition) tailCorruptLocked(path string, pos, off int64, reason string
 		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: path, Position: pos, Offset: off, Reason: reason}
 	}
 	base := off
-	if len(p.segments) > 0 {
-		base = p.active().base
+	if p.segs.len() > 0 {
+		base = p.segs.active().base
 	}
 	if err := p.repairPointLocked(point{Segment: base, Position: pos, Offset: off}); err != nil {
 		return err

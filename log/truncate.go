@@ -3,7 +3,6 @@ package log
 import (
 	"fmt"
 	"os"
-	"sort"
 )
 
 // Truncate removes every record at offset and above; the next append
@@ -31,15 +30,14 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	p.mu.Lock()
 	defer func() {
-		s := p.active()
-		end := point{Segment: s.base, Position: s.size, Offset: s.next}
+		end := p.segs.end()
 		p.mu.Unlock()
 		p.releaseWriter(&end)
 	}()
 	if p.closed {
 		return ErrClosed
 	}
-	start, next := p.segments[0].base, p.active().next
+	start, next := p.segs.bounds()
 	if offset < start || offset > next {
 		return &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
 	}
@@ -47,8 +45,8 @@ func (p *Partition) Truncate(offset int64) error {
 		return nil
 	}
 	p.cuts.Add(1) // reads in flight without the lock retry (see Read)
-	i := sort.Search(len(p.segments), func(i int) bool { return p.segments[i].base > offset }) - 1
-	s := p.segments[i]
+	i := p.segs.find(offset)
+	s := p.segs.at(i)
 	pos, err := s.positionOf(offset, p.topic, p.id)
 	if err != nil {
 		return err
@@ -58,8 +56,8 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	p.w.segMu.Lock()
 	defer p.w.segMu.Unlock()
-	for len(p.segments)-1 > i {
-		s := p.active()
+	for p.segs.len()-1 > i {
+		s := p.segs.active()
 		if err := s.close(); err != nil {
 			return err
 		}
@@ -69,7 +67,7 @@ func (p *Partition) Truncate(offset int64) error {
 		if err := removeSealMarker(p.dir, s.base); err != nil {
 			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
 		}
-		p.segments = p.segments[:len(p.segments)-1]
+		p.segs.dropActive()
 	}
 	if s.w == nil {
 		// A sealed segment becomes the active one again: its marker will
@@ -82,7 +80,7 @@ func (p *Partition) Truncate(offset int64) error {
 		return err
 	}
 	if s.w == nil {
-		if err := p.activateLocked(s); err != nil {
+		if err := p.segs.activate(s); err != nil {
 			return err
 		}
 	}

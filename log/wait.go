@@ -8,10 +8,7 @@ import (
 
 // publishLocked makes the current end visible to readers and wakes them.
 func (p *Partition) publishLocked() {
-	n := int64(0)
-	if len(p.segments) > 0 {
-		n = p.active().next
-	}
+	_, n := p.segs.bounds()
 	p.next.Store(n)
 	p.signalFollowersLocked()
 	p.wakeWaiters()

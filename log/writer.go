@@ -106,7 +106,7 @@ const (
 func (p *Partition) startWriter() {
 	w := &p.w
 	w.wrote.L = &w.mu
-	s := p.active()
+	s := p.segs.active()
 	end := point{Segment: s.base, Position: s.size, Offset: s.next}
 	w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, end
 	w.seg = s
@@ -356,7 +356,7 @@ func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, 
 	}
 	defer p.publishLocked()
 	for len(frames) > 0 {
-		s := p.active()
+		s := p.segs.active()
 		k, size := n-wrote, len(frames) // most groups fit whole: no walk
 		if int64(size) > s.w.capacity()-s.size {
 			k, size = framesThatFit(frames, s.w.capacity()-s.size)
@@ -370,12 +370,12 @@ func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, 
 		}
 		if len(frames) > 0 {
 			if err := p.rollLocked(); err != nil {
-				s = p.active()
+				s = p.segs.active()
 				return wrote, point{s.base, s.size, s.next}, err
 			}
 		}
 	}
-	s := p.active()
+	s := p.segs.active()
 	if forSync {
 		if err := s.w.prepare(s.size); err != nil {
 			return wrote, point{s.base, s.size, s.next}, fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)

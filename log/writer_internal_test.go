@@ -46,8 +46,8 @@ func injectFailures(t *testing.T, dir string) (*Log, *Partition, *failingWriter)
 	require.NoError(t, err)
 	_, err = p.Append(context.Background(), Record{Value: []byte("before")})
 	require.NoError(t, err)
-	fw := &failingWriter{segmentWriter: p.active().w}
-	p.active().w = fw
+	fw := &failingWriter{segmentWriter: p.segs.active().w}
+	p.segs.active().w = fw
 	return lg, p, fw
 }
 
@@ -164,8 +164,8 @@ func TestSyncedAppendTruncatedBeforeItsSyncDoesNotHang(t *testing.T) {
 	ctx := context.Background()
 	_, err = p.Append(ctx, Record{Value: []byte("kept")})
 	require.NoError(t, err)
-	bw := &blockingWriter{segmentWriter: p.active().w, entered: make(chan struct{}, 100), release: make(chan struct{})}
-	p.active().w = bw
+	bw := &blockingWriter{segmentWriter: p.segs.active().w, entered: make(chan struct{}, 100), release: make(chan struct{})}
+	p.segs.active().w = bw
 
 	first := make(chan error, 1)
 	go func() { _, err := p.AppendAck(ctx, AckSynced, Record{Value: []byte("b")}); first <- err }()
@@ -216,8 +216,8 @@ func TestSyncRacingTruncateNeverClaimsCutRecords(t *testing.T) {
 	ctx := context.Background()
 	_, err = p.Append(ctx, Record{Value: []byte("kept")})
 	require.NoError(t, err)
-	bw := &blockingWriter{segmentWriter: p.active().w, entered: make(chan struct{}, 100), release: make(chan struct{})}
-	p.active().w = bw
+	bw := &blockingWriter{segmentWriter: p.segs.active().w, entered: make(chan struct{}, 100), release: make(chan struct{})}
+	p.segs.active().w = bw
 
 	synced := make(chan error, 1)
 	go func() { _, err := p.AppendAck(ctx, AckSynced, Record{Value: []byte("cut")}); synced <- err }()
