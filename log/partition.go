@@ -68,7 +68,7 @@ type Partition struct {
 	// atomic so an append with no one waiting skips notifyMu (wakeWaiters).
 	notifyUsed atomic.Bool
 
-	ret retentionState // retention.go: one enforcement at a time
+	ret retention // retention.go: one enforcement at a time
 	// cuts counts truncations. A read compares it before and after its
 	// pread, which runs without the partition lock, and reads again when a
 	// truncation came in between (readInto).
@@ -90,6 +90,7 @@ type Partition struct {
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
 	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
 	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes}
+	p.ret = retention{dir: dir, topic: topic, id: id}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
@@ -314,4 +315,15 @@ func (p *Partition) upgrade() error {
 	p.reloadEpochsLocked()
 	p.resetLocked()
 	return err
+}
+
+// unlinkOldest is segmentSet.unlinkOldest under the partition lock, for
+// retention (retentionTarget).
+func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+	}
+	return p.segs.unlinkOldest(now, pol)
 }

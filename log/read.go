@@ -31,7 +31,7 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 	}
 	n0 := len(dst)
 	for {
-		s, e, end, gen, err := p.acquireForRead(offset)
+		s, e, end, gen, err := p.acquire(offset)
 		if s == nil || err != nil {
 			return dst, err
 		}
@@ -48,14 +48,25 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 	}
 }
 
-// acquireForRead finds the segment holding offset under the read lock, takes
+// acquire finds the segment holding offset under the read lock, takes
 // a reference on it and returns it with the index entry to start from, the
 // end of its verified frames and the truncation generation. It returns a nil
 // segment at the high watermark, and an *OffsetOutOfRangeError outside
 // [StartOffset, HighWatermark].
-func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, uint64, error) {
+func (p *Partition) acquire(offset int64) (*segment, indexEntry, int64, uint64, error) {
 	for {
-		s, e, size, gen, unbuilt, err := p.acquireBuiltForRead(offset)
+		var (
+			s, unbuilt *segment
+			e          indexEntry
+			size       int64
+			err        = ErrClosed
+		)
+		p.mu.RLock()
+		if !p.closed {
+			s, e, size, unbuilt, err = p.segs.acquire(offset)
+		}
+		gen := p.cuts.Load()
+		p.mu.RUnlock()
 		if unbuilt == nil {
 			return s, e, size, gen, err
 		}
@@ -71,37 +82,34 @@ func (p *Partition) acquireForRead(offset int64) (*segment, indexEntry, int64, u
 	}
 }
 
-// acquireBuiltForRead is acquireForRead's look under the read lock. When
-// the segment holding offset has its index still to build, it returns that
-// segment instead (referenced, in unbuilt) for the caller to build it
-// without the lock.
-func (p *Partition) acquireBuiltForRead(offset int64) (s *segment, e indexEntry, size int64, gen uint64, unbuilt *segment, err error) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.closed {
-		return nil, indexEntry{}, 0, 0, nil, ErrClosed
-	}
-	start, next := p.segs.bounds()
+// acquire finds the segment holding offset, takes a reference on it and
+// returns it with the index entry to start from and the end of its
+// verified frames. It returns a nil segment at the end of the log, and an
+// *OffsetOutOfRangeError outside [start, next]. When that segment has its
+// index still to build, it returns it instead, referenced, in unbuilt, for
+// the caller to build it without the partition lock. The caller holds the
+// partition's read lock.
+func (ss *segmentSet) acquire(offset int64) (s *segment, e indexEntry, size int64, unbuilt *segment, err error) {
+	start, next := ss.bounds()
 	if offset < start || offset > next {
-		return nil, indexEntry{}, 0, 0, nil, &OffsetOutOfRangeError{Topic: p.topic, Partition: p.id, Offset: offset, StartOffset: start, NextOffset: next}
+		return nil, indexEntry{}, 0, nil, &OffsetOutOfRangeError{Topic: ss.topic, Partition: ss.id, Offset: offset, StartOffset: start, NextOffset: next}
 	}
-	i := p.segs.find(offset)
-	for ; offset < next && i < p.segs.len(); i++ {
-		s = p.segs.at(i)
+	for i := ss.find(offset); offset < next && i < len(ss.list); i++ {
+		s = ss.list[i]
 		if offset >= s.next {
 			continue // an empty segment (base == next)
 		}
 		s.acquire()
 		if !s.indexBuilt() {
-			return nil, indexEntry{}, 0, 0, s, nil
+			return nil, indexEntry{}, 0, s, nil
 		}
-		if err := s.loadIndex(p.topic, p.id); err != nil { // built, with the corruption it found
+		if err := s.loadIndex(ss.topic, ss.id); err != nil { // built, with the corruption it found
 			_ = s.release()
-			return nil, indexEntry{}, 0, 0, nil, err
+			return nil, indexEntry{}, 0, nil, err
 		}
-		return s, s.lookup(offset), s.size, p.cuts.Load(), nil, nil
+		return s, s.lookup(offset), s.size, nil, nil
 	}
-	return nil, indexEntry{}, 0, 0, nil, nil
+	return nil, indexEntry{}, 0, nil, nil
 }
 
 // beforeSegmentReadHook, set only by tests (export_test.go), runs in

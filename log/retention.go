@@ -142,7 +142,7 @@ func (t *Topic) EnforceRetention(now time.Time) (RetentionReport, error) {
 	pol := t.Retention()
 	var errs []error
 	for _, p := range t.partitions {
-		pr, err := p.enforceRetention(now, pol)
+		pr, err := p.ret.enforce(p, now, pol)
 		if len(pr.Segments) > 0 {
 			rep.Partitions = append(rep.Partitions, pr)
 		}
@@ -151,17 +151,34 @@ func (t *Topic) EnforceRetention(now time.Time) (RetentionReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// retentionState is the per-partition state of retention.
-type retentionState struct {
-	// mu lets one retention check at a time run on the partition; the
-	// partition lock is held only around each unlink.
-	mu sync.Mutex
+// retention is a partition's side of retention: one enforcement at a time,
+// deleting its oldest segments through the partition (retentionTarget),
+// which holds its lock only around each unlink.
+type retention struct {
+	// mu lets one retention check at a time run on the partition.
+	mu    sync.Mutex
+	dir   string // the partition folder, fsynced after each deletion
+	topic string // for errors and the report
+	id    int32
 }
 
-func (p *Partition) enforceRetention(now time.Time, pol RetentionPolicy) (PartitionRetention, error) {
-	rep := PartitionRetention{Partition: p.id}
-	p.ret.mu.Lock()
-	defer p.ret.mu.Unlock()
+// retentionTarget is what retention needs of a partition.
+type retentionTarget interface {
+	// awaitSealers waits for the sealers of the rolls so far (groupWriter).
+	awaitSealers() error
+	// unlinkOldest deletes the oldest segment when pol wants it gone (see
+	// segmentSet.unlinkOldest), under the partition lock.
+	unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error)
+	// StartOffset is the log start offset after the deletions.
+	StartOffset() int64
+}
+
+// enforce applies pol to the partition p as of now: it deletes segments,
+// oldest first, until the first that stays (Topic.EnforceRetention).
+func (r *retention) enforce(p retentionTarget, now time.Time, pol RetentionPolicy) (PartitionRetention, error) {
+	rep := PartitionRetention{Partition: r.id}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	// Segments sealed by the rolls so far become deletable once their
 	// sealers finish (one later roll's are left to the next pass). A failed
 	// sealer failed the partition, which its appends report.
@@ -176,34 +193,29 @@ func (p *Partition) enforceRetention(now time.Time, pol RetentionPolicy) (Partit
 		rep.Records += s.next - s.base
 		rep.Bytes += s.size
 		cerr := s.close() // the last read in it closes the descriptor
-		if err := syncDir(p.dir); err != nil {
+		if err := syncDir(r.dir); err != nil {
 			rep.StartOffset = p.StartOffset()
-			return rep, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
+			return rep, fmt.Errorf("log: retention of topic %s partition %d: %w", r.topic, r.id, err)
 		}
 		if cerr != nil {
 			rep.StartOffset = p.StartOffset()
-			return rep, fmt.Errorf("log: retention of topic %s partition %d: close %s: %w", p.topic, p.id, s.path, cerr)
+			return rep, fmt.Errorf("log: retention of topic %s partition %d: close %s: %w", r.topic, r.id, s.path, cerr)
 		}
 	}
 	rep.StartOffset = p.StartOffset()
 	return rep, nil
 }
 
-// unlinkOldest deletes the oldest segment if the policy wants it gone and it
-// is not the active one: under the partition lock it unlinks the file and
-// takes the segment out of the list, so no new read can reach it. It returns
-// the segment (still holding the partition's reference, for the caller to
-// drop) or nil when nothing is to be deleted.
-func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
-	}
-	if p.segs.len() < 2 {
+// unlinkOldest deletes the oldest segment if pol wants it gone and it is not
+// the active one: it unlinks the file and takes the segment out of the set,
+// so no new read can reach it. It returns the segment (still holding the
+// set's reference, for the caller to drop) or nil when nothing is to be
+// deleted. The caller holds the partition lock.
+func (ss *segmentSet) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error) {
+	if len(ss.list) < 2 {
 		return nil, nil // the active segment is never deleted
 	}
-	s := p.segs.at(0)
+	s := ss.list[0]
 	if s.sealing.Load() {
 		// Its roll's sealer is still forcing it to disk and will write its
 		// seal marker: the next retention pass deletes it.
@@ -213,22 +225,22 @@ func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, 
 	if pol.Age >= 0 {
 		age, ok, err := s.age(now)
 		if err != nil {
-			return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
+			return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", ss.topic, ss.id, err)
 		}
 		// A segment without records holds nothing to keep.
 		expired = !ok || age > pol.Age.Milliseconds()
 	}
 	if !expired && pol.Bytes >= 0 {
-		expired = p.segs.bytes()-s.size >= pol.Bytes
+		expired = ss.bytes()-s.size >= pol.Bytes
 	}
 	if !expired {
 		return nil, nil
 	}
 	if err := os.Remove(s.path); err != nil {
-		return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", p.topic, p.id, err)
+		return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", ss.topic, ss.id, err)
 	}
-	_ = removeSealMarker(p.dir, s.base) // best effort: Open removes orphans too
-	p.segs.dropFront(1)
+	_ = removeSealMarker(ss.dir, s.base) // best effort: Open removes orphans too
+	ss.dropFront(1)
 	return s, nil
 }
 
