@@ -11,7 +11,7 @@ import (
 // up to GOMAXPROCS goroutines: each segment below the last is trusted from
 // its seal marker when one matches (see trustSealed), and every other
 // segment is walked, on its own read-only descriptor. recoverLocked then
-// takes the results in order (takePrewalk) and still decides every outcome
+// takes the results in order (prewalk.take) and still decides every outcome
 // itself: a segment that did not come back intact is walked again in order,
 // so the rare paths (torn tail, corruption, repair) are the sequential ones.
 //
