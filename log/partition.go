@@ -102,7 +102,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 	if ro {
 		// The recovery point before the listing: the writer raises it only
 		// past frames already in the files, so every frame below it must be
-		// found by the walk that follows (checkReadOnlyPointLocked).
+		// found by the walk that follows (recovery.checkReadOnlyPointLocked).
 		var err error
 		if p.rp.loaded, err = loadRecoveryPoint(dir); err != nil {
 			return nil, fmt.Errorf("log: topic %s partition %d: %w", topic, id, err)
@@ -125,11 +125,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 	if err := p.reloadEpochsLocked(); err != nil {
 		return nil, err
 	}
-	err = p.recoverLocked(bases)
-	if err != nil && relistable(err) {
-		err = p.relistLocked() // the writer's retention or roll moved the directory under the listing
-	}
-	if err != nil {
+	if err := p.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -146,7 +142,8 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	if p.rp.loaded, err = loadRecoveryPoint(p.dir); err != nil && !p.cfg.repair {
 		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 	}
-	if err := p.recoverLocked(bases); err != nil {
+	rec := p.recoveryLocked()
+	if err := rec.recoverLocked(bases); err != nil {
 		return err
 	}
 	if p.segs.len() == 0 {
@@ -157,8 +154,8 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 			return err
 		}
 	} else {
-		p.removeOrphanMarkersLocked()
-		if err := p.cutTailLocked(); err != nil {
+		p.segs.removeOrphanMarkers()
+		if err := rec.cutTailLocked(); err != nil {
 			return err
 		}
 		if err := p.segs.activate(p.segs.active()); err != nil {
@@ -172,6 +169,15 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	p.publishLocked()
 	p.startWriter()
 	return nil
+}
+
+// recoveryLocked returns the recovery of the partition's segments for the
+// open under way: a writer's while ownsWrites, else a read-only one; over
+// the partition's segment set, loaded recovery point, latest epoch and
+// RecoveryReport.
+func (p *Partition) recoveryLocked() *recovery {
+	return &recovery{segs: &p.segs, cfg: p.cfg, dir: p.dir, topic: p.topic, id: p.id,
+		writer: p.ownsWrites(), rp: &p.rp.loaded, epoch: p.epochs.latest(), report: &p.report}
 }
 
 // writable returns nil when the partition may be written, taking its

@@ -11,7 +11,7 @@ import (
 // up to GOMAXPROCS goroutines: each segment below the last is trusted from
 // its seal marker when one matches (see trustSealed), and every other
 // segment is walked, on its own read-only descriptor. recoverLocked then
-// takes the results in order (takePrewalk) and still decides every outcome
+// takes the results in order (prewalk.take) and still decides every outcome
 // itself: a segment that did not come back intact is walked again in order,
 // so the rare paths (torn tail, corruption, repair) are the sequential ones.
 //
@@ -44,7 +44,7 @@ var walkBufs = sync.Pool{New: func() any { return make([]byte, walkBufferBytes) 
 // startPrewalk starts recovering the segments of bases (the partition's, in
 // order) in the background. It returns nil for fewer than two segments:
 // nothing to overlap. The caller must call finish when done with it.
-func (p *Partition) startPrewalk(bases []int64) *prewalk {
+func (r *recovery) startPrewalk(bases []int64) *prewalk {
 	if len(bases) < 2 {
 		return nil
 	}
@@ -60,7 +60,7 @@ func (p *Partition) startPrewalk(bases []int64) *prewalk {
 					return
 				}
 				walkers <- struct{}{}
-				p.prewalkOne(&pw.jobs[i], bases[i], i == len(bases)-1)
+				r.prewalkOne(&pw.jobs[i], bases[i], i == len(bases)-1)
 				<-walkers
 				close(pw.jobs[i].done)
 			}
@@ -69,18 +69,18 @@ func (p *Partition) startPrewalk(bases []int64) *prewalk {
 	return pw
 }
 
-func (p *Partition) prewalkOne(j *prewalkJob, base int64, last bool) {
-	s, err := openSegment(p.dir, base, os.O_RDONLY)
+func (r *recovery) prewalkOne(j *prewalkJob, base int64, last bool) {
+	s, err := openSegment(r.dir, base, os.O_RDONLY)
 	if err != nil {
 		return
 	}
 	defer s.f.Close()
-	if !last && !p.cfg.repair && s.trustSealed(p.dir, p.cfg.indexInterval) {
+	if !last && !r.cfg.repair && s.trustSealed(r.dir, r.cfg.indexInterval) {
 		j.seg, j.ok = s, true
 		return
 	}
 	buf := walkBufs.Get().([]byte)
-	why, buf, err := s.walk(buf, p.cfg.indexInterval)
+	why, buf, err := s.walk(buf, r.cfg.indexInterval)
 	walkBufs.Put(buf)
 	if !last {
 		s.trimIndex()

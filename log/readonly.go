@@ -1,9 +1,6 @@
 package log
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"sort"
 	"syscall"
@@ -84,11 +81,7 @@ func (p *Partition) resetLocked() {
 	// parse now checks nothing (the open reported it).
 	p.rp.loaded, _ = loadRecoveryPoint(p.dir)
 	if bases, err := listSegments(p.dir); err == nil {
-		err := p.recoverLocked(bases)
-		if err != nil && relistable(err) {
-			err = p.relistLocked()
-		}
-		if err != nil {
+		if err := p.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
 			p.segs.closeAll()
 		}
 	}
@@ -186,26 +179,4 @@ func (s *segment) unlinked() bool {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && st.Nlink == 0
-}
-
-// relistLocked opens a read-only partition again after its listing of the
-// segments proved stale: a segment it listed vanished before it could open
-// it (the writer's retention deleted it in between), or one the writer
-// created during the listing was missed (errStaleListing). It lists and
-// opens again, a few times.
-func (p *Partition) relistLocked() error {
-	var err error
-	for range 4 {
-		p.segs.closeAll()
-		p.report = RecoveryReport{}
-		var bases []int64
-		bases, err = listSegments(p.dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-		}
-		if err = p.recoverLocked(bases); err == nil || !relistable(err) {
-			return err
-		}
-	}
-	return err
 }

@@ -93,6 +93,42 @@ func segmentExists(dir string, base int64) bool {
 	return err == nil
 }
 
+// recovery opens a partition's segments: it opens and walks each one
+// (ahead of its decisions on several goroutines, prewalk.go), trusts a
+// sealed one by its seal marker (sealed.go), and decides what ends the log:
+// the end, a torn tail to cut (tail.go), corruption to fail with or, with
+// WithRepair, to cut, or, read-only, an append in flight. It fills the
+// partition's segment set and RecoveryReport, and lowers the recovery point
+// to where a repair cuts.
+//
+// A recovery is made for one open (Partition.recoveryLocked: a writer's
+// open, an upgrade, a read-only open or reset) and runs under the
+// partition's mu, which guards everything it changes. It holds no
+// *Partition: only what it needs, below.
+type recovery struct {
+	segs  *segmentSet // the partition's segments: filled by the walk, cut by a repair
+	cfg   *config     // WithRepair, the index interval
+	dir   string      // the partition folder
+	topic string      // for errors
+	id    int32       // for errors
+	// writer is true when the open is the writer's (Partition.ownsWrites):
+	// segments are opened read-write, a torn tail is cut, a repair may cut
+	// and delete. False: a read-only open, which changes no file and judges
+	// a stop that may be an append in flight.
+	writer bool
+	// rp is the recovery point loaded before the segments were listed (the
+	// partition's recoveryPoints.loaded): an end below it is corruption, and
+	// a repair lowers it, and the file, to where it cuts (repairPointLocked).
+	rp *point
+	// epoch is the partition's latest epoch when the recovery was made
+	// (epochs.latest): a read-only open that finds damage checks that the
+	// writer began no epoch since (checkReadOnlyTailLocked).
+	epoch int32
+	// report is the partition's RecoveryReport (Partition.Recovery), filled
+	// here.
+	report *RecoveryReport
+}
+
 // recoverLocked opens and walks every segment of a partition being opened
 // for writing, and decides, segment by segment, one of:
 //
@@ -110,39 +146,39 @@ func segmentExists(dir string, base int64) bool {
 //     corruption. Fail with *CorruptError
 //     unless WithRepair was given, in which case cut there, delete the later
 //     segments and report what was dropped.
-func (p *Partition) recoverLocked(bases []int64) error {
+func (r *recovery) recoverLocked(bases []int64) error {
 	flag := os.O_RDWR
-	if !p.ownsWrites() {
+	if !r.writer {
 		flag = os.O_RDONLY
 	}
-	if len(bases) == 0 && p.ownsWrites() {
-		return p.recoverTailLocked(nil, stopEOF)
+	if len(bases) == 0 && r.writer {
+		return r.recoverTailLocked(nil, stopEOF)
 	}
 	if len(bases) == 0 {
-		return p.checkReadOnlyPointLocked(nil, stopEOF)
+		return r.checkReadOnlyPointLocked(nil, stopEOF)
 	}
-	pw := p.startPrewalk(bases)
+	pw := r.startPrewalk(bases)
 	defer pw.finish()
 	for i, base := range bases {
-		s, err := openSegment(p.dir, base, flag)
+		s, err := openSegment(r.dir, base, flag)
 		if err != nil {
-			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+			return fmt.Errorf("log: topic %s partition %d: %w", r.topic, r.id, err)
 		}
-		p.segs.push(s)
-		if i > 0 && base != p.segs.at(i-1).next && p.segs.at(i-1).lazy != nil {
+		r.segs.push(s)
+		if i > 0 && base != r.segs.at(i-1).next && r.segs.at(i-1).lazy != nil {
 			// trusted by its seal marker, which disagrees: the frames decide
-			if err := p.rewalkLocked(i - 1); err != nil {
+			if err := r.rewalkLocked(i - 1); err != nil {
 				return err
 			}
 		}
-		if i > 0 && base != p.segs.at(i-1).next {
-			prev := p.segs.at(i - 1)
-			if !p.ownsWrites() && prev.next > prev.base && base > prev.next && segmentExists(p.dir, prev.next) {
+		if i > 0 && base != r.segs.at(i-1).next {
+			prev := r.segs.at(i - 1)
+			if !r.writer && prev.next > prev.base && base > prev.next && segmentExists(r.dir, prev.next) {
 				// The listing missed a segment the writer created while it
 				// was read: list again (relistLocked).
-				return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segs.path(prev.next))
+				return fmt.Errorf("log: topic %s partition %d: %w: %s", r.topic, r.id, errStaleListing, r.segs.path(prev.next))
 			}
-			return p.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
+			return r.corruptLocked(i-1, prev.size, fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", prev.next, base))
 		}
 		last := i == len(bases)-1
 		if pw.take(i, s) && !last {
@@ -153,42 +189,76 @@ func (p *Partition) recoverLocked(bases []int64) error {
 		// the reason it stops: "intact" covers a zero length, which the
 		// tail rules must still judge.
 		var why stopReason
-		if why, p.segs.walkBuf, err = s.walk(p.segs.walkBuf, p.cfg.indexInterval); err != nil {
+		if why, r.segs.walkBuf, err = s.walk(r.segs.walkBuf, r.cfg.indexInterval); err != nil {
 			return err
 		}
-		if last && p.ownsWrites() {
-			return p.recoverTailLocked(s, why) // end, torn tail or corruption (tail.go)
+		if last && r.writer {
+			return r.recoverTailLocked(s, why) // end, torn tail or corruption (tail.go)
 		}
 		if last {
 			// Read-only: the writer may be mid-append, and refreshLocked
 			// retries. But a stop, a zero length included, with intact
 			// frames behind it is damage, not an append in flight: say so
 			// rather than hide the records behind it.
-			if err := p.checkReadOnlyTailLocked(s, why); err != nil {
+			if err := r.checkReadOnlyTailLocked(s, why); err != nil {
 				return err
 			}
-			return p.checkReadOnlyPointLocked(s, why)
+			return r.checkReadOnlyPointLocked(s, why)
 		}
 		if why.intact() {
 			continue
 		}
-		return p.corruptLocked(i, s.size, why.String())
+		return r.corruptLocked(i, s.size, why.String())
 	}
 	return nil
 }
 
+// recoverReadOnlyLocked is recoverLocked for a read-only open or reset:
+// when the listing of bases proved stale (relistable: the writer's
+// retention or roll moved the directory under it), it lists and opens
+// again (relistLocked).
+func (r *recovery) recoverReadOnlyLocked(bases []int64) error {
+	err := r.recoverLocked(bases)
+	if err != nil && relistable(err) {
+		err = r.relistLocked()
+	}
+	return err
+}
+
+// relistLocked opens a read-only partition again after its listing of the
+// segments proved stale: a segment it listed vanished before it could open
+// it (the writer's retention deleted it in between), or one the writer
+// created during the listing was missed (errStaleListing). It lists and
+// opens again, a few times.
+func (r *recovery) relistLocked() error {
+	var err error
+	for range 4 {
+		r.segs.closeAll()
+		*r.report = RecoveryReport{}
+		var bases []int64
+		bases, err = listSegments(r.dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("log: topic %s partition %d: %w", r.topic, r.id, err)
+		}
+		if err = r.recoverLocked(bases); err == nil || !relistable(err) {
+			return err
+		}
+	}
+	return err
+}
+
 // corruptLocked handles a bad frame at byte pos of segment i below the
 // active segment.
-func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
-	s := p.segs.at(i)
-	if !p.cfg.repair || !p.ownsWrites() {
-		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path,
+func (r *recovery) corruptLocked(i int, pos int64, reason string) error {
+	s := r.segs.at(i)
+	if !r.cfg.repair || !r.writer {
+		return &CorruptError{Topic: r.topic, Partition: r.id, Segment: s.path,
 			Position: pos, Offset: s.next, Reason: reason}
 	}
 	// Count what the later segments held, as far as they walk, then drop
 	// them: nothing after the first bad frame can be served contiguously.
 	lost := int64(0)
-	bases, err := listSegments(p.dir)
+	bases, err := listSegments(r.dir)
 	if err != nil {
 		return err
 	}
@@ -196,40 +266,57 @@ func (p *Partition) corruptLocked(i int, pos int64, reason string) error {
 		if base <= s.base {
 			continue
 		}
-		if lost == 0 && len(p.report.DeletedSegments) == 0 && base > s.next {
+		if lost == 0 && len(r.report.DeletedSegments) == 0 && base > s.next {
 			lost = base - s.next // the rest of the corrupt segment, by its successor's base
 		}
-		path := p.segs.path(base)
-		if t, err := openSegment(p.dir, base, os.O_RDONLY); err == nil {
+		path := r.segs.path(base)
+		if t, err := openSegment(r.dir, base, os.O_RDONLY); err == nil {
 			t.next, t.size = base, 0
-			_, p.segs.walkBuf, _ = t.walk(p.segs.walkBuf, p.cfg.indexInterval)
+			_, r.segs.walkBuf, _ = t.walk(r.segs.walkBuf, r.cfg.indexInterval)
 			lost += t.next - base
 			t.f.Close()
 		}
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("log: repair topic %s partition %d: %w", p.topic, p.id, err)
+			return fmt.Errorf("log: repair topic %s partition %d: %w", r.topic, r.id, err)
 		}
-		p.report.DeletedSegments = append(p.report.DeletedSegments, path)
+		r.report.DeletedSegments = append(r.report.DeletedSegments, path)
 	}
-	for _, t := range p.segs.all()[i+1:] {
+	for _, t := range r.segs.all()[i+1:] {
 		t.f.Close()
 	}
-	p.segs.keep(i + 1)
-	if err := syncDir(p.dir); err != nil {
+	r.segs.keep(i + 1)
+	if err := syncDir(r.dir); err != nil {
 		return err
 	}
-	if err := p.repairPointLocked(point{Segment: s.base, Position: s.size, Offset: s.next}); err != nil {
+	if err := r.repairPointLocked(point{Segment: s.base, Position: s.size, Offset: s.next}); err != nil {
 		return err
 	}
-	p.report.Segment, p.report.Reason, p.report.DroppedRecords = s.path, reason, lost
+	r.report.Segment, r.report.Reason, r.report.DroppedRecords = s.path, reason, lost
+	return nil
+}
+
+// rewalkLocked walks segment i, trusted by its seal marker, after all: the
+// marker disagreed with the next segment's base. A bad frame there is
+// corruption (handled like any bad frame below the active segment).
+func (r *recovery) rewalkLocked(i int) error {
+	s := r.segs.at(i)
+	s.size, s.next, s.lazy, s.index, s.indexedAt = 0, s.base, nil, nil, -1
+	why, buf, err := s.walk(r.segs.walkBuf, r.cfg.indexInterval)
+	r.segs.walkBuf = buf
+	if err != nil {
+		return err
+	}
+	if !why.intact() {
+		return r.corruptLocked(i, s.size, why.String())
+	}
 	return nil
 }
 
 // cutTailLocked truncates the active segment's file to its intact frames,
 // recording what was cut, and forces the cut to disk before any append can
 // reuse the space.
-func (p *Partition) cutTailLocked() error {
-	s := p.segs.active()
+func (r *recovery) cutTailLocked() error {
+	s := r.segs.active()
 	fi, err := s.f.Stat()
 	if err != nil {
 		return err
@@ -237,7 +324,7 @@ func (p *Partition) cutTailLocked() error {
 	if fi.Size() <= s.size {
 		return nil
 	}
-	if p.report.Segment == s.path {
+	if r.report.Segment == s.path {
 		// Zeros at the end of the file are not cut data: in a ModeMmap
 		// segment they are the reserved space past the frames (at most one
 		// reservation step, see firstReserveBytes). Count to the last
@@ -246,7 +333,7 @@ func (p *Partition) cutTailLocked() error {
 		if err != nil {
 			return fmt.Errorf("log: read torn tail of %s: %w", s.path, err)
 		}
-		p.report.TruncatedBytes = min(int64(padded(int(nz-s.size))), fi.Size()-s.size)
+		r.report.TruncatedBytes = min(int64(padded(int(nz-s.size))), fi.Size()-s.size)
 	}
 	if err := s.f.Truncate(s.size); err != nil {
 		return fmt.Errorf("log: truncate torn tail of %s at byte %d: %w", s.path, s.size, err)
@@ -336,40 +423,40 @@ var readOnlyRecheckHook atomic.Pointer[func()]
 // else is the end as far as this reader can tell: a clean end of file, the
 // zero tail of a reserved segment, a torn tail or an append in flight with
 // nothing intact behind it, which refreshLocked retries.
-func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
+func (r *recovery) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 	if why == stopEOF {
 		return nil
 	}
 	if _, _, found, err := s.findFrameAfter(s.size, s.next); err != nil || !found {
 		return nil
 	}
-	epoch, pos := p.epochs.latest(), s.size
+	epoch, pos := r.epoch, s.size
 	time.Sleep(readOnlyRecheck)
 	if h := readOnlyRecheckHook.Load(); h != nil {
 		(*h)()
 	}
-	why, buf, err := s.walk(p.segs.walkBuf, p.cfg.indexInterval)
-	p.segs.walkBuf = buf
+	why, buf, err := s.walk(r.segs.walkBuf, r.cfg.indexInterval)
+	r.segs.walkBuf = buf
 	if err != nil {
 		return err
 	}
 	if why == stopEOF || s.size != pos {
 		return nil // it was a write in flight: the frame verifies now
 	}
-	if e, err := readEpochs(p.dir); err != nil || e.latest() != epoch {
+	if e, err := readEpochs(r.dir); err != nil || e.latest() != epoch {
 		return nil // the writer truncated or reopened meanwhile: refreshLocked starts over
 	}
 	at, off, found, err := s.findFrameAfter(s.size, s.next)
 	if err != nil || !found {
 		return nil
 	}
-	return &CorruptError{Topic: p.topic, Partition: p.id, Segment: s.path, Position: s.size, Offset: s.next,
+	return &CorruptError{Topic: r.topic, Partition: r.id, Segment: s.path, Position: s.size, Offset: s.next,
 		Reason: fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)}
 }
 
 // checkReadOnlyPointLocked is the read-only arm of the recovery point rule
 // (the writer's is in recoverTailLocked): an end of the partition below the
-// recovery point, p.rp.loaded, is corruption, reported with the same
+// recovery point, r.rp, is corruption, reported with the same
 // *CorruptError a writer's open returns. s is the last segment, whose walk
 // stopped for why (nil when the partition has no segment).
 //
@@ -381,24 +468,24 @@ func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 // listing again (a segment the first one missed, or one created since, is
 // errStaleListing: list and walk again) and the point file again (lower
 // now: the writer cut there, not damage).
-func (p *Partition) checkReadOnlyPointLocked(s *segment, why stopReason) error {
-	rp := p.rp.loaded
+func (r *recovery) checkReadOnlyPointLocked(s *segment, why stopReason) error {
+	rp := *r.rp
 	var base, pos, end int64
-	path := p.segs.path(rp.Segment)
+	path := r.segs.path(rp.Segment)
 	if s != nil {
 		base, pos, end, path = s.base, s.size, s.next, s.path
 	}
 	if rp.Offset <= end {
 		return nil
 	}
-	bases, err := listSegments(p.dir)
+	bases, err := listSegments(r.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+		return fmt.Errorf("log: topic %s partition %d: %w", r.topic, r.id, err)
 	}
 	if n := len(bases); n > 0 && (s == nil || bases[n-1] > base) {
-		return fmt.Errorf("log: topic %s partition %d: %w: %s", p.topic, p.id, errStaleListing, p.segs.path(bases[n-1]))
+		return fmt.Errorf("log: topic %s partition %d: %w: %s", r.topic, r.id, errStaleListing, r.segs.path(bases[n-1]))
 	}
-	if now, err := loadRecoveryPoint(p.dir); err != nil || now.Offset < rp.Offset {
+	if now, err := loadRecoveryPoint(r.dir); err != nil || now.Offset < rp.Offset {
 		return nil // lowered since: a Truncate or a repair cut there
 	}
 	reason := belowRecoveryPoint(rp)
@@ -407,5 +494,5 @@ func (p *Partition) checkReadOnlyPointLocked(s *segment, why stopReason) error {
 	} else {
 		reason = why.String() + "; " + reason
 	}
-	return &CorruptError{Topic: p.topic, Partition: p.id, Segment: path, Position: pos, Offset: end, Reason: reason}
+	return &CorruptError{Topic: r.topic, Partition: r.id, Segment: path, Position: pos, Offset: end, Reason: reason}
 }

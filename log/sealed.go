@@ -168,24 +168,24 @@ func (s *segment) lastFrame() (int64, uint64, error) {
 	}
 }
 
-// removeOrphanMarkersLocked removes seal markers (and their leftover
-// temporary files) whose segment is no longer in the partition: segments
-// deleted by Truncate, repair or retention. Best effort; a leftover marker
-// is never trusted for another file of the same name (the roll that gives
-// that file a successor removes it first, see rollLocked).
-func (p *Partition) removeOrphanMarkersLocked() {
-	entries, err := os.ReadDir(p.dir)
+// removeOrphanMarkers removes seal markers (and their leftover temporary
+// files) whose segment is no longer in the set: segments deleted by
+// Truncate, repair or retention. Best effort; a leftover marker is never
+// trusted for another file of the same name (the roll that gives that file
+// a successor removes it first, see segmentSet.roll).
+func (ss *segmentSet) removeOrphanMarkers() {
+	entries, err := os.ReadDir(ss.dir)
 	if err != nil {
 		return
 	}
-	live := make(map[int64]bool, p.segs.len())
-	for _, s := range p.segs.all() {
+	live := make(map[int64]bool, len(ss.list))
+	for _, s := range ss.list {
 		live[s.base] = true
 	}
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") && strings.Contains(name, sealedSuffix+".tmp-") {
-			os.Remove(filepath.Join(p.dir, name))
+			os.Remove(filepath.Join(ss.dir, name))
 			continue
 		}
 		stem, ok := strings.CutSuffix(name, sealedSuffix)
@@ -193,7 +193,7 @@ func (p *Partition) removeOrphanMarkersLocked() {
 			continue
 		}
 		if base, err := strconv.ParseInt(stem, 10, 64); err == nil && !live[base] {
-			os.Remove(filepath.Join(p.dir, name))
+			os.Remove(filepath.Join(ss.dir, name))
 		}
 	}
 }
@@ -259,23 +259,6 @@ func (s *segment) loadIndex(topic string, partition int32) error {
 	}
 	l.done.Store(true)
 	return l.err
-}
-
-// rewalkLocked walks segment i, trusted by its seal marker, after all: the
-// marker disagreed with the next segment's base. A bad frame there is
-// corruption (handled like any bad frame below the active segment).
-func (p *Partition) rewalkLocked(i int) error {
-	s := p.segs.at(i)
-	s.size, s.next, s.lazy, s.index, s.indexedAt = 0, s.base, nil, nil, -1
-	why, buf, err := s.walk(p.segs.walkBuf, p.cfg.indexInterval)
-	p.segs.walkBuf = buf
-	if err != nil {
-		return err
-	}
-	if !why.intact() {
-		return p.corruptLocked(i, s.size, why.String())
-	}
-	return nil
 }
 
 // trimIndex drops the spare capacity appends left in s.index (up to a

@@ -18,32 +18,33 @@ import (
 //     recovery point. Nothing to do.
 //   - a torn tail: a bad frame with nothing intact behind it, at or above
 //     the recovery point; the remains of a write that a crash cut short.
-//     Reported in p.report; openPartition cuts it (cutTailLocked).
+//     Reported in r.report; the writer's open then cuts it
+//     (cutTailLocked, from Partition.becomeWriterLocked).
 //   - corruption: a bad frame or a zero length followed by an intact frame
 //     of the expected offset or a later one (records behind the damage
 //     would be dropped), or any end below the recovery point (records known
 //     to be on disk are gone). A *CorruptError, or with WithRepair, a cut
 //     at the damage like a torn tail, reported with the records dropped.
-func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
-	rp := p.rp.loaded
+func (r *recovery) recoverTailLocked(s *segment, why stopReason) error {
+	rp := *r.rp
 	if s == nil {
 		if rp.Offset == 0 {
 			return nil
 		}
 		reason := fmt.Sprintf("no segment, but the recovery point says offsets below %d are on disk", rp.Offset)
-		return p.tailCorruptLocked(p.segs.path(rp.Segment), 0, 0, reason, rp.Offset)
+		return r.tailCorruptLocked(r.segs.path(rp.Segment), 0, 0, reason, rp.Offset)
 	}
 	var reason string
 	var dropped int64
 	if why != stopEOF {
 		at, off, found, err := s.findFrameAfter(s.size, s.next)
 		if err != nil {
-			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+			return fmt.Errorf("log: topic %s partition %d: %w", r.topic, r.id, err)
 		}
 		if found {
 			reason = fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)
 			t := &segment{base: s.base, path: s.path, f: s.f, size: at, next: off, indexedAt: -1}
-			_, p.segs.walkBuf, _ = t.walk(p.segs.walkBuf, 1<<30)
+			_, r.segs.walkBuf, _ = t.walk(r.segs.walkBuf, 1<<30)
 			dropped = t.next - s.next
 		}
 	}
@@ -67,7 +68,7 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 			// other, cut and reported, never cut silently.
 			nonZero, err := zeroStopTorn(s)
 			if err != nil {
-				return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+				return fmt.Errorf("log: topic %s partition %d: %w", r.topic, r.id, err)
 			}
 			if !nonZero {
 				return nil
@@ -76,10 +77,10 @@ func (p *Partition) recoverTailLocked(s *segment, why stopReason) error {
 		} else if why.intact() {
 			return nil
 		}
-		p.report = RecoveryReport{Segment: s.path, Reason: torn}
+		*r.report = RecoveryReport{Segment: s.path, Reason: torn}
 		return nil
 	}
-	return p.tailCorruptLocked(s.path, s.size, s.next, reason, dropped)
+	return r.tailCorruptLocked(s.path, s.size, s.next, reason, dropped)
 }
 
 // belowRecoveryPoint says that a partition ends below its recovery point
@@ -91,19 +92,19 @@ func belowRecoveryPoint(rp point) string {
 
 // tailCorruptLocked fails with a *CorruptError at byte pos (offset off) of
 // the last segment, or with WithRepair lowers the recovery point there and
-// reports the cut, which openPartition then makes.
-func (p *Partition) tailCorruptLocked(path string, pos, off int64, reason string, dropped int64) error {
-	if !p.cfg.repair {
-		return &CorruptError{Topic: p.topic, Partition: p.id, Segment: path, Position: pos, Offset: off, Reason: reason}
+// reports the cut, which the writer's open then makes (cutTailLocked).
+func (r *recovery) tailCorruptLocked(path string, pos, off int64, reason string, dropped int64) error {
+	if !r.cfg.repair {
+		return &CorruptError{Topic: r.topic, Partition: r.id, Segment: path, Position: pos, Offset: off, Reason: reason}
 	}
 	base := off
-	if p.segs.len() > 0 {
-		base = p.segs.active().base
+	if r.segs.len() > 0 {
+		base = r.segs.active().base
 	}
-	if err := p.repairPointLocked(point{Segment: base, Position: pos, Offset: off}); err != nil {
+	if err := r.repairPointLocked(point{Segment: base, Position: pos, Offset: off}); err != nil {
 		return err
 	}
-	p.report = RecoveryReport{Segment: path, Reason: reason, DroppedRecords: dropped}
+	*r.report = RecoveryReport{Segment: path, Reason: reason, DroppedRecords: dropped}
 	return nil
 }
 
@@ -126,14 +127,14 @@ func zeroStopTorn(s *segment) (bool, error) {
 // repairPointLocked lowers the recovery point to end, where a repair cuts,
 // before the cut is made: the point must never claim records that are
 // gone.
-func (p *Partition) repairPointLocked(end point) error {
-	if p.rp.loaded.Offset <= end.Offset {
+func (r *recovery) repairPointLocked(end point) error {
+	if r.rp.Offset <= end.Offset {
 		return nil
 	}
-	if err := saveRecoveryPoint(p.dir, end); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	if err := saveRecoveryPoint(r.dir, end); err != nil {
+		return fmt.Errorf("log: topic %s partition %d: %w", r.topic, r.id, err)
 	}
-	p.rp.loaded = end
+	*r.rp = end
 	return nil
 }
 
