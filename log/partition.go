@@ -90,7 +90,7 @@ type Partition struct {
 // openPartition opens partition id of topic in dir: read-only (ro, see
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
-	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
+	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{}), rp: recoveryPoints{dir: dir}}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)

@@ -101,7 +101,7 @@ func (p *Partition) rollLocked() error {
 	p.w.seg = p.active()
 	old.acquire() // the sealer's reference
 	old.sealing.Store(true)
-	j := &sealJob{seg: old, next: old.next, lowered: p.rp.lowered.Load(), done: make(chan struct{})}
+	j := &sealJob{seg: old, next: old.next, lowered: p.rp.lowerings(), done: make(chan struct{})}
 	j.prev = p.w.sealing.Swap(j) // rolls are serialised by the partition lock
 	p.w.sealers.Add(1)
 	go p.seal(j)
@@ -147,7 +147,7 @@ func (p *Partition) seal(j *sealJob) {
 		p.failLocked(err)
 		w.mu.Unlock()
 		return
-	case p.rp.lowered.Load() != j.lowered:
+	case p.rp.lowerings() != j.lowered:
 		// A Truncate cut the log since the roll: offsets above the cut may
 		// be reused, so the roll's point means nothing now.
 		w.mu.Unlock()
@@ -158,7 +158,7 @@ func (p *Partition) seal(j *sealJob) {
 		p.setSyncedLocked(at)
 	}
 	w.mu.Unlock()
-	p.notePoint(at, j.lowered, false) // a failed save is kept for Close
+	p.rp.notePoint(at, j.lowered, false) // a failed save is kept for Close
 }
 
 // sealerHook, set only by tests, runs when a sealer starts.

@@ -88,7 +88,7 @@ func (p *Partition) syncLocked() {
 		w.wrote.Wait()
 		err = p.awaitWrittenLocked(w.assigned, true)
 	}
-	at, lowered := w.writtenAt, p.rp.lowered.Load()
+	at, lowered := w.writtenAt, p.rp.lowerings()
 	if err == nil {
 		w.mu.Unlock()
 		start := time.Now()
@@ -104,7 +104,7 @@ func (p *Partition) syncLocked() {
 	case err != nil:
 		r.err = err
 		p.failLocked(err)
-	case p.rp.lowered.Load() != lowered:
+	case p.rp.lowerings() != lowered:
 		// A Truncate cut the log while this round synced: the frames it
 		// covered may be gone, and offsets above the cut will be reused.
 	case at.Offset > w.syncedTo:
@@ -113,7 +113,7 @@ func (p *Partition) syncLocked() {
 	close(r.done)
 	if err == nil {
 		w.mu.Unlock()
-		p.notePoint(at, lowered, false) // a failed save is kept for Close; the records are synced
+		p.rp.notePoint(at, lowered, false) // a failed save is kept for Close; the records are synced
 		w.mu.Lock()
 	}
 }
@@ -237,15 +237,15 @@ func (p *Partition) closeWriter() error {
 	w.mu.Unlock()
 	w.sealers.Wait() // their last steps take mu and save the recovery point
 	w.mu.Lock()
-	err, at, lowered := w.err, w.syncedAt, p.rp.lowered.Load()
+	err, at, lowered := w.err, w.syncedAt, p.rp.lowerings()
 	w.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := p.notePoint(at, lowered, true); err != nil {
+	if err := p.rp.notePoint(at, lowered, true); err != nil {
 		return err
 	}
-	return p.rp.err
+	return p.rp.saveErr()
 }
 
 // flushLoop is the flusher of WithFlushPolicy's interval: woken when

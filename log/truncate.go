@@ -53,7 +53,7 @@ func (p *Partition) Truncate(offset int64) error {
 	if err != nil {
 		return err
 	}
-	if err := p.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
+	if err := p.rp.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
 		return err
 	}
 	p.w.segMu.Lock()

@@ -113,12 +113,11 @@ func (p *Partition) startWriter() {
 	// Records recovered from the previous run may still sit in the page
 	// cache only; those below the recovery point are known synced. The first
 	// sync covers the rest.
-	synced := p.rp.loaded
+	synced := p.rp.begin()
 	if synced.Offset >= end.Offset {
 		synced = end
 	}
 	p.setSyncedLocked(synced)
-	p.rp.saved, p.rp.want = p.rp.loaded, p.rp.loaded
 	if p.cfg.flushInterval > 0 {
 		w.kick, w.stop, w.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 		go p.flushLoop()
