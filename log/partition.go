@@ -170,7 +170,8 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	}
 	p.openWaitersLocked()
 	p.publishLocked()
-	p.startWriter()
+	p.w.start(writerSetup{topic: p.topic, id: p.id, cfg: p.cfg, dir: p.dir, store: p, rp: &p.rp,
+		epoch: p.epoch.Load, telRecord: p.telRecord}, p.active())
 	return nil
 }
 
@@ -271,10 +272,13 @@ func (p *Partition) isClosed() bool {
 	return p.closed
 }
 
-// close writes and syncs what was accepted (closeWriter) and closes the
-// segments. Appends in flight finish first.
+// close writes and syncs what was accepted (groupWriter.close) and closes
+// the segments. Appends in flight finish first.
 func (p *Partition) close() error {
-	werr := p.closeWriter()
+	var werr error
+	if !p.readOnly() { // read-only: the writer never started
+		werr = p.w.close()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

@@ -166,7 +166,7 @@ func (p *Partition) enforceRetention(now time.Time, pol RetentionPolicy) (Partit
 	// Segments sealed by the rolls so far become deletable once their
 	// sealers finish (one later roll's are left to the next pass). A failed
 	// sealer failed the partition, which its appends report.
-	_ = p.awaitSealers()
+	_ = p.w.awaitSealers()
 	for !pol.unlimited() {
 		s, err := p.unlinkOldest(now, pol)
 		if err != nil || s == nil {

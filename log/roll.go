@@ -144,7 +144,7 @@ func (p *Partition) seal(j *sealJob) {
 	w.mu.Lock()
 	switch {
 	case err != nil:
-		p.failLocked(err)
+		w.failLocked(err)
 		w.mu.Unlock()
 		return
 	case p.rp.lowerings() != j.lowered:
@@ -155,7 +155,7 @@ func (p *Partition) seal(j *sealJob) {
 	}
 	at := point{Segment: j.next, Position: 0, Offset: j.next}
 	if at.Offset > w.syncedTo {
-		p.setSyncedLocked(at)
+		w.setSyncedLocked(at)
 	}
 	w.mu.Unlock()
 	p.rp.notePoint(at, j.lowered, false) // a failed save is kept for Close
@@ -167,8 +167,8 @@ var sealerHook atomic.Pointer[func()]
 // awaitSealers waits until the sealers of every roll so far have finished,
 // and returns the first error among them. The caller keeps new rolls out
 // while it matters: with segMu (syncActive) or the writer role (Truncate).
-func (p *Partition) awaitSealers() error {
-	j := p.w.sealing.Load() // not under mu: every sync round's leader looks, and appenders contend for mu
+func (w *groupWriter) awaitSealers() error {
+	j := w.sealing.Load() // not under mu: every sync round's leader looks, and appenders contend for mu
 	if j == nil {
 		return nil
 	}

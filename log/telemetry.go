@@ -109,8 +109,8 @@ func telPartitionAttrs(topic string, id int32) attribute.Set {
 
 // syncStart returns the time a sync starts when its duration is wanted, and
 // the zero time otherwise.
-func (p *Partition) syncStart() time.Time {
-	if t := p.cfg.tel; t != nil && t.syncDuration.Enabled(context.Background()) {
+func (w *groupWriter) syncStart() time.Time {
+	if t := w.cfg.tel; t != nil && t.syncDuration.Enabled(context.Background()) {
 		return time.Now()
 	}
 	return time.Time{}
@@ -118,11 +118,11 @@ func (p *Partition) syncStart() time.Time {
 
 // syncEnd records the duration of the sync that began at start (a zero
 // start records nothing).
-func (p *Partition) syncEnd(start time.Time) {
+func (w *groupWriter) syncEnd(start time.Time) {
 	if start.IsZero() {
 		return
 	}
-	p.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), p.telRecord...)
+	w.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), w.telRecord...)
 }
 
 // telHandle reports a telemetry error to the OpenTelemetry error handler.

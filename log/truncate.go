@@ -19,14 +19,14 @@ func (p *Partition) Truncate(offset int64) error {
 	if err := p.writable("truncate"); err != nil {
 		return err
 	}
-	if err := p.acquireWriter(); err != nil {
+	if err := p.w.acquireWriter(); err != nil {
 		return err
 	}
 	// No roll starts while the writer role is held: wait for the sealers of
 	// the earlier ones, which read the segments this may cut and write
 	// their seal markers.
-	if err := p.awaitSealers(); err != nil {
-		p.releaseWriter(nil)
+	if err := p.w.awaitSealers(); err != nil {
+		p.w.releaseWriter(nil)
 		return err
 	}
 	p.mu.Lock()
@@ -34,7 +34,7 @@ func (p *Partition) Truncate(offset int64) error {
 		s := p.active()
 		end := point{Segment: s.base, Position: s.size, Offset: s.next}
 		p.mu.Unlock()
-		p.releaseWriter(&end)
+		p.w.releaseWriter(&end)
 	}()
 	if p.closed {
 		return ErrClosed
