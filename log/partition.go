@@ -286,13 +286,13 @@ func (p *Partition) close() error {
 	}
 	p.closed = true
 	errs := []error{werr}
-	p.w.segMu.Lock()
+	p.w.lockSegment()
 	for _, s := range p.segments {
 		errs = append(errs, s.close())
 	}
 	errs = append(errs, p.closeFollowLocked())
-	p.w.seg = nil
-	p.w.segMu.Unlock()
+	p.w.setSegmentLocked(nil)
+	p.w.unlockSegment()
 	p.publishLocked()
 	return errors.Join(errs...)
 }

@@ -84,8 +84,8 @@ func (p *Partition) createSegmentLocked(base int64) error {
 // (left by a Truncate that removed an earlier file of that name) is removed
 // first, so that no marker describes another file once it has a successor.
 func (p *Partition) rollLocked() error {
-	p.w.segMu.Lock() // a sync must not use the write path seal releases
-	defer p.w.segMu.Unlock()
+	p.w.lockSegment() // a sync must not use the write path seal releases
+	defer p.w.unlockSegment()
 	old := p.active()
 	if err := old.w.seal(old.size); err != nil {
 		return fmt.Errorf("log: topic %s partition %d: seal %s: %w", p.topic, p.id, old.path, err)
@@ -98,14 +98,22 @@ func (p *Partition) rollLocked() error {
 	if err := p.createSegmentLocked(old.next); err != nil {
 		return err
 	}
-	p.w.seg = p.active()
+	p.w.rolledLocked(old, p.active())
+	return nil
+}
+
+// rolledLocked is the writer's side of a roll (Partition.rollLocked), with
+// segMu held (lockSegment) since the roll sealed old: next, its successor,
+// becomes the segment syncs use, and a sealer goroutine is started for old
+// (see sealJob). Rolls are serialised by the partition lock.
+func (w *groupWriter) rolledLocked(old, next *segment) {
+	w.seg = next
 	old.acquire() // the sealer's reference
 	old.sealing.Store(true)
-	j := &sealJob{seg: old, next: old.next, lowered: p.rp.lowerings(), done: make(chan struct{})}
-	j.prev = p.w.sealing.Swap(j) // rolls are serialised by the partition lock
-	p.w.sealers.Add(1)
-	go p.seal(j)
-	return nil
+	j := &sealJob{seg: old, next: old.next, lowered: w.rp.lowerings(), done: make(chan struct{})}
+	j.prev = w.sealing.Swap(j) // rolls are serialised by the partition lock
+	w.sealers.Add(1)
+	go w.seal(j)
 }
 
 // seal is a roll's sealer (see sealJob): it forces j's segment and the
@@ -114,20 +122,20 @@ func (p *Partition) rollLocked() error {
 // notes the recovery point. A failed sync fails the partition, as a failed
 // sync of the active segment does; a failed marker only costs a walk at
 // the next Open.
-func (p *Partition) seal(j *sealJob) {
-	defer p.w.sealers.Done()
+func (w *groupWriter) seal(j *sealJob) {
+	defer w.sealers.Done()
 	if h := sealerHook.Load(); h != nil {
 		(*h)()
 	}
 	s := j.seg
 	err := s.f.Sync() // data and size: ModeMmap shrank the file at the roll
 	if err == nil {
-		err = syncDir(p.dir) // the successor's name
+		err = syncDir(w.dir) // the successor's name
 	}
 	if err != nil {
-		err = fmt.Errorf("log: topic %s partition %d: sync %s after roll: %w", p.topic, p.id, s.path, err)
+		err = fmt.Errorf("log: topic %s partition %d: sync %s after roll: %w", w.topic, w.id, s.path, err)
 	} else {
-		p.writeSealMarker(s)
+		writeSealMarker(w.dir, s)
 	}
 	s.sealing.Store(false)
 	_ = s.release()
@@ -139,7 +147,6 @@ func (p *Partition) seal(j *sealJob) {
 	j.err = err
 	close(j.done)
 
-	w := &p.w
 	w.sealing.CompareAndSwap(j, nil)
 	w.mu.Lock()
 	switch {
@@ -147,7 +154,7 @@ func (p *Partition) seal(j *sealJob) {
 		w.failLocked(err)
 		w.mu.Unlock()
 		return
-	case p.rp.lowerings() != j.lowered:
+	case w.rp.lowerings() != j.lowered:
 		// A Truncate cut the log since the roll: offsets above the cut may
 		// be reused, so the roll's point means nothing now.
 		w.mu.Unlock()
@@ -158,7 +165,7 @@ func (p *Partition) seal(j *sealJob) {
 		w.setSyncedLocked(at)
 	}
 	w.mu.Unlock()
-	p.rp.notePoint(at, j.lowered, false) // a failed save is kept for Close
+	w.rp.notePoint(at, j.lowered, false) // a failed save is kept for Close
 }
 
 // sealerHook, set only by tests, runs when a sealer starts.

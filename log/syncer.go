@@ -145,6 +145,19 @@ func (w *groupWriter) gatherLocked() {
 	}
 }
 
+// lockSegment keeps syncs out while the partition changes its segments in
+// a way that releases the write path syncs use (roll, Truncate, Close):
+// syncActive holds segMu while it syncs. Taken after Partition.mu, before
+// mu; unlockSegment lets syncs in again.
+func (w *groupWriter) lockSegment() { w.segMu.Lock() }
+
+// unlockSegment ends lockSegment.
+func (w *groupWriter) unlockSegment() { w.segMu.Unlock() }
+
+// setSegmentLocked makes s the active segment as syncs see it (nil: none,
+// after Close). Called between lockSegment and unlockSegment.
+func (w *groupWriter) setSegmentLocked(s *segment) { w.seg = s }
+
 // syncActive forces the active segment to stable storage, after waiting
 // for the sealers of the segments before it (see sealJob), so a completed
 // sync covers every written frame.

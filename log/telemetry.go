@@ -81,9 +81,10 @@ func newLogTelemetry(l *Log) *logTelemetry {
 					continue // never written by this process
 				}
 				attrs := metric.WithAttributeSet(p.telAttrs)
-				o.ObserveInt64(sent, p.w.appended.Load(), attrs)
-				o.ObserveInt64(bytes, p.w.appendedBytes.Load(), attrs)
-				o.ObserveInt64(syncs, p.w.syncCalls.Load(), attrs)
+				records, size, syncCalls := p.w.counts()
+				o.ObserveInt64(sent, records, attrs)
+				o.ObserveInt64(bytes, size, attrs)
+				o.ObserveInt64(syncs, syncCalls, attrs)
 			}
 		}
 		return nil
@@ -105,6 +106,12 @@ func telPartitionAttrs(topic string, id int32) attribute.Set {
 		semconv.MessagingOperationName("append"),
 		semconv.MessagingDestinationName(topic),
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(id))))
+}
+
+// counts returns what the writer counted for the metrics: records and
+// bytes of frames written, and syncs of the active segment.
+func (w *groupWriter) counts() (records, bytes, syncs int64) {
+	return w.appended.Load(), w.appendedBytes.Load(), w.syncCalls.Load()
 }
 
 // syncStart returns the time a sync starts when its duration is wanted, and

@@ -56,8 +56,8 @@ func (p *Partition) Truncate(offset int64) error {
 	if err := p.rp.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
 		return err
 	}
-	p.w.segMu.Lock()
-	defer p.w.segMu.Unlock()
+	p.w.lockSegment()
+	defer p.w.unlockSegment()
 	for len(p.segments)-1 > i {
 		s := p.active()
 		if err := s.close(); err != nil {
@@ -86,7 +86,7 @@ func (p *Partition) Truncate(offset int64) error {
 			return err
 		}
 	}
-	p.w.seg = s
+	p.w.setSegmentLocked(s)
 	if err := s.w.cut(pos, s.size); err != nil {
 		return fmt.Errorf("log: truncate %s at byte %d: %w", s.path, pos, err)
 	}
