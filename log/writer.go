@@ -40,7 +40,8 @@ import (
 // which the partition implements.
 //
 // Lock order: Partition.mu, then segMu, then mu. mu is never held during
-// I/O, and nothing takes Partition.mu or segMu while holding mu.
+// I/O, and nothing takes Partition.mu or segMu while holding mu. The writer
+// takes the recovery points' lock (notePoint) holding none of its own.
 type groupWriter struct {
 	writerSetup
 
