@@ -97,7 +97,7 @@ func (p *Partition) Segments() ([]SegmentInfo, error) {
 	if p.readOnly() {
 		p.refresh()
 	} else {
-		_ = p.awaitSealers() // so that every sealed segment shows its marker; a failure shows as none
+		_ = p.w.awaitSealers() // so that every sealed segment shows its marker; a failure shows as none
 	}
 	p.mu.RLock()
 	if p.closed {

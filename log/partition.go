@@ -88,9 +88,9 @@ type Partition struct {
 // openPartition opens partition id of topic in dir: read-only (ro, see
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
-	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
+	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{}), rp: recoveryPoints{dir: dir}}
 	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes}
-	p.ret = retention{dir: dir, topic: topic, id: id}
+	p.ret = retention{dir: dir, topic: topic, id: id, awaitSealers: p.w.awaitSealers}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
@@ -167,7 +167,8 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	}
 	p.openWaitersLocked()
 	p.publishLocked()
-	p.startWriter()
+	p.w.start(writerSetup{topic: p.topic, id: p.id, cfg: p.cfg, dir: p.dir, store: p, rp: &p.rp,
+		epoch: p.epoch.Load, telRecord: p.telRecord}, p.segs.active())
 	return nil
 }
 
@@ -256,10 +257,13 @@ func (p *Partition) isClosed() bool {
 	return p.closed
 }
 
-// close writes and syncs what was accepted (closeWriter) and closes the
-// segments. Appends in flight finish first.
+// close writes and syncs what was accepted (groupWriter.close) and closes
+// the segments. Appends in flight finish first.
 func (p *Partition) close() error {
-	werr := p.closeWriter()
+	var werr error
+	if !p.readOnly() { // read-only: the writer never started
+		werr = p.w.close()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -267,11 +271,11 @@ func (p *Partition) close() error {
 	}
 	p.closed = true
 	errs := []error{werr}
-	p.w.segMu.Lock()
+	p.w.lockSegment()
 	errs = append(errs, p.segs.closeAll())
 	errs = append(errs, p.closeFollowLocked())
-	p.w.seg = nil
-	p.w.segMu.Unlock()
+	p.w.setSegmentLocked(nil)
+	p.w.unlockSegment()
 	p.publishLocked()
 	return errors.Join(errs...)
 }

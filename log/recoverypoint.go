@@ -54,7 +54,10 @@ type recoveryPointV1 struct {
 }
 
 // recoveryPoints is a partition's bookkeeping of its recovery point file.
+// Its mu is taken after Partition.mu and after the writer's locks are
+// released (notePoint), never the other way round.
 type recoveryPoints struct {
+	dir     string // the partition folder, where the file is
 	mu      sync.Mutex
 	loaded  point     // what the file said when the partition was opened
 	saved   point     // what the file says now
@@ -117,8 +120,7 @@ func saveRecoveryPoint(dir string, pt point) error {
 // after the sync that covers pt has completed, with the value of
 // rp.lowered read when pt was (under the writer's mutex): a point from
 // before a Truncate is dropped.
-func (p *Partition) notePoint(pt point, lowered uint64, force bool) error {
-	rp := &p.rp
+func (rp *recoveryPoints) notePoint(pt point, lowered uint64, force bool) error {
 	if force {
 		rp.mu.Lock()
 	} else if !rp.mu.TryLock() {
@@ -131,7 +133,7 @@ func (p *Partition) notePoint(pt point, lowered uint64, force bool) error {
 	if rp.want == rp.saved || !force && time.Since(rp.savedAt) < recoveryPointEvery {
 		return nil
 	}
-	err := saveRecoveryPoint(p.dir, rp.want)
+	err := saveRecoveryPoint(rp.dir, rp.want)
 	if err != nil {
 		if rp.err == nil {
 			rp.err = err
@@ -145,8 +147,7 @@ func (p *Partition) notePoint(pt point, lowered uint64, force bool) error {
 // lowerPoint makes the recovery point no higher than pt, saving it at once
 // when it was: Truncate and repair call it before they cut, so the point
 // never claims records that are gone.
-func (p *Partition) lowerPoint(pt point) error {
-	rp := &p.rp
+func (rp *recoveryPoints) lowerPoint(pt point) error {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	rp.lowered.Add(1)
@@ -156,9 +157,23 @@ func (p *Partition) lowerPoint(pt point) error {
 	if rp.saved.Offset <= pt.Offset {
 		return nil
 	}
-	if err := saveRecoveryPoint(p.dir, pt); err != nil {
+	if err := saveRecoveryPoint(rp.dir, pt); err != nil {
 		return err
 	}
 	rp.saved, rp.savedAt = pt, time.Now()
 	return nil
 }
+
+// begin makes the point read at the open (loaded) the saved and the wanted
+// one, for a writer starting at it, and returns it.
+func (rp *recoveryPoints) begin() point {
+	rp.saved, rp.want = rp.loaded, rp.loaded
+	return rp.loaded
+}
+
+// lowerings returns how many times lowerPoint was called: a point read
+// with one count is dropped by notePoint once the count has moved.
+func (rp *recoveryPoints) lowerings() uint64 { return rp.lowered.Load() }
+
+// saveErr returns the first failed save, which Close returns.
+func (rp *recoveryPoints) saveErr() error { return rp.err }

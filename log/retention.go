@@ -160,12 +160,13 @@ type retention struct {
 	dir   string // the partition folder, fsynced after each deletion
 	topic string // for errors and the report
 	id    int32
+	// awaitSealers waits for the sealers of the rolls so far
+	// (groupWriter.awaitSealers): a segment is deleted only once sealed.
+	awaitSealers func() error
 }
 
 // retentionTarget is what retention needs of a partition.
 type retentionTarget interface {
-	// awaitSealers waits for the sealers of the rolls so far (groupWriter).
-	awaitSealers() error
 	// unlinkOldest deletes the oldest segment when pol wants it gone (see
 	// segmentSet.unlinkOldest), under the partition lock.
 	unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error)
@@ -182,7 +183,7 @@ func (r *retention) enforce(p retentionTarget, now time.Time, pol RetentionPolic
 	// Segments sealed by the rolls so far become deletable once their
 	// sealers finish (one later roll's are left to the next pass). A failed
 	// sealer failed the partition, which its appends report.
-	_ = p.awaitSealers()
+	_ = r.awaitSealers()
 	for !pol.unlimited() {
 		s, err := p.unlinkOldest(now, pol)
 		if err != nil || s == nil {

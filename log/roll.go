@@ -65,20 +65,28 @@ func (j *sealJob) wait() error {
 // (left by a Truncate that removed an earlier file of that name) is removed
 // first, so that no marker describes another file once it has a successor.
 func (p *Partition) rollLocked() error {
-	p.w.segMu.Lock() // a sync must not use the write path seal releases
-	defer p.w.segMu.Unlock()
+	p.w.lockSegment() // a sync must not use the write path seal releases
+	defer p.w.unlockSegment()
 	old, err := p.segs.roll()
 	if err != nil {
 		return err
 	}
-	p.w.seg = p.segs.active()
+	p.w.rolledLocked(old, p.segs.active())
+	return nil
+}
+
+// rolledLocked is the writer's side of a roll (Partition.rollLocked), with
+// segMu held (lockSegment) since the roll sealed old: next, its successor,
+// becomes the segment syncs use, and a sealer goroutine is started for old
+// (see sealJob). Rolls are serialised by the partition lock.
+func (w *groupWriter) rolledLocked(old, next *segment) {
+	w.seg = next
 	old.acquire() // the sealer's reference
 	old.sealing.Store(true)
-	j := &sealJob{seg: old, next: old.next, lowered: p.rp.lowered.Load(), done: make(chan struct{})}
-	j.prev = p.w.sealing.Swap(j) // rolls are serialised by the partition lock
-	p.w.sealers.Add(1)
-	go p.seal(j)
-	return nil
+	j := &sealJob{seg: old, next: old.next, lowered: w.rp.lowerings(), done: make(chan struct{})}
+	j.prev = w.sealing.Swap(j) // rolls are serialised by the partition lock
+	w.sealers.Add(1)
+	go w.seal(j)
 }
 
 // seal is a roll's sealer (see sealJob): it forces j's segment and the
@@ -87,20 +95,20 @@ func (p *Partition) rollLocked() error {
 // notes the recovery point. A failed sync fails the partition, as a failed
 // sync of the active segment does; a failed marker only costs a walk at
 // the next Open.
-func (p *Partition) seal(j *sealJob) {
-	defer p.w.sealers.Done()
+func (w *groupWriter) seal(j *sealJob) {
+	defer w.sealers.Done()
 	if h := sealerHook.Load(); h != nil {
 		(*h)()
 	}
 	s := j.seg
 	err := s.f.Sync() // data and size: ModeMmap shrank the file at the roll
 	if err == nil {
-		err = syncDir(p.dir) // the successor's name
+		err = syncDir(w.dir) // the successor's name
 	}
 	if err != nil {
-		err = fmt.Errorf("log: topic %s partition %d: sync %s after roll: %w", p.topic, p.id, s.path, err)
+		err = fmt.Errorf("log: topic %s partition %d: sync %s after roll: %w", w.topic, w.id, s.path, err)
 	} else {
-		p.writeSealMarker(s)
+		writeSealMarker(w.dir, s)
 	}
 	s.sealing.Store(false)
 	_ = s.release()
@@ -112,15 +120,14 @@ func (p *Partition) seal(j *sealJob) {
 	j.err = err
 	close(j.done)
 
-	w := &p.w
 	w.sealing.CompareAndSwap(j, nil)
 	w.mu.Lock()
 	switch {
 	case err != nil:
-		p.failLocked(err)
+		w.failLocked(err)
 		w.mu.Unlock()
 		return
-	case p.rp.lowered.Load() != j.lowered:
+	case w.rp.lowerings() != j.lowered:
 		// A Truncate cut the log since the roll: offsets above the cut may
 		// be reused, so the roll's point means nothing now.
 		w.mu.Unlock()
@@ -128,10 +135,10 @@ func (p *Partition) seal(j *sealJob) {
 	}
 	at := point{Segment: j.next, Position: 0, Offset: j.next}
 	if at.Offset > w.syncedTo {
-		p.setSyncedLocked(at)
+		w.setSyncedLocked(at)
 	}
 	w.mu.Unlock()
-	p.notePoint(at, j.lowered, false) // a failed save is kept for Close
+	w.rp.notePoint(at, j.lowered, false) // a failed save is kept for Close
 }
 
 // sealerHook, set only by tests, runs when a sealer starts.
@@ -140,8 +147,8 @@ var sealerHook atomic.Pointer[func()]
 // awaitSealers waits until the sealers of every roll so far have finished,
 // and returns the first error among them. The caller keeps new rolls out
 // while it matters: with segMu (syncActive) or the writer role (Truncate).
-func (p *Partition) awaitSealers() error {
-	j := p.w.sealing.Load() // not under mu: every sync round's leader looks, and appenders contend for mu
+func (w *groupWriter) awaitSealers() error {
+	j := w.sealing.Load() // not under mu: every sync round's leader looks, and appenders contend for mu
 	if j == nil {
 		return nil
 	}

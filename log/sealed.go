@@ -118,10 +118,10 @@ func (s *segment) trustSealed(dir string, interval int) bool {
 	return true
 }
 
-// writeSealMarker records that s, sealed by a roll whose sealer has just
-// forced it to disk, ends at s.size bytes and offset s.next: the marker goes
-// to a temporary file that is fsynced and renamed over <base>.sealed, and
-// the directory is fsynced. So a marker on disk always describes a segment
+// writeSealMarker records in the partition folder dir that s, sealed by a
+// roll whose sealer has just forced it to disk, ends at s.size bytes and
+// offset s.next: the marker goes to a temporary file that is fsynced and
+// renamed over <base>.sealed, and the directory is fsynced. So a marker on disk always describes a segment
 // whose bytes are on disk (see sealJob).
 //
 // A marker only saves time at Open, so failing to write one fails nothing:
@@ -130,15 +130,15 @@ func (s *segment) trustSealed(dir string, interval int) bool {
 // successor, so none can be trusted for this file. It reads s.size, s.next
 // and the index without the partition lock: a sealed segment's are fixed
 // until a Truncate, which waits for the sealers first.
-func (p *Partition) writeSealMarker(s *segment) {
-	final := filepath.Join(p.dir, sealedName(s.base))
+func writeSealMarker(dir string, s *segment) {
+	final := filepath.Join(dir, sealedName(s.base))
 	m := sealMarker{base: s.base, next: s.next, size: s.size, lastPos: -1}
 	err := error(nil)
 	if s.size > 0 {
 		m.lastPos, m.lastHeader, err = s.lastFrame()
 	}
 	if err == nil {
-		err = replaceFile(p.dir, filepath.Base(final), m.encode())
+		err = replaceFile(dir, filepath.Base(final), m.encode())
 	}
 	if err != nil {
 		_ = os.Remove(final)

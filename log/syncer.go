@@ -28,8 +28,7 @@ type syncRound struct {
 // completed, leading a round when none is running, or with the error of
 // the write or sync that failed. Called with w.mu held; it returns with
 // w.mu released.
-func (p *Partition) awaitSynced(end int64) error {
-	w := &p.w
+func (w *groupWriter) awaitSynced(end int64) error {
 	for {
 		if w.syncedTo >= end {
 			w.mu.Unlock()
@@ -41,12 +40,12 @@ func (p *Partition) awaitSynced(end int64) error {
 			return err
 		}
 		if end > w.assigned {
-			err := p.truncatedLocked(end)
+			err := w.truncatedLocked(end)
 			w.mu.Unlock()
 			return err
 		}
 		if w.round == nil {
-			p.syncLocked()
+			w.syncLocked()
 			continue
 		}
 		r := w.round
@@ -75,24 +74,23 @@ func (p *Partition) awaitSynced(end int64) error {
 // instead of 0.3 to 0.4 ms (BenchmarkSyncedAppend, 64 appenders, ModeFile,
 // 2026-11-30), and one write per group is one syscall instead of one per
 // appender.
-func (p *Partition) syncLocked() {
-	w := &p.w
+func (w *groupWriter) syncLocked() {
 	r := &syncRound{done: make(chan struct{}), members: 1}
 	w.round = r
-	p.gatherLocked()
-	err := p.awaitWrittenLocked(w.assigned, true)
+	w.gatherLocked()
+	err := w.awaitWrittenLocked(w.assigned, true)
 	for err == nil && w.writing {
 		// Someone holds the writer role: a writer, whose frames this round
 		// takes along, or a Truncate, whose cut must not be read half made.
 		w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
 		w.wrote.Wait()
-		err = p.awaitWrittenLocked(w.assigned, true)
+		err = w.awaitWrittenLocked(w.assigned, true)
 	}
-	at, lowered := w.writtenAt, p.rp.lowered.Load()
+	at, lowered := w.writtenAt, w.rp.lowerings()
 	if err == nil {
 		w.mu.Unlock()
 		start := time.Now()
-		err = p.syncActive()
+		err = w.syncActive()
 		took := time.Since(start)
 		w.syncNanos.Add(int64(took))
 		w.mu.Lock()
@@ -103,17 +101,17 @@ func (p *Partition) syncLocked() {
 	switch {
 	case err != nil:
 		r.err = err
-		p.failLocked(err)
-	case p.rp.lowered.Load() != lowered:
+		w.failLocked(err)
+	case w.rp.lowerings() != lowered:
 		// A Truncate cut the log while this round synced: the frames it
 		// covered may be gone, and offsets above the cut will be reused.
 	case at.Offset > w.syncedTo:
-		p.setSyncedLocked(at)
+		w.setSyncedLocked(at)
 	}
 	close(r.done)
 	if err == nil {
 		w.mu.Unlock()
-		p.notePoint(at, lowered, false) // a failed save is kept for Close; the records are synced
+		w.rp.notePoint(at, lowered, false) // a failed save is kept for Close; the records are synced
 		w.mu.Lock()
 	}
 }
@@ -131,8 +129,7 @@ func (p *Partition) syncLocked() {
 // (the runtime wakes another processor for the yielding goroutine),
 // 4 to 8% of its sync (BenchmarkSyncedAppend, 1 appender, 2026-11-30).
 // Called with w.mu held; it releases it while yielding.
-func (p *Partition) gatherLocked() {
-	w := &p.w
+func (w *groupWriter) gatherLocked() {
 	if w.lastMembers <= 1 {
 		return // the last round released no one else: nobody to wait for
 	}
@@ -148,14 +145,26 @@ func (p *Partition) gatherLocked() {
 	}
 }
 
+// lockSegment keeps syncs out while the partition changes its segments in
+// a way that releases the write path syncs use (roll, Truncate, Close):
+// syncActive holds segMu while it syncs. Taken after Partition.mu, before
+// mu; unlockSegment lets syncs in again.
+func (w *groupWriter) lockSegment() { w.segMu.Lock() }
+
+// unlockSegment ends lockSegment.
+func (w *groupWriter) unlockSegment() { w.segMu.Unlock() }
+
+// setSegmentLocked makes s the active segment as syncs see it (nil: none,
+// after Close). Called between lockSegment and unlockSegment.
+func (w *groupWriter) setSegmentLocked(s *segment) { w.seg = s }
+
 // syncActive forces the active segment to stable storage, after waiting
 // for the sealers of the segments before it (see sealJob), so a completed
 // sync covers every written frame.
-func (p *Partition) syncActive() error {
-	w := &p.w
+func (w *groupWriter) syncActive() error {
 	w.segMu.Lock()
 	defer w.segMu.Unlock()
-	if err := p.awaitSealers(); err != nil {
+	if err := w.awaitSealers(); err != nil {
 		return err
 	}
 	s := w.seg
@@ -163,11 +172,11 @@ func (p *Partition) syncActive() error {
 		return nil
 	}
 	w.syncCalls.Add(1)
-	start := p.syncStart()
+	start := w.syncStart()
 	err := s.w.sync()
-	p.syncEnd(start)
+	w.syncEnd(start)
 	if err != nil {
-		return fmt.Errorf("log: topic %s partition %d: sync %s: %w", p.topic, p.id, s.path, err)
+		return fmt.Errorf("log: topic %s partition %d: sync %s: %w", w.topic, w.id, s.path, err)
 	}
 	return nil
 }
@@ -184,23 +193,28 @@ func (p *Partition) Sync() error {
 		}
 		return fmt.Errorf("%w: sync topic %s partition %d", ErrReadOnly, p.topic, p.id)
 	}
-	w := &p.w
+	return p.w.sync()
+}
+
+// sync is Partition.Sync on a partition this process writes: it returns
+// once every record accepted so far is on stable storage.
+func (w *groupWriter) sync() error {
 	w.mu.Lock()
-	if err := p.usableLocked(); err != nil {
+	if err := w.usableLocked(); err != nil {
 		w.mu.Unlock()
 		return err
 	}
-	return p.awaitSynced(w.assigned)
+	return w.awaitSynced(w.assigned)
 }
 
-// closeWriter ends the write side for Close: new appends fail with
-// ErrClosed, the flusher stops, accepted frames are written, everything is
-// synced and the recovery point saved. It returns the partition's sticky
-// error, if any, or the first failed save of the recovery point.
-func (p *Partition) closeWriter() error {
-	w := &p.w
-	if p.readOnly() || w.wrote.L == nil {
-		return nil // never started: read-only, or failed to open
+// close ends the write side for Close: new appends fail with ErrClosed,
+// the flusher stops, accepted frames are written, everything is synced and
+// the recovery point saved. It returns the partition's sticky error, if
+// any, or the first failed save of the recovery point. The partition calls
+// it only when it is not read-only.
+func (w *groupWriter) close() error {
+	if w.wrote.L == nil {
+		return nil // never started: failed to open
 	}
 	w.mu.Lock()
 	if w.closed {
@@ -218,14 +232,14 @@ func (p *Partition) closeWriter() error {
 	// then sync it all.
 	for w.writing || w.err == nil && len(w.pend) > 0 {
 		if !w.writing {
-			p.leadLocked(w.assigned, false)
+			w.leadLocked(w.assigned, false)
 			continue
 		}
 		w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
 		w.wrote.Wait()
 	}
 	if w.err == nil {
-		_ = p.awaitSynced(w.written) // the error is w.err, read below
+		_ = w.awaitSynced(w.written) // the error is w.err, read below
 		w.mu.Lock()
 	}
 	for w.round != nil {
@@ -237,24 +251,23 @@ func (p *Partition) closeWriter() error {
 	w.mu.Unlock()
 	w.sealers.Wait() // their last steps take mu and save the recovery point
 	w.mu.Lock()
-	err, at, lowered := w.err, w.syncedAt, p.rp.lowered.Load()
+	err, at, lowered := w.err, w.syncedAt, w.rp.lowerings()
 	w.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := p.notePoint(at, lowered, true); err != nil {
+	if err := w.rp.notePoint(at, lowered, true); err != nil {
 		return err
 	}
-	return p.rp.err
+	return w.rp.saveErr()
 }
 
 // flushLoop is the flusher of WithFlushPolicy's interval: woken when
 // written records become unsynced, it syncs them interval later, and again
 // every interval while unsynced records remain. It sleeps otherwise.
-func (p *Partition) flushLoop() {
-	w := &p.w
+func (w *groupWriter) flushLoop() {
 	defer close(w.done)
-	timer := time.NewTimer(p.cfg.flushInterval)
+	timer := time.NewTimer(w.cfg.flushInterval)
 	timer.Stop()
 	for {
 		select {
@@ -263,14 +276,14 @@ func (p *Partition) flushLoop() {
 			return
 		}
 		for dirty := true; dirty; {
-			timer.Reset(p.cfg.flushInterval)
+			timer.Reset(w.cfg.flushInterval)
 			select {
 			case <-timer.C:
 			case <-w.stop:
 				timer.Stop()
 				return
 			}
-			dirty = p.flushOnce()
+			dirty = w.flushOnce()
 		}
 	}
 }
@@ -278,15 +291,14 @@ func (p *Partition) flushLoop() {
 // flushOnce writes and syncs everything accepted, unless the partition is
 // clean, closed or failed. It reports whether unsynced records remain
 // (arrived meanwhile).
-func (p *Partition) flushOnce() bool {
-	w := &p.w
+func (w *groupWriter) flushOnce() bool {
 	w.mu.Lock()
 	if w.closed || w.err != nil || w.written <= w.syncedTo && len(w.pend) == 0 {
 		w.kicked = false
 		w.mu.Unlock()
 		return false
 	}
-	err := p.awaitSynced(w.assigned)
+	err := w.awaitSynced(w.assigned)
 	w.mu.Lock()
 	dirty := err == nil && !w.closed && (w.written > w.syncedTo || len(w.pend) > 0)
 	if !dirty {

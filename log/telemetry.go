@@ -81,9 +81,10 @@ func newLogTelemetry(l *Log) *logTelemetry {
 					continue // never written by this process
 				}
 				attrs := metric.WithAttributeSet(p.telAttrs)
-				o.ObserveInt64(sent, p.w.appended.Load(), attrs)
-				o.ObserveInt64(bytes, p.w.appendedBytes.Load(), attrs)
-				o.ObserveInt64(syncs, p.w.syncCalls.Load(), attrs)
+				records, size, syncCalls := p.w.counts()
+				o.ObserveInt64(sent, records, attrs)
+				o.ObserveInt64(bytes, size, attrs)
+				o.ObserveInt64(syncs, syncCalls, attrs)
 			}
 		}
 		return nil
@@ -107,10 +108,16 @@ func telPartitionAttrs(topic string, id int32) attribute.Set {
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(id))))
 }
 
+// counts returns what the writer counted for the metrics: records and
+// bytes of frames written, and syncs of the active segment.
+func (w *groupWriter) counts() (records, bytes, syncs int64) {
+	return w.appended.Load(), w.appendedBytes.Load(), w.syncCalls.Load()
+}
+
 // syncStart returns the time a sync starts when its duration is wanted, and
 // the zero time otherwise.
-func (p *Partition) syncStart() time.Time {
-	if t := p.cfg.tel; t != nil && t.syncDuration.Enabled(context.Background()) {
+func (w *groupWriter) syncStart() time.Time {
+	if t := w.cfg.tel; t != nil && t.syncDuration.Enabled(context.Background()) {
 		return time.Now()
 	}
 	return time.Time{}
@@ -118,11 +125,11 @@ func (p *Partition) syncStart() time.Time {
 
 // syncEnd records the duration of the sync that began at start (a zero
 // start records nothing).
-func (p *Partition) syncEnd(start time.Time) {
+func (w *groupWriter) syncEnd(start time.Time) {
 	if start.IsZero() {
 		return
 	}
-	p.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), p.telRecord...)
+	w.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), w.telRecord...)
 }
 
 // telHandle reports a telemetry error to the OpenTelemetry error handler.

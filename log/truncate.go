@@ -18,21 +18,21 @@ func (p *Partition) Truncate(offset int64) error {
 	if err := p.writable("truncate"); err != nil {
 		return err
 	}
-	if err := p.acquireWriter(); err != nil {
+	if err := p.w.acquireWriter(); err != nil {
 		return err
 	}
 	// No roll starts while the writer role is held: wait for the sealers of
 	// the earlier ones, which read the segments this may cut and write
 	// their seal markers.
-	if err := p.awaitSealers(); err != nil {
-		p.releaseWriter(nil)
+	if err := p.w.awaitSealers(); err != nil {
+		p.w.releaseWriter(nil)
 		return err
 	}
 	p.mu.Lock()
 	defer func() {
 		end := p.segs.end()
 		p.mu.Unlock()
-		p.releaseWriter(&end)
+		p.w.releaseWriter(&end)
 	}()
 	if p.closed {
 		return ErrClosed
@@ -51,11 +51,11 @@ func (p *Partition) Truncate(offset int64) error {
 	if err != nil {
 		return err
 	}
-	if err := p.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
+	if err := p.rp.lowerPoint(point{Segment: s.base, Position: pos, Offset: offset}); err != nil {
 		return err
 	}
-	p.w.segMu.Lock()
-	defer p.w.segMu.Unlock()
+	p.w.lockSegment()
+	defer p.w.unlockSegment()
 	for p.segs.len()-1 > i {
 		s := p.segs.active()
 		if err := s.close(); err != nil {
@@ -84,7 +84,7 @@ func (p *Partition) Truncate(offset int64) error {
 			return err
 		}
 	}
-	p.w.seg = s
+	p.w.setSegmentLocked(s)
 	if err := s.w.cut(pos, s.size); err != nil {
 		return fmt.Errorf("log: truncate %s at byte %d: %w", s.path, pos, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // groupWriter is the write side of a partition: group commit by a single
@@ -33,9 +35,16 @@ import (
 // writes everything pending, syncs once and releases every appender it
 // covers at once.
 //
+// The writer holds no *Partition: it is given what it needs at start
+// (writerSetup) and reaches the segments only through its frameStore,
+// which the partition implements.
+//
 // Lock order: Partition.mu, then segMu, then mu. mu is never held during
-// I/O, and nothing takes Partition.mu or segMu while holding mu.
+// I/O, and nothing takes Partition.mu or segMu while holding mu. The writer
+// takes the recovery points' lock (notePoint) holding none of its own.
 type groupWriter struct {
+	writerSetup
+
 	mu    sync.Mutex
 	wrote sync.Cond // broadcast after every write and when the writer role is released
 
@@ -86,6 +95,30 @@ type groupWriter struct {
 	appended, appendedBytes atomic.Int64
 }
 
+// writerSetup is what a partition gives its groupWriter at start.
+type writerSetup struct {
+	topic string // for error messages
+	id    int32
+	cfg   *config
+	dir   string // the partition folder (a sealer syncs it)
+	store frameStore
+	rp    *recoveryPoints
+	// epoch returns the epoch an appender stamps on its frames, read under
+	// mu right after the partition was found usable.
+	epoch     func() int32
+	telRecord []metric.RecordOption // the attributes of the sync duration (telemetry.go)
+}
+
+// frameStore is what the group writer needs of the partition's segments.
+type frameStore interface {
+	// writeFrames stores n encoded frames at the end of the log, rolling
+	// as segments fill, and publishes them; it returns how many frames it
+	// wrote and where the log now ends. forSync prepares the active segment
+	// for the sync that follows (segmentWriter.prepare). It takes the
+	// partition's lock: the writer calls it without mu.
+	writeFrames(frames []byte, n int, forSync bool) (wrote int, at point, err error)
+}
+
 const (
 	// maxPendingBytes bounds the frames AckNone appenders may leave
 	// waiting for the writer: beyond 4 MiB an AckNone append waits until its
@@ -100,28 +133,26 @@ const (
 	maxExtraRounds = 4
 )
 
-// startWriter sets the writer up at the recovered end of the partition
-// (called once by openPartition, for a log opened for writing) and starts
-// the flusher when WithFlushPolicy gave an interval.
-func (p *Partition) startWriter() {
-	w := &p.w
+// start sets the writer up at the recovered end of the partition, s being
+// its active segment (called once, by the writer's open of the partition),
+// and starts the flusher when WithFlushPolicy gave an interval.
+func (w *groupWriter) start(setup writerSetup, s *segment) {
+	w.writerSetup = setup
 	w.wrote.L = &w.mu
-	s := p.segs.active()
 	end := point{Segment: s.base, Position: s.size, Offset: s.next}
 	w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, end
 	w.seg = s
 	// Records recovered from the previous run may still sit in the page
 	// cache only; those below the recovery point are known synced. The first
 	// sync covers the rest.
-	synced := p.rp.loaded
+	synced := w.rp.begin()
 	if synced.Offset >= end.Offset {
 		synced = end
 	}
-	p.setSyncedLocked(synced)
-	p.rp.saved, p.rp.want = p.rp.loaded, p.rp.loaded
-	if p.cfg.flushInterval > 0 {
+	w.setSyncedLocked(synced)
+	if w.cfg.flushInterval > 0 {
 		w.kick, w.stop, w.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-		go p.flushLoop()
+		go w.flushLoop()
 	}
 }
 
@@ -180,9 +211,16 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 			return 0, err
 		}
 	}
-	w := &p.w
+	return p.w.append(ack, recs, now, logAppend, frameBytes)
+}
+
+// append accepts recs (checked by Partition.AppendAck: frameBytes is the
+// size of their frames, now the timestamp of those without one, or of all
+// of them when logAppend) as the next offsets and returns the first one,
+// once ack says so (see Partition.AppendAck).
+func (w *groupWriter) append(ack Ack, recs []Record, now int64, logAppend bool, frameBytes int) (int64, error) {
 	w.mu.Lock()
-	if err := p.usableLocked(); err != nil {
+	if err := w.usableLocked(); err != nil {
 		w.mu.Unlock()
 		return 0, err
 	}
@@ -191,7 +229,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 		w.mu.Unlock()
 		return first, nil
 	}
-	epoch := p.epoch.Load()
+	epoch := w.epoch()
 	w.pend = slices.Grow(w.pend, frameBytes)
 	for i := range recs {
 		r := &recs[i]
@@ -207,16 +245,16 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	end := w.assigned
 	switch {
 	case ack == AckSynced:
-		return first, p.awaitSynced(end) // the round's leader writes the frames
+		return first, w.awaitSynced(end) // the round's leader writes the frames
 	case ack == AckNone && w.writing && len(w.pend) <= maxPendingBytes:
 		w.noneEnd = end // the writer writes it, or leaves it to drainPending
 		w.mu.Unlock()
 		return first, nil
 	}
-	err = p.awaitWrittenLocked(end, p.cfg.flushRecords > 0 || p.cfg.flushInterval > 0)
-	if err == nil && p.cfg.flushRecords > 0 && w.round == nil &&
-		w.written-w.syncedTo >= int64(p.cfg.flushRecords) {
-		return first, p.awaitSynced(w.written)
+	err := w.awaitWrittenLocked(end, w.cfg.flushRecords > 0 || w.cfg.flushInterval > 0)
+	if err == nil && w.cfg.flushRecords > 0 && w.round == nil &&
+		w.written-w.syncedTo >= int64(w.cfg.flushRecords) {
+		return first, w.awaitSynced(w.written)
 	}
 	w.mu.Unlock()
 	return first, err
@@ -224,20 +262,19 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 
 // truncatedLocked is the error of an append whose records, below end,
 // a Truncate removed before they were written or synced.
-func (p *Partition) truncatedLocked(end int64) error {
+func (w *groupWriter) truncatedLocked(end int64) error {
 	return fmt.Errorf("%w: topic %s partition %d: the log was truncated to offset %d, below the append's end %d",
-		ErrTruncated, p.topic, p.id, p.w.assigned, end)
+		ErrTruncated, w.topic, w.id, w.assigned, end)
 }
 
 // usableLocked returns the error an operation on a closed or failed
 // partition gets.
-func (p *Partition) usableLocked() error {
-	w := &p.w
+func (w *groupWriter) usableLocked() error {
 	if w.closed {
 		return ErrClosed
 	}
 	if w.err != nil {
-		return fmt.Errorf("log: topic %s partition %d: an earlier write or sync failed, reopen to recover: %w", p.topic, p.id, w.err)
+		return fmt.Errorf("log: topic %s partition %d: an earlier write or sync failed, reopen to recover: %w", w.topic, w.id, w.err)
 	}
 	return nil
 }
@@ -246,17 +283,16 @@ func (p *Partition) usableLocked() error {
 // the writer role when no one holds it, or with the error of the write that
 // failed; forSync says a sync will follow (see segmentWriter.prepare).
 // Called with w.mu held; it may release it meanwhile.
-func (p *Partition) awaitWrittenLocked(end int64, forSync bool) error {
-	w := &p.w
+func (w *groupWriter) awaitWrittenLocked(end int64, forSync bool) error {
 	for w.written < end {
 		if w.err != nil {
 			return w.err
 		}
 		if end > w.assigned {
-			return p.truncatedLocked(end)
+			return w.truncatedLocked(end)
 		}
 		if !w.writing {
-			p.leadLocked(end, forSync)
+			w.leadLocked(end, forSync)
 			continue
 		}
 		w.maxWaitEnd = max(w.maxWaitEnd, end)
@@ -270,8 +306,7 @@ func (p *Partition) awaitWrittenLocked(end int64, forSync bool) error {
 // pending or another appender waits to take over; forSync says a sync
 // follows. Called with w.mu held and the role free; it releases w.mu during
 // each write.
-func (p *Partition) leadLocked(end int64, forSync bool) {
-	w := &p.w
+func (w *groupWriter) leadLocked(end int64, forSync bool) {
 	w.writing = true
 	extra := 0
 	for len(w.pend) > 0 {
@@ -286,7 +321,7 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 		w.spare = nil
 		w.mu.Unlock()
 		w.writeCalls.Add(1)
-		wrote, at, err := p.writeFrames(frames, n, forSync)
+		wrote, at, err := w.store.writeFrames(frames, n, forSync)
 		w.mu.Lock()
 		if cap(frames) <= maxSpareBytes {
 			w.spare = frames[:0]
@@ -294,7 +329,7 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 		w.written += int64(wrote)
 		w.writtenAt = at
 		if err != nil {
-			p.failLocked(err)
+			w.failLocked(err)
 			break
 		}
 		if w.kick != nil && !w.kicked && w.written > w.syncedTo {
@@ -309,25 +344,23 @@ func (p *Partition) leadLocked(end int64, forSync bool) {
 	w.writing = false
 	w.wrote.Broadcast()
 	if w.noneEnd > w.written && w.maxWaitEnd <= w.written {
-		go p.drainPending() // AckNone frames are left and no one waits to write them
+		go w.drainPending() // AckNone frames are left and no one waits to write them
 	}
 }
 
 // drainPending writes frames left pending with nobody waiting for them.
-func (p *Partition) drainPending() {
-	w := &p.w
+func (w *groupWriter) drainPending() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.writing && w.noneEnd > w.written && w.err == nil {
-		p.leadLocked(w.noneEnd, false)
+		w.leadLocked(w.noneEnd, false)
 	}
 }
 
 // failLocked makes err the partition's sticky error: frames still pending
 // are dropped (their offsets follow frames that were not written), and every
 // waiter is woken to return it.
-func (p *Partition) failLocked(err error) {
-	w := &p.w
+func (w *groupWriter) failLocked(err error) {
 	if w.err == nil {
 		w.err = err
 	}
@@ -337,8 +370,7 @@ func (p *Partition) failLocked(err error) {
 }
 
 // setSyncedLocked records that the frames below at are on stable storage.
-func (p *Partition) setSyncedLocked(at point) {
-	w := &p.w
+func (w *groupWriter) setSyncedLocked(at point) {
 	w.syncedTo, w.syncedAt = at.Offset, at
 	w.syncedFast.Store(at.Offset)
 }
@@ -347,7 +379,8 @@ func (p *Partition) setSyncedLocked(at point) {
 // to a new segment when the next frame does not fit, and publishes the new
 // high watermark. It returns how many frames it wrote and where the log now
 // ends. forSync prepares the segment for the sync that follows
-// (segmentWriter.prepare).
+// (segmentWriter.prepare). It is the partition's side of the group writer
+// (frameStore), called by the writer role without the writer's mutex.
 func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, at point, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -402,12 +435,11 @@ func framesThatFit(frames []byte, room int64) (n int, size int) {
 // acquireWriter waits until every accepted frame is written and takes the
 // writer role, so nothing is written until releaseWriter: Truncate holds
 // it while it cuts.
-func (p *Partition) acquireWriter() error {
-	w := &p.w
+func (w *groupWriter) acquireWriter() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
-		if err := p.usableLocked(); err != nil {
+		if err := w.usableLocked(); err != nil {
 			return err
 		}
 		if !w.writing {
@@ -415,7 +447,7 @@ func (p *Partition) acquireWriter() error {
 				w.writing = true
 				return nil
 			}
-			p.leadLocked(w.assigned, false)
+			w.leadLocked(w.assigned, false)
 			continue
 		}
 		w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
@@ -425,14 +457,13 @@ func (p *Partition) acquireWriter() error {
 
 // releaseWriter gives the writer role back; when the log now ends
 // elsewhere (Truncate), end says where.
-func (p *Partition) releaseWriter(end *point) {
-	w := &p.w
+func (w *groupWriter) releaseWriter(end *point) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if end != nil {
 		w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, *end
 		if w.syncedTo > end.Offset {
-			p.setSyncedLocked(*end)
+			w.setSyncedLocked(*end)
 		}
 		w.maxWaitEnd = min(w.maxWaitEnd, end.Offset)
 		w.noneEnd = min(w.noneEnd, end.Offset)
@@ -457,8 +488,7 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 	if err := s.w.write(frames, s.size); err != nil {
 		return fmt.Errorf("log: topic %s partition %d: write %s at byte %d: %w", p.topic, p.id, s.path, s.size, err)
 	}
-	p.w.appended.Add(int64(n)) // for the metrics (telemetry.go): one add per write, not per record
-	p.w.appendedBytes.Add(int64(len(frames)))
+	p.w.countWrite(n, len(frames))
 	// The walk keeps size, next and the newest timestamp in locals: stores
 	// through s every frame cost a twentieth of a 64 B append (perf).
 	size, next, interval := s.size, s.next, int64(p.cfg.indexInterval)
@@ -481,4 +511,11 @@ func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
 		s.noteTimestamp(newest)
 	}
 	return nil
+}
+
+// countWrite counts a write of n frames of size bytes, for the metrics
+// (telemetry.go): one add per write, not per record.
+func (w *groupWriter) countWrite(n, size int) {
+	w.appended.Add(int64(n))
+	w.appendedBytes.Add(int64(size))
 }

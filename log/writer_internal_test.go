@@ -131,7 +131,7 @@ func TestPointTakenBeforeTruncateIsNotSaved(t *testing.T) {
 	p.w.mu.Unlock()
 	require.EqualValues(t, 10, at.Offset)
 	require.NoError(t, p.Truncate(5))
-	require.NoError(t, p.notePoint(at, lowered, true))
+	require.NoError(t, p.rp.notePoint(at, lowered, true))
 	pt, err := loadRecoveryPoint(p.dir)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, pt.Offset)
