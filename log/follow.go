@@ -301,7 +301,7 @@ func (p *Partition) dirChanged(w *partWatch, ev dirEvent) {
 	x.mu.Unlock()
 	if following {
 		p.refresh()
-		p.wakeWaiters()
+		p.waits.wake()
 	}
 }
 

@@ -64,11 +64,7 @@ type Partition struct {
 
 	next atomic.Int64 // high watermark, published after its bytes
 
-	notifyMu sync.Mutex
-	notify   chan struct{} // closed and replaced by the append after waitChan handed it out
-	// notifyUsed says waitChan handed notify out since it was made. It is
-	// atomic so an append with no one waiting skips notifyMu (wakeWaiters).
-	notifyUsed atomic.Bool
+	waits waiters // in-process wake-ups of readers waiting for appends (wait.go)
 
 	ret retentionState // retention.go: one enforcement at a time
 	// cuts counts truncations. A read compares it before and after its
@@ -90,7 +86,7 @@ type Partition struct {
 // openPartition opens partition id of topic in dir: read-only (ro, see
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
-	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{})}
+	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, waits: waiters{ch: make(chan struct{})}}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
