@@ -86,7 +86,13 @@ type Partition struct {
 // openPartition opens partition id of topic in dir: read-only (ro, see
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
-	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, waits: waiters{ch: make(chan struct{})}}
+	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, waits: waiters{ch: make(chan struct{})},
+		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
+	p.xproc.readOnly = p.readOnly
+	p.xproc.onChange = func() {
+		p.refresh()
+		p.waits.wake()
+	}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
@@ -164,7 +170,7 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	if err := p.beginEpochLocked(); err != nil {
 		return err
 	}
-	p.openWaitersLocked()
+	p.xproc.openWaitersLocked(p.ownsWrites())
 	p.publishLocked()
 	p.startWriter()
 	return nil
@@ -282,7 +288,7 @@ func (p *Partition) close() error {
 	for _, s := range p.segments {
 		errs = append(errs, s.close())
 	}
-	errs = append(errs, p.closeFollowLocked())
+	errs = append(errs, p.xproc.closeFollowLocked())
 	p.w.seg = nil
 	p.w.segMu.Unlock()
 	p.publishLocked()
@@ -312,7 +318,7 @@ func (p *Partition) upgrade() error {
 		s.close()
 	}
 	p.segments, p.report = nil, RecoveryReport{}
-	p.stopFollowLocked()
+	p.xproc.stopFollowLocked()
 	p.upgrading = true
 	bases, err := listSegments(p.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -15,7 +15,7 @@ func (p *Partition) publishLocked() {
 		n = p.active().next
 	}
 	p.next.Store(n)
-	p.signalFollowersLocked()
+	p.xproc.signalFollowersLocked()
 	p.waits.wake()
 }
 
@@ -68,7 +68,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 	if p.readOnly() {
 		tick = time.NewTicker(p.cfg.pollInterval)
 		defer tick.Stop()
-		defer p.enterWait()()
+		defer p.xproc.enterWait()()
 	}
 	for {
 		ch := p.waits.channel() // taken before the check, so no wake-up is lost
@@ -79,7 +79,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 		}
 		if tick != nil && p.readOnly() {
-			p.armFollow() // watch, raise the flag, look again: likewise (follow.go)
+			p.xproc.armFollow() // watch, raise the flag, look again: likewise (follow.go)
 			if p.HighWatermark() > offset {
 				return nil
 			}
