@@ -51,14 +51,7 @@ type Partition struct {
 	report   RecoveryReport
 	closed   bool
 
-	epochs    epochs       // the epoch history; the last entry is the current epoch
-	epoch     atomic.Int32 // epochs.latest(), read by appenders without p.mu
-	epochSeen os.FileInfo  // read-only: the epoch file when last read
-	// epochUnwritten is set while epochs holds an epoch the epoch file does
-	// not: the writer's open found the disk full (beginEpochLocked). An
-	// append writes the file before it accepts a record
-	// (writeUnwrittenEpoch); a Truncate's write of the file clears it too.
-	epochUnwritten atomic.Bool
+	ep epochCache // the epoch history and its file (epoch_cache.go)
 
 	tsType atomic.Int32 // the topic's TimestampType, set by Topic.storeMeta (timestamp.go)
 
@@ -87,6 +80,7 @@ type Partition struct {
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
 	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, waits: waiters{ch: make(chan struct{})},
+		ep:    epochCache{topic: topic, id: id, dir: dir},
 		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
 	p.xproc.readOnly = p.readOnly
 	p.xproc.onChange = func() {
@@ -124,7 +118,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 	// The epochs before the walk: an epoch the writer begins after this
 	// load is new to the first refresh, which then compares it with what
 	// the walk saw (refreshLocked).
-	if err := p.reloadEpochsLocked(); err != nil {
+	if err := p.ep.reloadLocked(); err != nil {
 		return nil, err
 	}
 	err = p.recoverLocked(bases)
@@ -167,7 +161,7 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 			return err
 		}
 	}
-	if err := p.beginEpochLocked(); err != nil {
+	if err := p.ep.beginLocked(p.active().next); err != nil {
 		return err
 	}
 	p.xproc.openWaitersLocked(p.ownsWrites())
@@ -341,8 +335,8 @@ func (p *Partition) upgrade() error {
 		s.close()
 	}
 	p.segments = nil
-	p.epochSeen = nil
-	p.reloadEpochsLocked()
+	p.ep.forgetFileLocked()
+	p.ep.reloadLocked()
 	p.resetLocked()
 	return err
 }

@@ -41,8 +41,8 @@ func (p *Partition) refresh() {
 // old log, and the stat costs about a microsecond per Read, next to the
 // milliseconds of a 1 MiB batch.
 func (p *Partition) refreshLocked() {
-	prev := p.epochs.latest()
-	if err := p.reloadEpochsLocked(); err == nil && p.rewrittenLocked(prev) {
+	prev := p.ep.latestLocked()
+	if err := p.ep.reloadLocked(); err == nil && len(p.segments) > 0 && p.ep.rewrittenLocked(prev, p.active().next) {
 		p.resetLocked()
 	}
 	if len(p.walkBuf) == 0 || len(p.walkBuf) == walkBufferBytes {

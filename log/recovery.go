@@ -343,7 +343,7 @@ func (p *Partition) checkReadOnlyTailLocked(s *segment, why stopReason) error {
 	if _, _, found, err := s.findFrameAfter(s.size, s.next); err != nil || !found {
 		return nil
 	}
-	epoch, pos := p.epochs.latest(), s.size
+	epoch, pos := p.ep.latestLocked(), s.size
 	time.Sleep(readOnlyRecheck)
 	if h := readOnlyRecheckHook.Load(); h != nil {
 		(*h)()

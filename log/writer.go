@@ -175,7 +175,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	if err != nil {
 		return 0, err
 	}
-	if p.epochUnwritten.Load() && len(recs) > 0 {
+	if p.ep.unwritten() && len(recs) > 0 {
 		if err := p.writeUnwrittenEpoch(); err != nil {
 			return 0, err
 		}
@@ -191,7 +191,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 		w.mu.Unlock()
 		return first, nil
 	}
-	epoch := p.epoch.Load()
+	epoch := p.ep.current()
 	w.pend = slices.Grow(w.pend, frameBytes)
 	for i := range recs {
 		r := &recs[i]
