@@ -148,8 +148,19 @@ func (w *waitersFile) close() error {
 // crossProcess is a partition's side of cross-process follow. On a
 // read-write partition only waiters is used: mapped at open in ModeMmap,
 // signalled and closed under the partition's mu. On a read-only one every
-// field is guarded by mu.
+// field below mu is guarded by mu. It does not hold its partition: what it
+// needs of it is set at open (the fields above mu) and read-only after.
+// Methods named ...Locked are called with the partition's mu held; mu comes
+// after it in the lock order.
 type crossProcess struct {
+	dir          string        // the partition directory
+	mmap         bool          // the log writes ModeMmap: its writer maps the waiters file
+	pollInterval time.Duration // WithPollInterval: bounds the retry of a failed watch or map
+	readOnly     func() bool   // whether the partition is read-only now (Partition.readOnly)
+	// onChange runs when a watch reports a change while followers wait:
+	// the partition refreshes, then wakes its waiters. Called without mu.
+	onChange func()
+
 	mu        sync.Mutex
 	waiters   *waitersFile
 	dirWatch  *partWatch // inotify watch on the partition directory; nil when none
@@ -173,29 +184,29 @@ const retryMax = time.Second
 const unwatchAfter = time.Second
 
 // openWaitersLocked maps the waiters file of a read-write ModeMmap
-// partition. Failure only costs followers in other processes their poll
-// interval, so it is not an error.
-func (p *Partition) openWaitersLocked() {
-	if !p.ownsWrites() || p.cfg.mode != ModeMmap {
+// partition (writer: the partition is, or is becoming, its topic's
+// writer: Partition.ownsWrites). Failure only costs followers in other
+// processes their poll interval, so it is not an error.
+func (x *crossProcess) openWaitersLocked(writer bool) {
+	if !writer || !x.mmap {
 		return
 	}
-	if w, err := openWaitersFile(p.dir, true); err == nil {
-		p.xproc.waiters = w
+	if w, err := openWaitersFile(x.dir, true); err == nil {
+		x.waiters = w
 	}
 }
 
 // signalFollowersLocked wakes followers in other processes when one waits
 // (see waitersFile). ModeFile needs nothing: its pwrite is the signal.
-func (p *Partition) signalFollowersLocked() {
-	if !p.readOnly() && p.xproc.waiters != nil {
-		p.xproc.waiters.signal()
+func (x *crossProcess) signalFollowersLocked() {
+	if !x.readOnly() && x.waiters != nil {
+		x.waiters.signal()
 	}
 }
 
 // enterWait counts a follower of a read-only partition in; the returned
 // function counts it out.
-func (p *Partition) enterWait() func() {
-	x := &p.xproc
+func (x *crossProcess) enterWait() func() {
 	x.mu.Lock()
 	x.followers++
 	x.mu.Unlock()
@@ -215,18 +226,17 @@ func (p *Partition) enterWait() func() {
 // waiters flag. The caller looks for new records only after it returns. A
 // failed watch or map is retried later (see crossProcess); meanwhile the
 // poll is the follower's only wake-up for what it would have caught.
-func (p *Partition) armFollow() {
-	x := &p.xproc
+func (x *crossProcess) armFollow() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.closed || !p.readOnly() {
+	if x.closed || !x.readOnly() {
 		return
 	}
 	if x.dirWatch == nil || x.fileWatch == nil {
 		now := time.Now()
-		retry := now.Add(min(p.cfg.pollInterval, retryMax))
+		retry := now.Add(min(x.pollInterval, retryMax))
 		if x.dirWatch == nil && !now.Before(x.watchAt) {
-			if w, err := watchPath(p.dir, dirWatchMask, p); err == nil {
+			if w, err := watchPath(x.dir, dirWatchMask, x); err == nil {
 				x.dirWatch = w
 			} else {
 				x.watchAt = retry
@@ -235,14 +245,14 @@ func (p *Partition) armFollow() {
 		if x.waiters == nil && !now.Before(x.mapAt) {
 			// Missing until a ModeMmap writer has opened the partition; a
 			// ModeFile writer needs none (its pwrite is the signal).
-			if w, err := openWaitersFile(p.dir, false); err == nil {
+			if w, err := openWaitersFile(x.dir, false); err == nil {
 				x.waiters = w
 			} else {
 				x.mapAt = retry
 			}
 		}
 		if x.waiters != nil && x.fileWatch == nil && !now.Before(x.mapAt) {
-			if w, err := watchPath(x.waiters.f.Name(), fileWatchMask, p); err == nil {
+			if w, err := watchPath(x.waiters.f.Name(), fileWatchMask, x); err == nil {
 				x.fileWatch = w
 			} else {
 				x.mapAt = retry
@@ -263,16 +273,15 @@ const (
 	dirWatchGone                      // the watch ended: the directory was deleted or unmounted
 )
 
-// dirChanged is called from internal/notify's goroutine for watch w of p
+// dirChanged is called from internal/notify's goroutine for watch w of x
 // (the directory's or the waiters file's; one it dropped, for events read
-// before it did), once per batch of events. With followers waiting it
-// looks for new records and wakes them whether or not there were some: a
-// signal cleared the waiters flag, so each of them must raise it again
-// before its next look (and watch again, when a watch is gone). When no
-// follower has waited for unwatchAfter it drops the watches, so a
-// partition nobody follows costs no wake-ups.
-func (p *Partition) dirChanged(w *partWatch, ev dirEvent) {
-	x := &p.xproc
+// before it did), once per batch of events. With followers waiting it has
+// the partition look for new records and wake them (onChange) whether or
+// not there were some: a signal cleared the waiters flag, so each of them
+// must raise it again before its next look (and watch again, when a watch
+// is gone). When no follower has waited for unwatchAfter it drops the
+// watches, so a partition nobody follows costs no wake-ups.
+func (x *crossProcess) dirChanged(w *partWatch, ev dirEvent) {
 	x.mu.Lock()
 	if ev == dirWatchGone {
 		if x.dirWatch == w {
@@ -300,12 +309,11 @@ func (p *Partition) dirChanged(w *partWatch, ev dirEvent) {
 	}
 	x.mu.Unlock()
 	if following {
-		p.refresh()
-		p.wakeWaiters()
+		x.onChange()
 	}
 }
 
-// unwatchLocked drops p's watches.
+// unwatchLocked drops x's watches; x.mu is held.
 func (x *crossProcess) unwatchLocked() {
 	if x.dirWatch != nil {
 		x.dirWatch.cancel()
@@ -320,8 +328,7 @@ func (x *crossProcess) unwatchLocked() {
 // stopFollowLocked releases a read-only partition's watches and its
 // mapping of the waiters file when it becomes a writer (Partition.upgrade);
 // the writer maps the file again for itself.
-func (p *Partition) stopFollowLocked() {
-	x := &p.xproc
+func (x *crossProcess) stopFollowLocked() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.unwatchLocked()
@@ -332,8 +339,7 @@ func (p *Partition) stopFollowLocked() {
 }
 
 // closeFollowLocked releases the watches and the waiters file.
-func (p *Partition) closeFollowLocked() error {
-	x := &p.xproc
+func (x *crossProcess) closeFollowLocked() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.closed = true

@@ -71,3 +71,42 @@ func TestWaitersFlagProtocol(t *testing.T) {
 		t.Fatalf("flag %d with nobody following, want 0", f)
 	}
 }
+
+// TestCrossProcessSignalRunsOnChange ensures a crossProcess works on its
+// own, with no Partition around it: a reader's armed follower raises the
+// flag of the waiters file a writer's crossProcess created, the writer's
+// signal clears it, and the reader's watch hands the change to its
+// onChange callback (the partition's refresh and wake-up).
+func TestCrossProcessSignalRunsOnChange(t *testing.T) {
+	dir := t.TempDir()
+	writer := &crossProcess{dir: dir, mmap: true, pollInterval: time.Hour, readOnly: func() bool { return false }}
+	writer.openWaitersLocked(true)
+	require.NotNil(t, writer.waiters, "the writer did not create the waiters file")
+	defer writer.closeFollowLocked()
+
+	changed := make(chan struct{}, 1)
+	reader := &crossProcess{dir: dir, mmap: true, pollInterval: time.Hour, readOnly: func() bool { return true },
+		onChange: func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}}
+	defer reader.closeFollowLocked()
+	defer reader.enterWait()()
+	reader.armFollow()
+	reader.mu.Lock()
+	dirWatched, fileWatched := reader.dirWatch != nil, reader.fileWatch != nil
+	reader.mu.Unlock()
+	require.True(t, dirWatched && fileWatched, "armed follower: dir watched %t, file watched %t", dirWatched, fileWatched)
+	flag := func() uint32 { return atomic.LoadUint32(writer.waiters.flag()) }
+	require.EqualValues(t, 1, flag(), "the armed follower did not raise the flag")
+
+	writer.signalFollowersLocked()
+	require.EqualValues(t, 0, flag(), "the signal did not clear the flag")
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the signal never reached the reader's onChange")
+	}
+}

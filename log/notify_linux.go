@@ -27,15 +27,15 @@ const fileWatchMask = unix.IN_ACCESS
 // waiters file's). dirChanged tells them apart, and a watch it no longer
 // holds from one it holds, by pointer.
 type partWatch struct {
-	cancel func() // set under the partition's xproc.mu, as is every use
+	cancel func() // set under crossProcess.mu, as is every use
 }
 
-// watchPath watches path for mask on behalf of p: each batch of events
-// becomes one call of p.dirChanged. Its error is notify.Watch's (no
+// watchPath watches path for mask on behalf of x: each batch of events
+// becomes one call of x.dirChanged. Its error is notify.Watch's (no
 // inotify instance, or path not watchable); nothing is watched then.
-func watchPath(path string, mask uint32, p *Partition) (*partWatch, error) {
+func watchPath(path string, mask uint32, x *crossProcess) (*partWatch, error) {
 	w := &partWatch{}
-	cancel, err := notify.Watch(path, mask, func(evs []notify.Event) { p.dirChanged(w, dirEventOf(evs)) })
+	cancel, err := notify.Watch(path, mask, func(evs []notify.Event) { x.dirChanged(w, dirEventOf(evs)) })
 	if err != nil {
 		return nil, err
 	}

@@ -49,24 +49,13 @@ type Partition struct {
 	report RecoveryReport
 	closed bool
 
-	epochs    epochs       // the epoch history; the last entry is the current epoch
-	epoch     atomic.Int32 // epochs.latest(), read by appenders without p.mu
-	epochSeen os.FileInfo  // read-only: the epoch file when last read
-	// epochUnwritten is set while epochs holds an epoch the epoch file does
-	// not: the writer's open found the disk full (beginEpochLocked). An
-	// append writes the file before it accepts a record
-	// (writeUnwrittenEpoch); a Truncate's write of the file clears it too.
-	epochUnwritten atomic.Bool
+	ep epochCache // the epoch history and its file (epoch_cache.go)
 
 	tsType atomic.Int32 // the topic's TimestampType, set by Topic.storeMeta (timestamp.go)
 
 	next atomic.Int64 // high watermark, published after its bytes
 
-	notifyMu sync.Mutex
-	notify   chan struct{} // closed and replaced by the append after waitChan handed it out
-	// notifyUsed says waitChan handed notify out since it was made. It is
-	// atomic so an append with no one waiting skips notifyMu (wakeWaiters).
-	notifyUsed atomic.Bool
+	waits waiters // in-process wake-ups of readers waiting for appends (wait.go)
 
 	ret retention // retention.go: one enforcement at a time
 	// cuts counts truncations. A read compares it before and after its
@@ -88,9 +77,17 @@ type Partition struct {
 // openPartition opens partition id of topic in dir: read-only (ro, see
 // Partition.ro) or for writing, which recovers it (becomeWriterLocked).
 func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*Partition, error) {
-	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, notify: make(chan struct{}), rp: recoveryPoints{dir: dir}}
+	p := &Partition{cfg: cfg, topic: topic, id: id, dir: dir, waits: waiters{ch: make(chan struct{})},
+		rp:    recoveryPoints{dir: dir},
+		ep:    epochCache{topic: topic, id: id, dir: dir},
+		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
 	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes}
 	p.ret = retention{dir: dir, topic: topic, id: id, awaitSealers: p.w.awaitSealers}
+	p.xproc.readOnly = p.readOnly
+	p.xproc.onChange = func() {
+		p.refresh()
+		p.waits.wake()
+	}
 	p.telAttrs = telPartitionAttrs(topic, id)
 	p.telRecord = []metric.RecordOption{metric.WithAttributeSet(p.telAttrs)}
 	p.ro.Store(ro)
@@ -122,7 +119,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 	// The epochs before the walk: an epoch the writer begins after this
 	// load is new to the first refresh, which then compares it with what
 	// the walk saw (refreshLocked).
-	if err := p.reloadEpochsLocked(); err != nil {
+	if err := p.ep.reloadLocked(); err != nil {
 		return nil, err
 	}
 	if err := p.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
@@ -162,13 +159,13 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 			return err
 		}
 	}
-	if err := p.beginEpochLocked(); err != nil {
+	if err := p.ep.beginLocked(p.segs.active().next); err != nil {
 		return err
 	}
-	p.openWaitersLocked()
+	p.xproc.openWaitersLocked(p.ownsWrites())
 	p.publishLocked()
 	p.w.start(writerSetup{topic: p.topic, id: p.id, cfg: p.cfg, dir: p.dir, store: p, rp: &p.rp,
-		epoch: p.epoch.Load, telRecord: p.telRecord}, p.segs.active())
+		epoch: p.ep.current, telRecord: p.telRecord}, p.segs.active())
 	return nil
 }
 
@@ -178,7 +175,7 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 // RecoveryReport.
 func (p *Partition) recoveryLocked() *recovery {
 	return &recovery{segs: &p.segs, cfg: p.cfg, dir: p.dir, topic: p.topic, id: p.id,
-		writer: p.ownsWrites(), rp: &p.rp.loaded, epoch: p.epochs.latest(), report: &p.report}
+		writer: p.ownsWrites(), rp: &p.rp.loaded, epoch: p.ep.latestLocked(), report: &p.report}
 }
 
 // writable returns nil when the partition may be written, taking its
@@ -273,7 +270,7 @@ func (p *Partition) close() error {
 	errs := []error{werr}
 	p.w.lockSegment()
 	errs = append(errs, p.segs.closeAll())
-	errs = append(errs, p.closeFollowLocked())
+	errs = append(errs, p.xproc.closeFollowLocked())
 	p.w.setSegmentLocked(nil)
 	p.w.unlockSegment()
 	p.publishLocked()
@@ -301,7 +298,7 @@ func (p *Partition) upgrade() error {
 	p.cuts.Add(1) // reads in flight without the lock read again (see readInto)
 	p.segs.closeAll()
 	p.report = RecoveryReport{}
-	p.stopFollowLocked()
+	p.xproc.stopFollowLocked()
 	p.upgrading = true
 	bases, err := listSegments(p.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -321,8 +318,8 @@ func (p *Partition) upgrade() error {
 		return nil
 	}
 	p.segs.closeAll()
-	p.epochSeen = nil
-	p.reloadEpochsLocked()
+	p.ep.forgetFileLocked()
+	p.ep.reloadLocked()
 	p.resetLocked()
 	return err
 }

@@ -1,102 +1,20 @@
 package log
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-)
-
-// beginEpochLocked starts a new epoch at the current end and records it
-// durably before anything is appended in it. A writer does this at every
-// open, not only when recovery cut a torn tail: records that were in the
-// page cache but never reached the disk vanish in a machine crash without
-// leaving a torn frame behind, and a consumer may have handled them. With a
-// new epoch at every open, any offset reused after such a loss belongs to a
-// later epoch than the one a consumer saved, and the consumer's resume sees
-// it (KIP-320's divergence check).
-//
-// A full disk (ENOSPC, EDQUOT) does not fail the open: the new epoch is
-// kept in memory only (epochUnwritten), and the first append writes the
-// file before it accepts a record (writeUnwrittenEpoch), failing with the
-// disk's error while there is no room. Nothing is appended in the epoch
-// before then, so nothing can depend on the file meanwhile, and a log that
-// filled its disk still opens for writing: to be read, truncated, or have
-// its space freed by retention. Opening it used to fail on whichever
-// partition's epoch file came after the others' reservations took the last
-// blocks.
-func (p *Partition) beginEpochLocked() error {
-	e, err := readEpochs(p.dir)
-	if err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-	}
-	e = e.begin(p.segs.active().next)
-	if err := e.write(p.dir); err != nil {
-		if !diskFull(err) {
-			return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-		}
-		p.epochUnwritten.Store(true)
-	}
-	p.epochs = e
-	p.epoch.Store(e.latest())
-	return nil
-}
-
 // writeUnwrittenEpoch records the epoch history the open could not
-// (epochUnwritten, see beginEpochLocked), before an append accepts a record
-// of its latest epoch. It returns the write's error (ENOSPC while the disk
-// is full) without failing the partition: no record was accepted.
+// (epochCache.unwritten, see epochCache.beginLocked), before an append
+// accepts a record of its latest epoch. It returns the write's error
+// (ENOSPC while the disk is full) without failing the partition: no record
+// was accepted.
 func (p *Partition) writeUnwrittenEpoch() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.epochUnwritten.Load() {
+	if !p.ep.unwritten() {
 		return nil
 	}
 	if p.closed {
 		return ErrClosed
 	}
-	if err := p.epochs.write(p.dir); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-	}
-	p.epochUnwritten.Store(false)
-	return nil
-}
-
-// reloadEpochsLocked rereads the epoch file of a read-only partition when
-// it changed since the last read. It costs one stat while the file is
-// unchanged: the writer replaces the file by rename, so a new version is a
-// new inode (an mtime alone can repeat within one clock tick).
-func (p *Partition) reloadEpochsLocked() error {
-	fi, err := os.Stat(filepath.Join(p.dir, epochFileName))
-	if err != nil {
-		return nil // not written yet: the writer has not opened this partition
-	}
-	if p.epochSeen != nil && os.SameFile(fi, p.epochSeen) && fi.ModTime().Equal(p.epochSeen.ModTime()) {
-		return nil
-	}
-	e, err := readEpochs(p.dir)
-	if err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-	}
-	p.epochs, p.epochSeen = e, fi
-	return nil
-}
-
-// rewrittenLocked reports whether the writer began, since the epochs a
-// read-only partition had before (whose latest epoch was prev), an epoch
-// that starts below the end this reader has walked to: it reopened after
-// losing records this reader saw (a torn tail cut, a crash that dropped
-// unsynced pages) or truncated below that end, so the frames this reader
-// walked may be gone and their offsets reused. Epoch numbers only rise
-// (epochs.begin), so the new epochs are those above prev, and the first of
-// them starts lowest: a later Truncate that dropped entries from the file
-// began at or below them.
-func (p *Partition) rewrittenLocked(prev int32) bool {
-	if p.segs.len() == 0 || p.epochs.latest() <= prev {
-		return false
-	}
-	i := sort.Search(len(p.epochs), func(i int) bool { return p.epochs[i].epoch > prev })
-	return p.epochs[i].start < p.segs.active().next
+	return p.ep.writeUnwrittenLocked()
 }
 
 // Epoch returns the partition's current epoch: the epoch of the next record
@@ -110,7 +28,7 @@ func (p *Partition) Epoch() int32 {
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.epochs.latest()
+	return p.ep.latestLocked()
 }
 
 // EndOffsetForEpoch returns where epoch ended: the first offset of the next
@@ -121,7 +39,7 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
 	next := p.HighWatermark() // refreshes a read-only partition
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.epochs.endOffset(epoch, next)
+	return p.ep.endOffsetLocked(epoch, next)
 }
 
 // ResumeOffset validates a saved position: offset is the next offset to
@@ -156,8 +74,5 @@ func (p *Partition) stepBack(offset int64, epoch int32) int64 {
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if start, ok := p.epochs.divergence(epoch); ok && start < offset {
-		return start
-	}
-	return offset
+	return p.ep.stepBackLocked(offset, epoch)
 }

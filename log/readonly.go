@@ -37,8 +37,8 @@ func (p *Partition) refresh() {
 // old log, and the stat costs about a microsecond per Read, next to the
 // milliseconds of a 1 MiB batch.
 func (p *Partition) refreshLocked() {
-	prev := p.epochs.latest()
-	if err := p.reloadEpochsLocked(); err == nil && p.rewrittenLocked(prev) {
+	prev := p.ep.latestLocked()
+	if err := p.ep.reloadLocked(); err == nil && p.segs.len() > 0 && p.ep.rewrittenLocked(prev, p.segs.active().next) {
 		p.resetLocked()
 	}
 	if len(p.segs.walkBuf) == 0 || len(p.segs.walkBuf) == walkBufferBytes {

@@ -93,13 +93,9 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	s.size, s.next = pos, offset
 	s.dropIndexFrom(offset)
-	e := p.epochs.begin(offset)
-	if err := e.write(p.dir); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
+	if err := p.ep.truncateLocked(offset); err != nil {
+		return err
 	}
-	p.epochs = e
-	p.epoch.Store(e.latest())
-	p.epochUnwritten.Store(false) // the file now holds every epoch
 	p.publishLocked()
 	return nil
 }

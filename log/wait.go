@@ -3,6 +3,8 @@ package log
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,37 +12,48 @@ import (
 func (p *Partition) publishLocked() {
 	_, n := p.segs.bounds()
 	p.next.Store(n)
-	p.signalFollowersLocked()
-	p.wakeWaiters()
+	p.xproc.signalFollowersLocked()
+	p.waits.wake()
 }
 
-// wakeWaiters closes the channel waitChan handed out, if it handed it out
-// since the last wake-up, and makes a new one. Without a waiter it does
-// nothing: a new channel per append was an allocation and 60 ns of a
-// one-record append (BenchmarkSegmentAppend, mmap, 64 B, 2026-12-01), and
-// it looks at notifyUsed before taking notifyMu. No wake-up is lost: the
-// append stores the new next offset before it looks, and a waiter marks
-// the channel used before it looks at the next offset (both atomic), so
-// either the append sees the mark or the waiter sees the offset.
-func (p *Partition) wakeWaiters() {
-	if !p.notifyUsed.Load() {
+// waiters is a partition's in-process wake-ups: the channel an append
+// closes for readers waiting on it (Partition.wait). Its mu is a leaf: no
+// other lock is taken while it is held.
+type waiters struct {
+	mu sync.Mutex
+	ch chan struct{} // closed and replaced by the append after channel handed it out; made at open
+	// used says channel handed ch out since it was made. It is atomic so an
+	// append with no one waiting skips mu (wake).
+	used atomic.Bool
+}
+
+// wake closes the channel channel handed out, if it handed it out since
+// the last wake-up, and makes a new one. Without a waiter it does nothing:
+// a new channel per append was an allocation and 60 ns of a one-record
+// append (BenchmarkSegmentAppend, mmap, 64 B, 2026-12-01), and it looks at
+// used before taking mu. No wake-up is lost: the append stores the new next
+// offset before it looks, and a waiter marks the channel used before it
+// looks at the next offset (both atomic), so either the append sees the
+// mark or the waiter sees the offset.
+func (w *waiters) wake() {
+	if !w.used.Load() {
 		return
 	}
-	p.notifyMu.Lock()
-	if p.notifyUsed.Load() {
-		close(p.notify)
-		p.notify = make(chan struct{})
-		p.notifyUsed.Store(false)
+	w.mu.Lock()
+	if w.used.Load() {
+		close(w.ch)
+		w.ch = make(chan struct{})
+		w.used.Store(false)
 	}
-	p.notifyMu.Unlock()
+	w.mu.Unlock()
 }
 
-// waitChan returns a channel closed by the next append.
-func (p *Partition) waitChan() <-chan struct{} {
-	p.notifyMu.Lock()
-	defer p.notifyMu.Unlock()
-	p.notifyUsed.Store(true)
-	return p.notify
+// channel returns a channel closed by the next append.
+func (w *waiters) channel() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.used.Store(true)
+	return w.ch
 }
 
 // wait blocks until HighWatermark is above offset or ctx ends. In-process
@@ -52,10 +65,10 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 	if p.readOnly() {
 		tick = time.NewTicker(p.cfg.pollInterval)
 		defer tick.Stop()
-		defer p.enterWait()()
+		defer p.xproc.enterWait()()
 	}
 	for {
-		ch := p.waitChan() // taken before the check, so no wake-up is lost
+		ch := p.waits.channel() // taken before the check, so no wake-up is lost
 		if p.HighWatermark() > offset {
 			return nil
 		}
@@ -63,7 +76,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 		}
 		if tick != nil && p.readOnly() {
-			p.armFollow() // watch, raise the flag, look again: likewise (follow.go)
+			p.xproc.armFollow() // watch, raise the flag, look again: likewise (follow.go)
 			if p.HighWatermark() > offset {
 				return nil
 			}

@@ -206,7 +206,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	if err != nil {
 		return 0, err
 	}
-	if p.epochUnwritten.Load() && len(recs) > 0 {
+	if p.ep.unwritten() && len(recs) > 0 {
 		if err := p.writeUnwrittenEpoch(); err != nil {
 			return 0, err
 		}
