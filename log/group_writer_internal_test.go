@@ -60,8 +60,9 @@ func (f *fakeStore) writeFrames(frames []byte, n int, _ bool) (int, point, error
 func newTestWriter(t *testing.T, store frameStore, epoch int32) *groupWriter {
 	t.Helper()
 	w := &groupWriter{}
-	w.start(writerSetup{topic: "events", cfg: &config{}, dir: t.TempDir(), store: store,
-		rp: &recoveryPoints{}, epoch: func() int32 { return epoch }}, &segment{})
+	dir := t.TempDir()
+	w.start(writerSetup{topic: "events", cfg: &config{}, dir: dir, store: store,
+		rp: &recoveryPoints{dir: dir}, epoch: func() int32 { return epoch }}, &segment{})
 	return w
 }
 
@@ -116,4 +117,73 @@ func TestGroupWriterFailedStoreWriteIsSticky(t *testing.T) {
 	assert.Contains(t, err.Error(), "topic events partition 0: an earlier write or sync failed")
 	require.ErrorIs(t, w.sync(), errDisk)
 	require.ErrorIs(t, w.close(), errDisk)
+}
+
+// appendRecords appends n one-record calls with ack and fails the test on an error.
+func appendRecords(t *testing.T, w *groupWriter, ack Ack, n int) {
+	t.Helper()
+	rec := []Record{{Value: []byte("v")}}
+	for range n {
+		_, err := w.append(ack, rec, 1, false, frameSize(&rec[0]))
+		require.NoError(t, err)
+	}
+}
+
+// TestGroupWriterDropsFramesAcceptedWhileATruncateHeldTheWriterRole ensures
+// the frames appenders encode while a Truncate holds the writer role (their
+// offsets follow the old end) are dropped when it cuts the log: they were
+// written after the cut's new records before, at offsets that did not follow
+// them, which a reader walking the segment took for corruption ("unexpected
+// offset"), found by TestStressEveryPartOfAPartitionAtOnceUnderTheRaceDetector.
+func TestGroupWriterDropsFramesAcceptedWhileATruncateHeldTheWriterRole(t *testing.T) {
+	store := &fakeStore{entered: make(chan struct{}), release: make(chan struct{})}
+	close(store.release)
+	w := newTestWriter(t, store, 0)
+	appendRecords(t, w, AckWritten, 10) // offsets 0 to 9
+
+	require.NoError(t, w.acquireWriter()) // a Truncate to offset 5 begins
+	rec := []Record{{Value: []byte("v")}}
+	off, err := w.append(AckNone, rec, 1, false, frameSize(&rec[0]))
+	require.NoError(t, err)
+	require.EqualValues(t, 10, off, "accepted at the old end while the cut runs")
+	w.releaseWriter(&point{Offset: 5}) // the cut is made
+
+	off, err = w.append(AckWritten, rec, 1, false, frameSize(&rec[0]))
+	require.NoError(t, err)
+	require.EqualValues(t, 5, off)
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.Equal(t, []int64{5}, store.writes[len(store.writes)-1], "the last write holds offset 5 alone, not the dropped frame of offset 10 before it")
+}
+
+// TestGroupWriterSyncRoundOutlivesATruncateBelowItsEnd ensures a sync round
+// that waits for the writer role while a Truncate cuts below the round's end
+// syncs what is left instead of failing: its appender, whose record was cut,
+// gets ErrTruncated, and the partition goes on (before, ErrTruncated became
+// the partition's sticky error: every later append and Close failed).
+func TestGroupWriterSyncRoundOutlivesATruncateBelowItsEnd(t *testing.T) {
+	store := &fakeStore{entered: make(chan struct{}), release: make(chan struct{})}
+	close(store.release)
+	w := newTestWriter(t, store, 0)
+	appendRecords(t, w, AckWritten, 10)
+
+	require.NoError(t, w.acquireWriter()) // a Truncate to offset 5 begins
+	synced := make(chan error, 1)
+	go func() {
+		rec := []Record{{Value: []byte("v")}}
+		_, err := w.append(AckSynced, rec, 1, false, frameSize(&rec[0]))
+		synced <- err
+	}()
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.round != nil && w.maxWaitEnd == 11
+	}, 10*time.Second, time.Millisecond, "the AckSynced appender leads a round that waits for the writer role")
+	w.releaseWriter(&point{Offset: 5}) // the cut is made
+
+	require.ErrorIs(t, <-synced, ErrTruncated, "its record was cut before its sync")
+	appendRecords(t, w, AckWritten, 1)
+	appendRecords(t, w, AckSynced, 1)
+	require.NoError(t, w.sync())
+	require.NoError(t, w.close())
 }

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -79,11 +80,18 @@ func (w *groupWriter) syncLocked() {
 	w.round = r
 	w.gatherLocked()
 	err := w.awaitWrittenLocked(w.assigned, true)
-	for err == nil && w.writing {
+	for err == nil && w.writing || w.err == nil && errors.Is(err, ErrTruncated) {
 		// Someone holds the writer role: a writer, whose frames this round
 		// takes along, or a Truncate, whose cut must not be read half made.
-		w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
-		w.wrote.Wait()
+		// A Truncate that cut below the end the round waited for is no
+		// failure of the partition: the round syncs what is left, and the
+		// appenders whose records were cut get ErrTruncated from
+		// awaitSynced (TestGroupWriterSyncRoundOutlivesATruncateBelowItsEnd:
+		// ErrTruncated used to become the partition's sticky error).
+		if err == nil {
+			w.maxWaitEnd = max(w.maxWaitEnd, w.assigned)
+			w.wrote.Wait()
+		}
 		err = w.awaitWrittenLocked(w.assigned, true)
 	}
 	at, lowered := w.writtenAt, w.rp.lowerings()

@@ -457,10 +457,20 @@ func (w *groupWriter) acquireWriter() error {
 
 // releaseWriter gives the writer role back; when the log now ends
 // elsewhere (Truncate), end says where.
+//
+// Appenders go on accepting records while the role is held: their frames
+// wait in pend, numbered from the end the holder took the role at (written:
+// nothing is written while it is held). When the log was cut below that end
+// those numbers are wrong, and the frames are dropped: their appenders get
+// ErrTruncated (end above assigned), as records of a Truncate's range do.
+// Kept, they were written after the cut's next records at offsets that did
+// not follow them, a log every reader then took for corruption
+// (TestGroupWriterDropsFramesAcceptedWhileATruncateHeldTheWriterRole).
 func (w *groupWriter) releaseWriter(end *point) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if end != nil {
+	if end != nil && end.Offset != w.written {
+		w.pend, w.pendRecs = w.pend[:0], 0
 		w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, *end
 		if w.syncedTo > end.Offset {
 			w.setSyncedLocked(*end)
