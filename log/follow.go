@@ -184,8 +184,8 @@ const retryMax = time.Second
 const unwatchAfter = time.Second
 
 // openWaitersLocked maps the waiters file of a read-write ModeMmap
-// partition (writer: the partition is, or is becoming, its topic's
-// writer: Partition.ownsWrites). Failure only costs followers in other
+// partition (writer: the partition is, or is becoming under upgrade, its
+// topic's writer). Failure only costs followers in other
 // processes their poll interval, so it is not an error.
 func (x *crossProcess) openWaitersLocked(writer bool) {
 	if !writer || !x.mmap {

@@ -94,8 +94,8 @@ type SegmentInfo struct {
 // ModTime from a stat of each file. A segment deleted by retention between
 // the two is left out. Errors: ErrClosed; a failed stat, naming the file.
 func (p *Partition) Segments() ([]SegmentInfo, error) {
-	if p.readOnly() {
-		p.refresh()
+	if p.ro.Load() {
+		p.refresh((*refresher).refreshLocked)
 	} else {
 		_ = p.w.awaitSealers() // so that every sealed segment shows its marker; a failure shows as none
 	}

@@ -41,7 +41,8 @@ type Partition struct {
 	lockWriter func() error
 	// upgrading is true, under mu, while upgrade runs a writer's open of a
 	// partition still read-only to every other path (ro stays true until
-	// the writer is ready, so no append gets in before it).
+	// the writer is ready, so no append gets in before it); the open's
+	// recovery is the writer's (recoveryLocked).
 	upgrading bool
 
 	mu     sync.RWMutex
@@ -61,14 +62,11 @@ type Partition struct {
 	// cuts counts truncations. A read compares it before and after its
 	// pread, which runs without the partition lock, and reads again when a
 	// truncation came in between (readInto).
-	cuts atomic.Uint64
-	// deletionsCheckedAt is when a read-only partition last looked for
-	// leading segments the writer's retention deleted (noticeDeletedLocked;
-	// guarded by mu).
-	deletionsCheckedAt time.Time
-	xproc              crossProcess   // follow across processes (follow.go)
-	w                  groupWriter    // the write side: group commit, acks, flush policy (writer.go)
-	rp                 recoveryPoints // the recovery point file (recoverypoint.go)
+	cuts  atomic.Uint64
+	rf    refresher      // a read-only partition's looks at the writer's files (readonly.go)
+	xproc crossProcess   // follow across processes (follow.go)
+	w     groupWriter    // the write side: group commit, acks, flush policy (writer.go)
+	rp    recoveryPoints // the recovery point file (recoverypoint.go)
 
 	telAttrs  attribute.Set         // the attributes of its metrics (telemetry.go)
 	telRecord []metric.RecordOption // telAttrs as the one option of a Record
@@ -81,11 +79,12 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 		rp:    recoveryPoints{dir: dir},
 		ep:    epochCache{topic: topic, id: id, dir: dir},
 		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
-	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes}
+	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes, interval: cfg.indexInterval}
 	p.ret = retention{dir: dir, topic: topic, id: id, awaitSealers: p.w.awaitSealers}
-	p.xproc.readOnly = p.readOnly
+	p.rf = refresher{segs: &p.segs, ep: &p.ep, rp: &p.rp.loaded, dir: dir, interval: cfg.indexInterval, target: p}
+	p.xproc.readOnly = p.ro.Load
 	p.xproc.onChange = func() {
-		p.refresh()
+		p.refresh((*refresher).refreshLocked)
 		p.waits.wake()
 	}
 	p.telAttrs = telPartitionAttrs(topic, id)
@@ -162,7 +161,7 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	if err := p.ep.beginLocked(p.segs.active().next); err != nil {
 		return err
 	}
-	p.xproc.openWaitersLocked(p.ownsWrites())
+	p.xproc.openWaitersLocked(true) // a writer's open: the partition is, or is becoming (upgrade), the writer
 	p.publishLocked()
 	p.w.start(writerSetup{topic: p.topic, id: p.id, cfg: p.cfg, dir: p.dir, store: p, rp: &p.rp,
 		epoch: p.ep.current, telRecord: p.telRecord}, p.segs.active())
@@ -170,12 +169,14 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 }
 
 // recoveryLocked returns the recovery of the partition's segments for the
-// open under way: a writer's while ownsWrites, else a read-only one; over
+// open under way: a writer's while the partition is, or is becoming under
+// upgrade, its topic's writer (recovery and the waiters file then take the
+// writer's side), else a read-only one; over
 // the partition's segment set, loaded recovery point, latest epoch and
 // RecoveryReport.
 func (p *Partition) recoveryLocked() *recovery {
 	return &recovery{segs: &p.segs, cfg: p.cfg, dir: p.dir, topic: p.topic, id: p.id,
-		writer: p.ownsWrites(), rp: &p.rp.loaded, epoch: p.ep.latestLocked(), report: &p.report}
+		writer: !p.ro.Load() || p.upgrading, rp: &p.rp.loaded, epoch: p.ep.latestLocked(), report: &p.report}
 }
 
 // writable returns nil when the partition may be written, taking its
@@ -190,14 +191,6 @@ func (p *Partition) writable(op string) error {
 	}
 	return p.lockWriter()
 }
-
-// readOnly reports whether the partition is read-only now (see ro).
-func (p *Partition) readOnly() bool { return p.ro.Load() }
-
-// ownsWrites reports whether the partition is, or is becoming under mu
-// (upgrade), its topic's writer: recovery and the waiters file then take
-// the writer's side.
-func (p *Partition) ownsWrites() bool { return !p.ro.Load() || p.upgrading }
 
 // Topic returns the name of the partition's topic.
 func (p *Partition) Topic() string { return p.topic }
@@ -223,8 +216,8 @@ func (p *Partition) Recovery() RecoveryReport {
 // stored. It rises when retention deletes segments; on a log opened
 // read-only it first looks whether the writing process deleted any.
 func (p *Partition) StartOffset() int64 {
-	if p.readOnly() {
-		p.noticeDeleted()
+	if p.ro.Load() {
+		p.refresh(func(r *refresher) { r.noticeDeletedLocked(true) })
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -237,8 +230,8 @@ func (p *Partition) StartOffset() int64 {
 // stops at and the figure lag is measured from. On a log opened read-only
 // it first looks for records appended by the writing process.
 func (p *Partition) HighWatermark() int64 {
-	if p.readOnly() {
-		p.refresh()
+	if p.ro.Load() {
+		p.refresh((*refresher).refreshLocked)
 	}
 	return p.next.Load()
 }
@@ -258,7 +251,7 @@ func (p *Partition) isClosed() bool {
 // the segments. Appends in flight finish first.
 func (p *Partition) close() error {
 	var werr error
-	if !p.readOnly() { // read-only: the writer never started
+	if !p.ro.Load() { // read-only: the writer never started
 		werr = p.w.close()
 	}
 	p.mu.Lock()
@@ -320,7 +313,7 @@ func (p *Partition) upgrade() error {
 	p.segs.closeAll()
 	p.ep.forgetFileLocked()
 	p.ep.reloadLocked()
-	p.resetLocked()
+	p.rf.resetLocked()
 	return err
 }
 

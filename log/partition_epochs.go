@@ -23,8 +23,8 @@ func (p *Partition) writeUnwrittenEpoch() error {
 // log it is the latest epoch the writer recorded (-1 before it recorded
 // any).
 func (p *Partition) Epoch() int32 {
-	if p.readOnly() {
-		p.refresh()
+	if p.ro.Load() {
+		p.refresh((*refresher).refreshLocked)
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -53,8 +53,8 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
 // [StartOffset, HighWatermark]: a position beyond the log end is never a
 // silent jump.
 func (p *Partition) ResumeOffset(offset int64, epoch int32) (int64, error) {
-	if p.readOnly() {
-		p.refresh() // ResumeOffset runs once per resume: look at the writer's latest epochs
+	if p.ro.Load() {
+		p.refresh((*refresher).refreshLocked) // ResumeOffset runs once per resume: look at the writer's latest epochs
 	}
 	offset = p.stepBack(offset, epoch)
 	start, next := p.StartOffset(), p.HighWatermark()

@@ -26,8 +26,8 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
-	if p.readOnly() {
-		p.refreshForRead(offset)
+	if p.ro.Load() {
+		p.refresh(func(r *refresher) { r.refreshForReadLocked(offset) })
 	}
 	n0 := len(dst)
 	for {

@@ -7,11 +7,45 @@ import (
 	"time"
 )
 
-func (p *Partition) refresh() {
+// refresher is a read-only partition's view of the writer in another
+// process (or in this one, before this process writes the topic): it walks
+// the frames and segments the writer appended since the last look, notices
+// the leading segments the writer's retention deleted, and walks everything
+// again when the writer rewrote what it had walked (a Truncate, a reopen
+// after a loss). It works on the partition's segment set and epoch cache,
+// under the partition lock (Partition.refresh), and makes what it found
+// visible through its partition (refreshTarget).
+type refresher struct {
+	segs     *segmentSet
+	ep       *epochCache
+	rp       *point // the recovery point the reset's recovery checks against (recoveryPoints.loaded)
+	dir      string
+	interval int // bytes between index entries (WithIndexInterval)
+	target   refreshTarget
+	// deletionsCheckedAt is when the refresher last looked for leading
+	// segments the writer's retention deleted (noticeDeletedLocked).
+	deletionsCheckedAt time.Time
+}
+
+// refreshTarget is what the refresher needs of its partition, under the
+// partition lock.
+type refreshTarget interface {
+	// publishLocked makes the segment set's end the high watermark and
+	// wakes waiters.
+	publishLocked()
+	// recoveryLocked returns a recovery of the segment set (a read-only
+	// one, for the refresher).
+	recoveryLocked() *recovery
+}
+
+// refresh runs fn, one of the refresher's looks, under the partition lock,
+// unless the partition is closed or is no longer read-only (it may have
+// become a writer since the caller looked).
+func (p *Partition) refresh(fn func(*refresher)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed && p.readOnly() { // it may have become a writer since the caller looked
-		p.refreshLocked()
+	if !p.closed && p.ro.Load() {
+		fn(&p.rf)
 	}
 }
 
@@ -22,11 +56,11 @@ func (p *Partition) refresh() {
 //
 // It resets (forgets every segment and walks them again) only when the
 // epoch file shows an epoch that is new since the last load and begins below
-// what this reader has walked (rewrittenLocked). The current epoch beginning
-// below the end is the normal state (the writer opened there and appended),
-// not a reason: resetting on it re-walked the whole active segment at every
-// Read and made a replay through a read-only log 2.4 to 3.2 times slower
-// than through the writer's (BenchmarkReplayReadOnly against
+// what this reader has walked (epochCache.rewrittenLocked). The current epoch
+// beginning below the end is the normal state (the writer opened there and
+// appended), not a reason: resetting on it re-walked the whole active segment
+// at every Read and made a replay through a read-only log 2.4 to 3.2 times
+// slower than through the writer's (BenchmarkReplayReadOnly against
 // BenchmarkReplayReadWrite, 2026-12, 2-core shared machine; since, the two
 // are within noise of each other, 0.84 to 1.8 run by run, 1.08 on the mean).
 //
@@ -36,56 +70,56 @@ func (p *Partition) refresh() {
 // would otherwise be walked for up to an interval as if it continued the
 // old log, and the stat costs about a microsecond per Read, next to the
 // milliseconds of a 1 MiB batch.
-func (p *Partition) refreshLocked() {
-	prev := p.ep.latestLocked()
-	if err := p.ep.reloadLocked(); err == nil && p.segs.len() > 0 && p.ep.rewrittenLocked(prev, p.segs.active().next) {
-		p.resetLocked()
+func (r *refresher) refreshLocked() {
+	prev := r.ep.latestLocked()
+	if err := r.ep.reloadLocked(); err == nil && r.segs.len() > 0 && r.ep.rewrittenLocked(prev, r.segs.active().next) {
+		r.resetLocked()
 	}
-	if len(p.segs.walkBuf) == 0 || len(p.segs.walkBuf) == walkBufferBytes {
+	if len(r.segs.walkBuf) == 0 || len(r.segs.walkBuf) == walkBufferBytes {
 		// Small, and not recovery's 1 MiB: a follower reads this much per
 		// look, and in a ModeMmap segment's reserved zeros that many bytes are
 		// there to read (1 MiB measured 90 µs per look, 8 KiB 4 µs).
-		p.segs.walkBuf = make([]byte, 8<<10)
+		r.segs.walkBuf = make([]byte, 8<<10)
 	}
-	p.noticeDeletedLocked(false)
-	before := p.next.Load()
+	r.noticeDeletedLocked(false)
+	_, before := r.segs.bounds() // the high watermark: every change of the set was published
 	for {
 		var next int64
-		if p.segs.len() > 0 {
-			why, buf, err := p.segs.active().walk(p.segs.walkBuf, p.cfg.indexInterval)
-			p.segs.walkBuf = buf
+		if r.segs.len() > 0 {
+			why, buf, err := r.segs.active().walk(r.segs.walkBuf, r.interval)
+			r.segs.walkBuf = buf
 			if err != nil || !why.intact() {
 				break
 			}
-			next = p.segs.active().next
-			if next == p.segs.active().base {
+			next = r.segs.active().next
+			if next == r.segs.active().base {
 				break // an empty segment has no successor yet; its own name is next
 			}
 		}
-		s, err := openSegment(p.dir, next, os.O_RDONLY)
+		s, err := openSegment(r.dir, next, os.O_RDONLY)
 		if err != nil {
 			break // no successor yet
 		}
-		p.segs.push(s)
+		r.segs.push(s)
 	}
-	if p.segs.len() > 0 && p.segs.active().next != before {
-		p.publishLocked()
+	if r.segs.len() > 0 && r.segs.active().next != before {
+		r.target.publishLocked()
 	}
 }
 
 // resetLocked drops a read-only partition's segments and walks them again
 // from disk.
-func (p *Partition) resetLocked() {
-	p.segs.closeAll()
+func (r *refresher) resetLocked() {
+	r.segs.closeAll()
 	// The recovery point before the listing, as at open; one that does not
 	// parse now checks nothing (the open reported it).
-	p.rp.loaded, _ = loadRecoveryPoint(p.dir)
-	if bases, err := listSegments(p.dir); err == nil {
-		if err := p.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
-			p.segs.closeAll()
+	*r.rp, _ = loadRecoveryPoint(r.dir)
+	if bases, err := listSegments(r.dir); err == nil {
+		if err := r.target.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
+			r.segs.closeAll()
 		}
 	}
-	p.publishLocked()
+	r.target.publishLocked()
 }
 
 // deletionCheckInterval is how often a read-only partition looks whether the
@@ -96,74 +130,61 @@ func (p *Partition) resetLocked() {
 // space, open for as long as it runs.
 const deletionCheckInterval = time.Second
 
-// noticeDeleted is noticeDeletedLocked(true) under the partition lock.
-func (p *Partition) noticeDeleted() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.noticeDeletedLocked(true)
-	}
+// refreshForReadLocked is refreshLocked for a read at offset: when offset
+// falls in the first segment (or below it) and that is not the last segment
+// known, the one the writer appends to and so cannot have deleted unless it
+// rolled past it, it also looks at once for deleted leading segments, so the
+// read reports the writer's new log start offset. A follower at the tail
+// pays no extra syscall per read; deletionCheckInterval bounds what it
+// misses.
+func (r *refresher) refreshForReadLocked(offset int64) {
+	r.noticeDeletedLocked(r.segs.len() > 1 && offset < r.segs.at(1).base)
+	r.refreshLocked()
 }
 
-// refreshForRead is refresh for a read at offset: when offset falls in the
-// first segment (or below it) and that is not the last segment known, the
-// one the writer appends to and so cannot have deleted unless it rolled past
-// it, it also looks at once for deleted leading segments, so the read
-// reports the writer's new log start offset. A follower at the tail pays no
-// extra syscall per read; deletionCheckInterval bounds what it misses.
-func (p *Partition) refreshForRead(offset int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || !p.readOnly() {
-		return
-	}
-	p.noticeDeletedLocked(p.segs.len() > 1 && offset < p.segs.at(1).base)
-	p.refreshLocked()
-}
-
-// noticeDeletedLocked drops, on a read-only partition, the leading segments
-// whose files the writing process deleted (retention), closing their
-// descriptors once no read holds them. Without force it looks at most every
-// deletionCheckInterval. When every segment it knew is gone (the writer
-// rolled past them and retention deleted them between two looks) it
-// continues at the writer's oldest remaining segment.
-func (p *Partition) noticeDeletedLocked(force bool) {
-	if !p.readOnly() || p.segs.len() == 0 {
+// noticeDeletedLocked drops the leading segments whose files the writing
+// process deleted (retention), closing their descriptors once no read holds
+// them. Without force it looks at most every deletionCheckInterval. When
+// every segment it knew is gone (the writer rolled past them and retention
+// deleted them between two looks) it continues at the writer's oldest
+// remaining segment.
+func (r *refresher) noticeDeletedLocked(force bool) {
+	if r.segs.len() == 0 {
 		return
 	}
 	now := time.Now()
-	if !force && now.Sub(p.deletionsCheckedAt) < deletionCheckInterval {
+	if !force && now.Sub(r.deletionsCheckedAt) < deletionCheckInterval {
 		return
 	}
-	p.deletionsCheckedAt = now
+	r.deletionsCheckedAt = now
 	n := 0
-	for n < p.segs.len() && p.segs.at(n).unlinked() {
+	for n < r.segs.len() && r.segs.at(n).unlinked() {
 		n++
 	}
 	if n == 0 {
 		return
 	}
-	if n == p.segs.len() {
-		if s := p.oldestAfter(p.segs.active().next); s != nil {
-			p.segs.push(s)
+	if n == r.segs.len() {
+		if s := r.oldestAfter(r.segs.active().next); s != nil {
+			r.segs.push(s)
 		} else {
 			n-- // nothing newer to go to yet: keep the last one
 		}
 	}
-	for _, s := range p.segs.all()[:n] {
+	for _, s := range r.segs.all()[:n] {
 		s.close()
 	}
-	p.segs.dropFront(n)
-	p.publishLocked()
+	r.segs.dropFront(n)
+	r.target.publishLocked()
 }
 
 // oldestAfter opens the oldest segment of the partition whose base offset is
 // at least from, or returns nil.
-func (p *Partition) oldestAfter(from int64) *segment {
-	bases, _ := listSegments(p.dir)
+func (r *refresher) oldestAfter(from int64) *segment {
+	bases, _ := listSegments(r.dir)
 	i := sort.Search(len(bases), func(i int) bool { return bases[i] >= from })
 	for ; i < len(bases); i++ {
-		if s, err := openSegment(p.dir, bases[i], os.O_RDONLY); err == nil {
+		if s, err := openSegment(r.dir, bases[i], os.O_RDONLY); err == nil {
 			return s
 		}
 	}

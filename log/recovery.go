@@ -111,7 +111,7 @@ type recovery struct {
 	dir   string      // the partition folder
 	topic string      // for errors
 	id    int32       // for errors
-	// writer is true when the open is the writer's (Partition.ownsWrites):
+	// writer is true when the open is the writer's (Partition.recoveryLocked):
 	// segments are opened read-write, a torn tail is cut, a repair may cut
 	// and delete. False: a read-only open, which changes no file and judges
 	// a stop that may be an append in flight.

@@ -58,24 +58,7 @@ func (j *sealJob) wait() error {
 	return j.err
 }
 
-// rollLocked seals the active segment (write path released, a mapped file
-// shrunk to its frames) and starts a new one at the next offset; a sealer
-// goroutine then forces the sealed segment to disk and writes its seal
-// marker (see sealJob). A stale seal marker of the sealed segment's base
-// (left by a Truncate that removed an earlier file of that name) is removed
-// first, so that no marker describes another file once it has a successor.
-func (p *Partition) rollLocked() error {
-	p.w.lockSegment() // a sync must not use the write path seal releases
-	defer p.w.unlockSegment()
-	old, err := p.segs.roll()
-	if err != nil {
-		return err
-	}
-	p.w.rolledLocked(old, p.segs.active())
-	return nil
-}
-
-// rolledLocked is the writer's side of a roll (Partition.rollLocked), with
+// rolledLocked is the writer's side of a roll (segmentSet.writeFrames), with
 // segMu held (lockSegment) since the roll sealed old: next, its successor,
 // becomes the segment syncs use, and a sealer goroutine is started for old
 // (see sealJob). Rolls are serialised by the partition lock.

@@ -26,6 +26,7 @@ type segmentSet struct {
 	id       int32  // for errors
 	mode     Mode   // write path of an active segment (WithMode)
 	capacity int64  // bytes a new active segment may hold (WithSegmentBytes)
+	interval int    // bytes between index entries (WithIndexInterval)
 
 	list []*segment
 	// walkBuf is the read buffer of walks (recovery, refreshes, repair),
@@ -166,3 +167,89 @@ func (ss *segmentSet) closeAll() error {
 // segmentPath returns the path of the segment of base offset base in the
 // partition folder dir.
 func segmentPath(dir string, base int64) string { return filepath.Join(dir, segmentName(base)) }
+
+// writeSide is what writeFrames tells the group writer: the writes it made
+// (for the metrics) and its rolls, which the writer sees through (segMu held
+// while the sealed segment's write path is released) and seals (the sealer
+// forces the sealed segment to disk). groupWriter implements it.
+type writeSide interface {
+	countWrite(n, size int)
+	lockSegment()
+	unlockSegment()
+	rolledLocked(old, next *segment)
+}
+
+// writeFrames stores n encoded frames at the end of the active segment,
+// rolling to a new segment when the next frame does not fit (see roll and
+// groupWriter.rolledLocked: a sealer goroutine then forces the sealed
+// segment to disk and writes its seal marker), and returns how many frames
+// it wrote and where the log now ends. forSync prepares the segment for the
+// sync that follows (segmentWriter.prepare). The caller holds the partition
+// lock and publishes the new end.
+func (ss *segmentSet) writeFrames(frames []byte, n int, forSync bool, w writeSide) (wrote int, at point, err error) {
+	for len(frames) > 0 {
+		s := ss.active()
+		k, size := n-wrote, len(frames) // most groups fit whole: no walk
+		if int64(size) > s.w.capacity()-s.size {
+			k, size = framesThatFit(frames, s.w.capacity()-s.size)
+		}
+		if k > 0 {
+			if err := s.appendFrames(frames[:size], k, ss.interval); err != nil {
+				return wrote, ss.end(), fmt.Errorf("log: topic %s partition %d: %w", ss.topic, ss.id, err)
+			}
+			w.countWrite(k, size)
+			frames = frames[size:]
+			wrote += k
+		}
+		if len(frames) > 0 {
+			w.lockSegment() // a sync must not use the write path the seal releases
+			old, err := ss.roll()
+			if err == nil {
+				w.rolledLocked(old, ss.active())
+			}
+			w.unlockSegment()
+			if err != nil {
+				return wrote, ss.end(), err
+			}
+		}
+	}
+	s := ss.active()
+	if forSync {
+		if err := s.w.prepare(s.size); err != nil {
+			return wrote, ss.end(), fmt.Errorf("log: topic %s partition %d: %w", ss.topic, ss.id, err)
+		}
+	}
+	return wrote, ss.end(), nil
+}
+
+// appendFrames stores n encoded frames at the end of s and only then
+// advances s.size, s.next and the index (an entry every interval bytes):
+// the next offset is published after its bytes (readers trust everything
+// below it).
+func (s *segment) appendFrames(frames []byte, n int, interval int) error {
+	if err := s.w.write(frames, s.size); err != nil {
+		return fmt.Errorf("write %s at byte %d: %w", s.path, s.size, err)
+	}
+	// The walk keeps size, next and the newest timestamp in locals: stores
+	// through s every frame cost a twentieth of a 64 B append (perf).
+	size, next, step := s.size, s.next, int64(interval)
+	newest, has := s.maxTimestamp, s.hasTimestamp
+	for range n {
+		bodyLen, _ := frameHeader(frames)
+		fs := int64(padded(frameHeaderBytes + int(bodyLen)))
+		if s.indexedAt < 0 || size-s.indexedAt >= step {
+			s.maybeIndex(next, size, interval)
+		}
+		if ts := frameTimestamp(frames); !has || ts > newest {
+			newest, has = ts, true
+		}
+		size += fs
+		next++
+		frames = frames[fs:]
+	}
+	s.size, s.next = size, next
+	if has {
+		s.noteTimestamp(newest)
+	}
+	return nil
+}

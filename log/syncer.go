@@ -195,7 +195,7 @@ func (w *groupWriter) syncActive() error {
 // and does nothing when everything is synced. Errors: ErrReadOnly,
 // ErrClosed, the partition's write or sync failure.
 func (p *Partition) Sync() error {
-	if p.readOnly() {
+	if p.ro.Load() {
 		if p.lockWriter != nil {
 			return nil // a read-write log's partition this process has not written: nothing of its to sync
 		}

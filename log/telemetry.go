@@ -77,7 +77,7 @@ func newLogTelemetry(l *Log) *logTelemetry {
 		defer l.mu.Unlock()
 		for _, tp := range l.topics {
 			for _, p := range tp.partitions {
-				if p == nil || p.readOnly() {
+				if p == nil || p.ro.Load() {
 					continue // never written by this process
 				}
 				attrs := metric.WithAttributeSet(p.telAttrs)

@@ -144,34 +144,35 @@ func (t *Topic) storeMeta(m topicMeta) {
 	}
 }
 
-// checkRecords checks recs against the partition's rules before any of
-// them is accepted, in one pass: every frame fits a segment
+// checkRecords checks recs, to be appended to partition id of topic of
+// timestamp type tsType, against the log's rules before any of them is
+// accepted, in one pass: every frame fits a segment
 // (RecordTooLargeError) and no timestamp of create time is beyond the bound
 // (TimestampAheadError). It returns the clock reading, in milliseconds, that
 // replaces zero timestamps, and every timestamp when logAppend (a topic of
 // log append time), 0 when nothing is replaced; and the bytes the frames of
 // recs take. It reads the clock at most once: not at all for a topic of
 // create time with the bound off and no zero timestamp.
-func (p *Partition) checkRecords(recs []Record) (now int64, logAppend bool, frameBytes int, err error) {
-	logAppend = TimestampType(p.tsType.Load()) == LogAppendTime
-	bound := p.cfg.maxTimestampAhead.Milliseconds()
+func checkRecords(cfg *config, topic string, id int32, tsType TimestampType, recs []Record) (now int64, logAppend bool, frameBytes int, err error) {
+	logAppend = tsType == LogAppendTime
+	bound := cfg.maxTimestampAhead.Milliseconds()
 	for i := range recs {
 		r := &recs[i]
 		n := frameSize(r)
-		if int64(n) > p.cfg.segmentBytes {
-			return 0, false, 0, &RecordTooLargeError{Topic: p.topic, Partition: p.id, FrameBytes: int64(n), SegmentBytes: p.cfg.segmentBytes}
+		if int64(n) > cfg.segmentBytes {
+			return 0, false, 0, &RecordTooLargeError{Topic: topic, Partition: id, FrameBytes: int64(n), SegmentBytes: cfg.segmentBytes}
 		}
 		frameBytes += n
 		// checkAhead reads the clock; once it has, only a timestamp beyond
 		// the bound needs it again (for the error).
 		if ts := r.Timestamp; !logAppend && (now == 0 || bound > 0 && ts > now && ts-now > bound) {
-			if now, err = checkAhead(p.cfg, p.topic, p.id, r.Timestamp, now); err != nil {
+			if now, err = checkAhead(cfg, topic, id, r.Timestamp, now); err != nil {
 				return 0, false, 0, err
 			}
 		}
 	}
 	if logAppend && len(recs) > 0 {
-		now = p.cfg.now().UnixMilli()
+		now = cfg.now().UnixMilli()
 	}
 	return now, logAppend, frameBytes, nil
 }

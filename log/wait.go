@@ -62,7 +62,7 @@ func (w *waiters) channel() <-chan struct{} {
 // interval.
 func (p *Partition) wait(ctx context.Context, offset int64) error {
 	var tick *time.Ticker
-	if p.readOnly() {
+	if p.ro.Load() {
 		tick = time.NewTicker(p.cfg.pollInterval)
 		defer tick.Stop()
 		defer p.xproc.enterWait()()
@@ -75,7 +75,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 		if p.isClosed() {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 		}
-		if tick != nil && p.readOnly() {
+		if tick != nil && p.ro.Load() {
 			p.xproc.armFollow() // watch, raise the flag, look again: likewise (follow.go)
 			if p.HighWatermark() > offset {
 				return nil

@@ -202,7 +202,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	if ack = p.cfg.ackOrDefault(ack); !ack.valid() {
 		return 0, fmt.Errorf("log: append to topic %s partition %d: invalid ack policy %d", p.topic, p.id, int(ack))
 	}
-	now, logAppend, frameBytes, err := p.checkRecords(recs)
+	now, logAppend, frameBytes, err := checkRecords(p.cfg, p.topic, p.id, TimestampType(p.tsType.Load()), recs)
 	if err != nil {
 		return 0, err
 	}
@@ -388,33 +388,7 @@ func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, 
 		return 0, at, ErrClosed // not reached: Close waits for the writer role
 	}
 	defer p.publishLocked()
-	for len(frames) > 0 {
-		s := p.segs.active()
-		k, size := n-wrote, len(frames) // most groups fit whole: no walk
-		if int64(size) > s.w.capacity()-s.size {
-			k, size = framesThatFit(frames, s.w.capacity()-s.size)
-		}
-		if k > 0 {
-			if err := p.writeLocked(s, frames[:size], k); err != nil {
-				return wrote, point{s.base, s.size, s.next}, err
-			}
-			frames = frames[size:]
-			wrote += k
-		}
-		if len(frames) > 0 {
-			if err := p.rollLocked(); err != nil {
-				s = p.segs.active()
-				return wrote, point{s.base, s.size, s.next}, err
-			}
-		}
-	}
-	s := p.segs.active()
-	if forSync {
-		if err := s.w.prepare(s.size); err != nil {
-			return wrote, point{s.base, s.size, s.next}, fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
-		}
-	}
-	return wrote, point{s.base, s.size, s.next}, nil
+	return p.segs.writeFrames(frames, n, forSync, &p.w)
 }
 
 // framesThatFit returns how many of the encoded frames, and how many bytes
@@ -489,38 +463,6 @@ func (w *groupWriter) releaseWriter(end *point) {
 // sizes, timestamps, errors.
 func (p *Partition) Append(ctx context.Context, recs ...Record) (int64, error) {
 	return p.AppendAck(ctx, 0, recs...)
-}
-
-// writeLocked stores n encoded frames at the end of s and only then
-// advances s.size, s.next and the index: nextOffset is published after its
-// bytes (readers trust everything below it).
-func (p *Partition) writeLocked(s *segment, frames []byte, n int) error {
-	if err := s.w.write(frames, s.size); err != nil {
-		return fmt.Errorf("log: topic %s partition %d: write %s at byte %d: %w", p.topic, p.id, s.path, s.size, err)
-	}
-	p.w.countWrite(n, len(frames))
-	// The walk keeps size, next and the newest timestamp in locals: stores
-	// through s every frame cost a twentieth of a 64 B append (perf).
-	size, next, interval := s.size, s.next, int64(p.cfg.indexInterval)
-	newest, has := s.maxTimestamp, s.hasTimestamp
-	for range n {
-		bodyLen, _ := frameHeader(frames)
-		fs := int64(padded(frameHeaderBytes + int(bodyLen)))
-		if s.indexedAt < 0 || size-s.indexedAt >= interval {
-			s.maybeIndex(next, size, p.cfg.indexInterval)
-		}
-		if ts := frameTimestamp(frames); !has || ts > newest {
-			newest, has = ts, true
-		}
-		size += fs
-		next++
-		frames = frames[fs:]
-	}
-	s.size, s.next = size, next
-	if has {
-		s.noteTimestamp(newest)
-	}
-	return nil
 }
 
 // countWrite counts a write of n frames of size bytes, for the metrics
