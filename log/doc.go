@@ -508,4 +508,44 @@
 // BenchmarkSyncedAppend, ModeMmap, 64 B records, 2026-11-30, run
 // alternately against the code before metrics): the same allocs/op and
 // B/op, and ns/op within the run-to-run spread.
+//
+// # Inside a partition
+//
+// A Partition is the public face of parts with one job each, as Kafka's
+// UnifiedLog sits over LocalLog, LogSegments and the leader-epoch cache.
+// The parts reach each other through method calls and small interfaces,
+// never through each other's fields; Partition composes them, and its
+// methods are each a few lines that call into them:
+//
+//	part            file                     owns
+//	segmentSet      segments.go              the segments in offset order: lookup by offset, create, roll, write frames, drop from the front (retention) or the back (Truncate); the walk buffer
+//	segment         segment.go               one file: its descriptor (reference counted), write path, sparse index, frame walks and reads
+//	groupWriter     writer.go, syncer.go     group commit (the writer role), acks, sync rounds, the flusher, the sealers of rolled segments (roll.go); reaches the segments only through frameStore
+//	recoveryPoints  recoverypoint.go         the recovery point file: what is known synced, saved at most once a second
+//	epochCache      epoch_cache.go           the epoch history and its file (KIP-320), reloaded by a read-only partition when the writer replaced it
+//	recovery        recovery.go, tail.go     one open's walk of the segments: torn tail, corruption, repair, read-only checks (prewalk.go walks in parallel)
+//	refresher       readonly.go              a read-only partition's looks at the writer's files: new frames and segments, deleted leading segments, a reset after a rewrite
+//	crossProcess    follow.go                inotify watches and the waiters file that wake followers in other processes
+//	waiters         wait.go                  in-process wake-ups of followers
+//	retention       retention.go             one retention check at a time, deleting through the partition (retentionTarget)
+//
+// Lock order: an arrow reads "may be held while taking"; no lock is taken
+// against an arrow:
+//
+//	Topic.lockMu -> Partition.mu -> groupWriter.segMu -> groupWriter.mu
+//	retention.mu -> Partition.mu
+//	Partition.mu -> crossProcess.mu
+//	Partition.mu -> recoveryPoints.mu (Truncate lowers the point)
+//	Partition.mu -> lazyIndex.mu (Truncate finds its cut in a segment whose index is unbuilt)
+//	waiters.mu: taken alone
+//
+// Partition.mu guards the segment set, the epoch history, the refresher and
+// the recovery report; the segment set, the epoch cache, the refresher and
+// a recovery have no lock of their own. groupWriter.mu is never held during
+// I/O, and nothing takes Partition.mu or segMu while holding it: the writer
+// role releases it around every write (frameStore.writeFrames takes
+// Partition.mu), and the recovery point is saved after it is released. A
+// crossProcess event releases crossProcess.mu before it refreshes the
+// partition (Partition.mu). TestStressEveryPartOfAPartitionAtOnceUnderTheRaceDetector
+// runs every part at once under the race detector: a cycle would hang it.
 package log
