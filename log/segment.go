@@ -461,13 +461,19 @@ func (s *segment) read(dst []Record, e indexEntry, off int64, maxBytes int, end 
 				return dst, err
 			}
 		}
+		// The next frame's length, read before buf goes back to the pool
+		// (another read may fill it at once).
+		nextLen, haveNext := uint32(0), len(buf)-at >= frameHeaderBytes
+		if haveNext {
+			nextLen, _ = frameHeader(buf[at:])
+		}
 		rb.done(scratch, buf)
 		if full || budget <= 0 {
 			return dst, nil
 		}
 		if !progressed {
-			if len(buf)-at >= frameHeaderBytes {
-				bodyLen, _ := frameHeader(buf[at:])
+			if haveNext {
+				bodyLen := nextLen
 				want = int64(padded(frameHeaderBytes + int(bodyLen))) // one frame larger than the buffer
 				if bodyLen == 0 || pos+want > end {
 					return dst, &CorruptError{Topic: topic, Partition: partition, Segment: s.path,
