@@ -368,7 +368,12 @@
 // Reads pread the segment
 // without holding the partition lock (see "Retention" for how a segment
 // outlives its deletion while a read is in it); a read that overlapped a
-// Truncate reads again.
+// Truncate reads again. A read-only reader cannot see the writer's
+// Truncate begin: a read of frames it verified that the writer then cut
+// and rewrote finds them changed, so before it reports that as a
+// *CorruptError it reloads the epoch file, at once and again 20 ms later
+// (a Truncate records its epoch after it cuts), and reads again from disk
+// when the writer began an epoch below what it had walked.
 //
 // # Readers and writers in one process
 //

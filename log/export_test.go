@@ -35,8 +35,11 @@ func FrameBytes(r Record) int64 { return int64(frameSize(&r)) }
 
 // SetReadOnlyRecheck installs f to run when a read-only open, having found
 // a stop in the last segment with intact frames behind it, has waited and
-// is about to read the stop again (readOnlyRecheckHook). It returns a
-// function that removes f. Tests use it to finish a write "in flight".
+// is about to read the stop again, and when a read-only Read, having found
+// frames changed after they were verified and no new epoch, has waited and
+// is about to look at the epochs again (readOnlyRecheckHook). It returns a
+// function that removes f. Tests use it to finish a write or a Truncate
+// "in flight".
 func SetReadOnlyRecheck(f func()) (restore func()) {
 	readOnlyRecheckHook.Store(&f)
 	return func() { readOnlyRecheckHook.Store(nil) }

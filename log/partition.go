@@ -81,7 +81,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
 	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes, interval: cfg.indexInterval}
 	p.ret = retention{dir: dir, topic: topic, id: id, awaitSealers: p.w.awaitSealers}
-	p.rf = refresher{segs: &p.segs, ep: &p.ep, rp: &p.rp.loaded, dir: dir, interval: cfg.indexInterval, target: p}
+	p.rf = refresher{segs: &p.segs, ep: &p.ep, rp: &p.rp.loaded, cuts: &p.cuts, dir: dir, interval: cfg.indexInterval, target: p}
 	p.xproc.readOnly = p.ro.Load
 	p.xproc.onChange = func() {
 		p.refresh((*refresher).refreshLocked)

@@ -32,12 +32,23 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 	n0 := len(dst)
 	for {
 		s, e, end, gen, err := p.acquire(offset)
+		if err != nil && p.ro.Load() && p.cuts.Load() == gen {
+			// The build of a segment's index can find the frames the writer
+			// cut since its seal marker was trusted: as for a read below.
+			p.recheckRead(gen, offset, err)
+			if p.cuts.Load() != gen {
+				continue
+			}
+		}
 		if s == nil || err != nil {
 			return dst, err
 		}
 		beforeSegmentRead(p, s.base, offset)
 		dst, err = s.read(dst, e, offset, maxBytes, end, p.topic, p.id, rb)
 		s.release()
+		if err != nil && p.ro.Load() && p.cuts.Load() == gen {
+			p.recheckRead(gen, offset, err) // a Truncate by the writer moves gen
+		}
 		if p.cuts.Load() == gen {
 			return dst, err
 		}
@@ -77,7 +88,7 @@ func (p *Partition) acquire(offset int64) (*segment, indexEntry, int64, uint64, 
 		err = unbuilt.loadIndex(p.topic, p.id)
 		_ = unbuilt.release()
 		if err != nil {
-			return nil, indexEntry{}, 0, 0, err
+			return nil, indexEntry{}, 0, gen, err
 		}
 	}
 }

@@ -180,4 +180,10 @@ func (r *Reader) SetEnd(end int64) { r.end = end }
 // SetPosition moves the reader to offset: the next Next reads from there. A
 // replay keeps the end it started with. Nothing is checked until Next reads:
 // an offset outside the partition's range is an *OffsetOutOfRangeError then.
-func (r *Reader) SetPosition(offset int64) { r.pos = offset }
+// The epoch check (KIP-320, see Next) starts over from the next record
+// returned: the epoch of the last record returned says nothing about a
+// position the caller chose, and stepping back from it again below the log
+// start made every Next fail with ErrOffsetOutOfRange
+// (TestReaderSetPositionAfterAStepBackBelowTheLogStartReadsFromThere). A
+// caller resuming a saved position validates it with ResumeOffset first.
+func (r *Reader) SetPosition(offset int64) { r.pos, r.epoch = offset, -1 }

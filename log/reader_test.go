@@ -262,3 +262,39 @@ func TestReaderWaitReturnsOnceARecordIsThereAndReadsNothing(t *testing.T) {
 		require.Len(t, recs, 1)
 	})
 }
+
+// TestReaderSetPositionAfterAStepBackBelowTheLogStartReadsFromThere ensures
+// a follower whose epoch check (KIP-320) steps it back below the log start
+// (the writer truncated below records it had read, and retention then
+// deleted that range) reads from where SetPosition puts it. Before, the
+// reader kept the epoch of its last record, stepped back below the start
+// again at every Next and returned ErrOffsetOutOfRange forever: a caller
+// that applies its reset policy on that error (source.Partition does) spun.
+// Found by TestStressEveryPartOfAPartitionAtOnceUnderTheRaceDetector.
+func TestReaderSetPositionAfterAStepBackBelowTheLogStartReadsFromThere(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		_, tp, p := retentionLog(t, t.TempDir(), mode, log.RetentionBytes(2048))
+		ctx := context.Background()
+		appendN(t, p, 0, 10)
+		r := p.Follow(0)
+		recs, err := r.Next(ctx, 1<<20)
+		require.NoError(t, err)
+		require.Len(t, recs, 10, "read in epoch 0")
+
+		require.NoError(t, p.Truncate(5)) // epoch 1 begins at 5, below what r read
+		appendN(t, p, 100, 200)
+		_, err = tp.EnforceRetention(time.Now())
+		require.NoError(t, err)
+		start := p.StartOffset()
+		require.Greater(t, start, int64(5), "retention deleted the step-back target")
+
+		_, err = r.Next(ctx, 1<<20)
+		var oor *log.OffsetOutOfRangeError
+		require.ErrorAs(t, err, &oor, "the step back lands below the log start")
+		r.SetPosition(oor.StartOffset)
+		recs, err = r.Next(ctx, 1<<20)
+		require.NoError(t, err)
+		require.NotEmpty(t, recs)
+		require.Equal(t, start, recs[0].Offset)
+	})
+}

@@ -1,8 +1,10 @@
 package log
 
 import (
+	"errors"
 	"os"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,7 +20,8 @@ import (
 type refresher struct {
 	segs     *segmentSet
 	ep       *epochCache
-	rp       *point // the recovery point the reset's recovery checks against (recoveryPoints.loaded)
+	rp       *point         // the recovery point the reset's recovery checks against (recoveryPoints.loaded)
+	cuts     *atomic.Uint64 // the partition's truncation generation (Partition.cuts), moved by a reset
 	dir      string
 	interval int // bytes between index entries (WithIndexInterval)
 	target   refreshTarget
@@ -110,6 +113,9 @@ func (r *refresher) refreshLocked() {
 // resetLocked drops a read-only partition's segments and walks them again
 // from disk.
 func (r *refresher) resetLocked() {
+	// Reads in flight without the lock read again (see readInto): the
+	// writer rewrote what they may hold, as a Truncate of this process does.
+	r.cuts.Add(1)
 	r.segs.closeAll()
 	// The recovery point before the listing, as at open; one that does not
 	// parse now checks nothing (the open reported it).
@@ -120,6 +126,34 @@ func (r *refresher) resetLocked() {
 		}
 	}
 	r.target.publishLocked()
+}
+
+// recheckRead looks, after a read of a read-only partition failed with
+// err, whether the writer truncated the frames the read had verified: its
+// pread ran without the lock, after the walk that verified them, and the
+// writer in another process cuts and appends new frames of other sizes at
+// the same offsets without telling it (Truncate moves cuts only in its own
+// process). A Truncate records its new epoch after it cuts, so the look is
+// a refresh now (the epoch is there: the refresh resets, which moves cuts
+// from gen and readInto reads again) and, when that finds no new epoch, one
+// more readOnlyRecheck later (a Truncate seen between its cut and its epoch
+// file). Only a *CorruptError is rechecked; when the writer began no epoch
+// meanwhile, readInto returns it: damage.
+func (p *Partition) recheckRead(gen uint64, offset int64, err error) {
+	var ce *CorruptError
+	if !errors.As(err, &ce) {
+		return
+	}
+	look := func(r *refresher) { r.refreshForReadLocked(offset) }
+	p.refresh(look)
+	if p.cuts.Load() != gen {
+		return
+	}
+	time.Sleep(readOnlyRecheck)
+	if h := readOnlyRecheckHook.Load(); h != nil {
+		(*h)()
+	}
+	p.refresh(look)
 }
 
 // deletionCheckInterval is how often a read-only partition looks whether the

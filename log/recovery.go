@@ -408,8 +408,9 @@ func dataEnd(f *os.File, from, to int64) int64 {
 const readOnlyRecheck = 20 * time.Millisecond
 
 // readOnlyRecheckHook, set only by tests (export_test.go), runs in
-// checkReadOnlyTailLocked after the wait, before the stop is read again:
-// tests finish a write "in flight" there.
+// checkReadOnlyTailLocked after the wait, before the stop is read again,
+// and in recheckRead after the wait, before the epochs are looked at
+// again: tests finish a write or a Truncate "in flight" there.
 var readOnlyRecheckHook atomic.Pointer[func()]
 
 // checkReadOnlyTailLocked is the read-only arm for the last segment s whose
