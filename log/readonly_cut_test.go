@@ -57,12 +57,7 @@ func TestReadOnlyReadRetriesWhenTheWriterTruncatesTheFramesItVerified(t *testing
 					_, err := p.Append(ctx, log.Record{Value: bytes.Repeat([]byte{byte(i)}, 20)})
 					require.NoError(t, err)
 				}
-				ro, err := log.Open(dir, log.ReadOnly())
-				require.NoError(t, err)
-				defer ro.Close()
-				rot, err := ro.Topic("events")
-				require.NoError(t, err)
-				rp, err := rot.Partition(0)
+				rp, err := openReadOnlyPartition(t, dir)
 				require.NoError(t, err)
 				recs, err := rp.Read(0, 1<<20)
 				require.NoError(t, err)
@@ -145,12 +140,7 @@ func TestReadOnlyIndexBuildRetriesWhenTheWriterTruncatedTheTrustedSegment(t *tes
 		require.NoError(t, err)
 		p, err = tp.Partition(0)
 		require.NoError(t, err)
-		ro, err := log.Open(dir, log.ReadOnly())
-		require.NoError(t, err)
-		defer ro.Close()
-		rot, err := ro.Topic("events")
-		require.NoError(t, err)
-		rp, err := rot.Partition(0)
+		rp, err := openReadOnlyPartition(t, dir)
 		require.NoError(t, err)
 
 		require.NoError(t, tp.LockWriter()) // the writer's open, before the hook below

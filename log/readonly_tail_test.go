@@ -41,11 +41,12 @@ func readAt(t *testing.T, path string, pos int64, n int) []byte {
 // lengthPrefix encodes a frame length prefix.
 func lengthPrefix(n uint32) []byte { return binary.LittleEndian.AppendUint32(nil, n) }
 
-// openReadOnlyPartition opens dir read-only and returns partition 0 of
-// topic events, or the error of the open.
-func openReadOnlyPartition(t *testing.T, dir string) (*log.Partition, error) {
+// openReadOnlyPartition opens dir read-only (with opts), as a reader in
+// another process would, and returns partition 0 of topic events, or the
+// error of the open.
+func openReadOnlyPartition(t *testing.T, dir string, opts ...log.Option) (*log.Partition, error) {
 	t.Helper()
-	ro := openLog(t, dir, log.ReadOnly())
+	ro := openLog(t, dir, append([]log.Option{log.ReadOnly()}, opts...)...)
 	tp, err := ro.Topic("events")
 	if err != nil {
 		return nil, err

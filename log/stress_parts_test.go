@@ -38,12 +38,7 @@ func TestStressEveryPartOfAPartitionAtOnceUnderTheRaceDetector(t *testing.T) {
 		require.NoError(t, err)
 		p, err := tp.Partition(0)
 		require.NoError(t, err)
-		ro, err := log.Open(dir, log.ReadOnly(), log.WithPollInterval(5*time.Millisecond))
-		require.NoError(t, err)
-		defer ro.Close()
-		rot, err := ro.Topic("events")
-		require.NoError(t, err)
-		rp, err := rot.Partition(0)
+		rp, err := openReadOnlyPartition(t, dir, log.WithPollInterval(5*time.Millisecond))
 		require.NoError(t, err)
 
 		ctx, cancel := context.WithCancel(context.Background())
