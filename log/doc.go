@@ -526,10 +526,11 @@
 //	segmentSet      segments.go              the segments in offset order: lookup by offset, create, roll, write frames, drop from the front (retention) or the back (Truncate); the walk buffer
 //	segment         segment.go               one file: its descriptor (reference counted), write path, sparse index, frame walks and reads
 //	groupWriter     writer.go, syncer.go     group commit (the writer role), acks, sync rounds, the flusher, the sealers of rolled segments (roll.go); reaches the segments only through frameStore
+//	writeStats      telemetry.go             the writer's counters (syncs, writes, records and bytes) and sync durations, for the metrics and the tests
 //	recoveryPoints  recoverypoint.go         the recovery point file: what is known synced, saved at most once a second
 //	epochCache      epoch_cache.go           the epoch history and its file (KIP-320), reloaded by a read-only partition when the writer replaced it
 //	recovery        recovery.go, tail.go     one open's walk of the segments: torn tail, corruption, repair, read-only checks (prewalk.go walks in parallel)
-//	refresher       readonly.go              a read-only partition's looks at the writer's files: new frames and segments, deleted leading segments, a reset after a rewrite
+//	refresher       readonly.go              a read-only partition's looks at the writer's files: new frames and segments, deleted leading segments, a reset after a rewrite (and its read-only recovery), the recheck of a read that raced the writer's Truncate
 //	crossProcess    follow.go                inotify watches and the waiters file that wake followers in other processes
 //	waiters         wait.go                  in-process wake-ups of followers
 //	retention       retention.go             one retention check at a time, deleting through the partition (retentionTarget)
@@ -553,4 +554,12 @@
 // crossProcess event releases crossProcess.mu before it refreshes the
 // partition (Partition.mu). TestStressEveryPartOfAPartitionAtOnceUnderTheRaceDetector
 // runs every part at once under the race detector: a cycle would hang it.
+//
+// Partition's own methods are its public API and the places that take
+// Partition.mu around a part: open and upgrade to a writer
+// (becomeWriterLocked), close, writable, the read path (readInto, acquire:
+// the segment is read without the lock), the writer's frameStore
+// (writeFrames), the refresher's runs (refresh), retention's unlink
+// (unlinkOldest), the epoch step back of a Reader (stepBack), and the
+// publishing of a new end to waiters (publishLocked, wait).
 package log

@@ -60,7 +60,7 @@ func (c *epochCache) endOffsetLocked(epoch int32, next int64) (int64, bool) {
 //
 // A full disk (ENOSPC, EDQUOT) does not fail the open: the new epoch is
 // kept in memory only (pending), and the first append writes the file
-// before it accepts a record (Partition.writeUnwrittenEpoch), failing with
+// before it accepts a record (Partition.AppendAck), failing with
 // the disk's error while there is no room. Nothing is appended in the epoch
 // before then, so nothing can depend on the file meanwhile, and a log that
 // filled its disk still opens for writing: to be read, truncated, or have
@@ -88,6 +88,9 @@ func (c *epochCache) beginLocked(next int64) error {
 // (pending, see beginLocked). It returns the write's error (ENOSPC while
 // the disk is full), leaving pending set.
 func (c *epochCache) writeUnwrittenLocked() error {
+	if !c.unwritten() {
+		return nil // another append wrote it first
+	}
 	if err := c.history.write(c.dir); err != nil {
 		return fmt.Errorf("log: topic %s partition %d: %w", c.topic, c.id, err)
 	}

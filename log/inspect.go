@@ -100,7 +100,7 @@ func (p *Partition) Segments() ([]SegmentInfo, error) {
 		_ = p.w.awaitSealers() // so that every sealed segment shows its marker; a failure shows as none
 	}
 	p.mu.RLock()
-	if p.closed {
+	if p.closed.Load() {
 		p.mu.RUnlock()
 		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 	}

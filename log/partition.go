@@ -42,13 +42,15 @@ type Partition struct {
 	// upgrading is true, under mu, while upgrade runs a writer's open of a
 	// partition still read-only to every other path (ro stays true until
 	// the writer is ready, so no append gets in before it); the open's
-	// recovery is the writer's (recoveryLocked).
+	// recovery is the writer's (becomeWriterLocked).
 	upgrading bool
 
 	mu     sync.RWMutex
 	segs   segmentSet // the segments, guarded by mu (segments.go)
 	report RecoveryReport
-	closed bool
+	// closed is set under mu by close; it is atomic so that a waiting
+	// reader (wait) and Topic look without the lock.
+	closed atomic.Bool
 
 	ep epochCache // the epoch history and its file (epoch_cache.go)
 
@@ -81,7 +83,8 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
 	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes, interval: cfg.indexInterval}
 	p.ret = retention{dir: dir, topic: topic, id: id, awaitSealers: p.w.awaitSealers}
-	p.rf = refresher{segs: &p.segs, ep: &p.ep, rp: &p.rp.loaded, cuts: &p.cuts, dir: dir, interval: cfg.indexInterval, target: p}
+	p.rf = refresher{segs: &p.segs, ep: &p.ep, rp: &p.rp.loaded, cuts: &p.cuts, cfg: cfg, dir: dir, topic: topic, id: id,
+		report: &p.report, target: p, run: p.refresh}
 	p.xproc.readOnly = p.ro.Load
 	p.xproc.onChange = func() {
 		p.refresh((*refresher).refreshLocked)
@@ -121,7 +124,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 	if err := p.ep.reloadLocked(); err != nil {
 		return nil, err
 	}
-	if err := p.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
+	if err := p.rf.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -138,7 +141,10 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	if p.rp.loaded, err = loadRecoveryPoint(p.dir); err != nil && !p.cfg.repair {
 		return fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
 	}
-	rec := p.recoveryLocked()
+	// The writer's recovery, also while upgrade runs it on a partition
+	// still read-only to every other path.
+	rec := &recovery{segs: &p.segs, cfg: p.cfg, dir: p.dir, topic: p.topic, id: p.id,
+		writer: true, rp: &p.rp.loaded, epoch: p.ep.latestLocked(), report: &p.report}
 	if err := rec.recoverLocked(bases); err != nil {
 		return err
 	}
@@ -166,17 +172,6 @@ func (p *Partition) becomeWriterLocked(bases []int64) error {
 	p.w.start(writerSetup{topic: p.topic, id: p.id, cfg: p.cfg, dir: p.dir, store: p, rp: &p.rp,
 		epoch: p.ep.current, telRecord: p.telRecord}, p.segs.active())
 	return nil
-}
-
-// recoveryLocked returns the recovery of the partition's segments for the
-// open under way: a writer's while the partition is, or is becoming under
-// upgrade, its topic's writer (recovery and the waiters file then take the
-// writer's side), else a read-only one; over
-// the partition's segment set, loaded recovery point, latest epoch and
-// RecoveryReport.
-func (p *Partition) recoveryLocked() *recovery {
-	return &recovery{segs: &p.segs, cfg: p.cfg, dir: p.dir, topic: p.topic, id: p.id,
-		writer: !p.ro.Load() || p.upgrading, rp: &p.rp.loaded, epoch: p.ep.latestLocked(), report: &p.report}
 }
 
 // writable returns nil when the partition may be written, taking its
@@ -241,12 +236,6 @@ func (p *Partition) HighWatermark() int64 {
 // Deprecated: use HighWatermark.
 func (p *Partition) NextOffset() int64 { return p.HighWatermark() }
 
-func (p *Partition) isClosed() bool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.closed
-}
-
 // close writes and syncs what was accepted (groupWriter.close) and closes
 // the segments. Appends in flight finish first.
 func (p *Partition) close() error {
@@ -256,10 +245,10 @@ func (p *Partition) close() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return nil
 	}
-	p.closed = true
+	p.closed.Store(true)
 	errs := []error{werr}
 	p.w.lockSegment()
 	errs = append(errs, p.segs.closeAll())
@@ -282,7 +271,7 @@ func (p *Partition) close() error {
 func (p *Partition) upgrade() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 	}
 	if !p.ro.Load() {
@@ -322,7 +311,7 @@ func (p *Partition) upgrade() error {
 func (p *Partition) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return nil, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 	}
 	return p.segs.unlinkOldest(now, pol)

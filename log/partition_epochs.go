@@ -1,22 +1,5 @@
 package log
 
-// writeUnwrittenEpoch records the epoch history the open could not
-// (epochCache.unwritten, see epochCache.beginLocked), before an append
-// accepts a record of its latest epoch. It returns the write's error
-// (ENOSPC while the disk is full) without failing the partition: no record
-// was accepted.
-func (p *Partition) writeUnwrittenEpoch() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.ep.unwritten() {
-		return nil
-	}
-	if p.closed {
-		return ErrClosed
-	}
-	return p.ep.writeUnwrittenLocked()
-}
-
 // Epoch returns the partition's current epoch: the epoch of the next record
 // appended. It is 0 for a partition created in this process's open and rises
 // by one at every later open for writing and every Truncate that removes records. On a read-only

@@ -35,7 +35,7 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 		if err != nil && p.ro.Load() && p.cuts.Load() == gen {
 			// The build of a segment's index can find the frames the writer
 			// cut since its seal marker was trusted: as for a read below.
-			p.recheckRead(gen, offset, err)
+			p.rf.recheckRead(gen, offset, err)
 			if p.cuts.Load() != gen {
 				continue
 			}
@@ -47,7 +47,7 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 		dst, err = s.read(dst, e, offset, maxBytes, end, p.topic, p.id, rb)
 		s.release()
 		if err != nil && p.ro.Load() && p.cuts.Load() == gen {
-			p.recheckRead(gen, offset, err) // a Truncate by the writer moves gen
+			p.rf.recheckRead(gen, offset, err) // a Truncate by the writer moves gen
 		}
 		if p.cuts.Load() == gen {
 			return dst, err
@@ -73,7 +73,7 @@ func (p *Partition) acquire(offset int64) (*segment, indexEntry, int64, uint64, 
 			err        = ErrClosed
 		)
 		p.mu.RLock()
-		if !p.closed {
+		if !p.closed.Load() {
 			s, e, size, unbuilt, err = p.segs.acquire(offset)
 		}
 		gen := p.cuts.Load()

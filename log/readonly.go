@@ -18,13 +18,20 @@ import (
 // under the partition lock (Partition.refresh), and makes what it found
 // visible through its partition (refreshTarget).
 type refresher struct {
-	segs     *segmentSet
-	ep       *epochCache
-	rp       *point         // the recovery point the reset's recovery checks against (recoveryPoints.loaded)
-	cuts     *atomic.Uint64 // the partition's truncation generation (Partition.cuts), moved by a reset
-	dir      string
-	interval int // bytes between index entries (WithIndexInterval)
-	target   refreshTarget
+	segs   *segmentSet
+	ep     *epochCache
+	rp     *point          // the recovery point the reset's recovery checks against (recoveryPoints.loaded)
+	cuts   *atomic.Uint64  // the partition's truncation generation (Partition.cuts), moved by a reset
+	report *RecoveryReport // the partition's (Partition.Recovery), which a read-only recovery leaves as it is
+	cfg    *config
+	dir    string
+	topic  string // for errors
+	id     int32
+	target refreshTarget
+	// run runs a look under the partition lock, unless the partition
+	// closed or became a writer (Partition.refresh); recheckRead, which
+	// sleeps between two looks, takes the lock through it.
+	run func(look func(*refresher))
 	// deletionsCheckedAt is when the refresher last looked for leading
 	// segments the writer's retention deleted (noticeDeletedLocked).
 	deletionsCheckedAt time.Time
@@ -36,9 +43,14 @@ type refreshTarget interface {
 	// publishLocked makes the segment set's end the high watermark and
 	// wakes waiters.
 	publishLocked()
-	// recoveryLocked returns a recovery of the segment set (a read-only
-	// one, for the refresher).
-	recoveryLocked() *recovery
+}
+
+// recoveryLocked returns a read-only recovery of the segment set, for the
+// open of a read-only partition and for a reset: it changes no file and
+// judges a stop that may be an append in flight (see recovery).
+func (r *refresher) recoveryLocked() *recovery {
+	return &recovery{segs: r.segs, cfg: r.cfg, dir: r.dir, topic: r.topic, id: r.id,
+		rp: r.rp, epoch: r.ep.latestLocked(), report: r.report}
 }
 
 // refresh runs fn, one of the refresher's looks, under the partition lock,
@@ -47,9 +59,38 @@ type refreshTarget interface {
 func (p *Partition) refresh(fn func(*refresher)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed && p.ro.Load() {
+	if !p.closed.Load() && p.ro.Load() {
 		fn(&p.rf)
 	}
+}
+
+// recheckRead looks, after a read of a read-only partition failed with
+// err, whether the writer truncated the frames the read had verified: its
+// pread ran without the lock, after the walk that verified them, and the
+// writer in another process cuts and appends new frames of other sizes at
+// the same offsets without telling it (Truncate moves cuts only in its own
+// process). A Truncate records its new epoch after it cuts, so the look is
+// a refresh now (the epoch is there: the refresh resets, which moves cuts
+// from gen and Partition.readInto reads again) and, when that finds no new
+// epoch, one more readOnlyRecheck later (a Truncate seen between its cut and its epoch
+// file). Only a *CorruptError is rechecked; when the writer began no epoch
+// meanwhile, Partition.readInto returns it: damage. It runs without the
+// partition lock, which each look takes (run).
+func (r *refresher) recheckRead(gen uint64, offset int64, err error) {
+	var ce *CorruptError
+	if !errors.As(err, &ce) {
+		return
+	}
+	look := func(rf *refresher) { rf.refreshForReadLocked(offset) }
+	r.run(look)
+	if r.cuts.Load() != gen {
+		return
+	}
+	time.Sleep(readOnlyRecheck)
+	if h := readOnlyRecheckHook.Load(); h != nil {
+		(*h)()
+	}
+	r.run(look)
 }
 
 // refreshLocked walks frames appended since the last look by the process
@@ -89,7 +130,7 @@ func (r *refresher) refreshLocked() {
 	for {
 		var next int64
 		if r.segs.len() > 0 {
-			why, buf, err := r.segs.active().walk(r.segs.walkBuf, r.interval)
+			why, buf, err := r.segs.active().walk(r.segs.walkBuf, r.cfg.indexInterval)
 			r.segs.walkBuf = buf
 			if err != nil || !why.intact() {
 				break
@@ -121,39 +162,11 @@ func (r *refresher) resetLocked() {
 	// parse now checks nothing (the open reported it).
 	*r.rp, _ = loadRecoveryPoint(r.dir)
 	if bases, err := listSegments(r.dir); err == nil {
-		if err := r.target.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
+		if err := r.recoveryLocked().recoverReadOnlyLocked(bases); err != nil {
 			r.segs.closeAll()
 		}
 	}
 	r.target.publishLocked()
-}
-
-// recheckRead looks, after a read of a read-only partition failed with
-// err, whether the writer truncated the frames the read had verified: its
-// pread ran without the lock, after the walk that verified them, and the
-// writer in another process cuts and appends new frames of other sizes at
-// the same offsets without telling it (Truncate moves cuts only in its own
-// process). A Truncate records its new epoch after it cuts, so the look is
-// a refresh now (the epoch is there: the refresh resets, which moves cuts
-// from gen and readInto reads again) and, when that finds no new epoch, one
-// more readOnlyRecheck later (a Truncate seen between its cut and its epoch
-// file). Only a *CorruptError is rechecked; when the writer began no epoch
-// meanwhile, readInto returns it: damage.
-func (p *Partition) recheckRead(gen uint64, offset int64, err error) {
-	var ce *CorruptError
-	if !errors.As(err, &ce) {
-		return
-	}
-	look := func(r *refresher) { r.refreshForReadLocked(offset) }
-	p.refresh(look)
-	if p.cuts.Load() != gen {
-		return
-	}
-	time.Sleep(readOnlyRecheck)
-	if h := readOnlyRecheckHook.Load(); h != nil {
-		(*h)()
-	}
-	p.refresh(look)
 }
 
 // deletionCheckInterval is how often a read-only partition looks whether the

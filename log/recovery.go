@@ -101,8 +101,9 @@ func segmentExists(dir string, base int64) bool {
 // partition's segment set and RecoveryReport, and lowers the recovery point
 // to where a repair cuts.
 //
-// A recovery is made for one open (Partition.recoveryLocked: a writer's
-// open, an upgrade, a read-only open or reset) and runs under the
+// A recovery is made for one open (Partition.becomeWriterLocked: a
+// writer's open or an upgrade; refresher.recoveryLocked: a read-only open
+// or reset) and runs under the
 // partition's mu, which guards everything it changes. It holds no
 // *Partition: only what it needs, below.
 type recovery struct {
@@ -111,7 +112,7 @@ type recovery struct {
 	dir   string      // the partition folder
 	topic string      // for errors
 	id    int32       // for errors
-	// writer is true when the open is the writer's (Partition.recoveryLocked):
+	// writer is true when the open is the writer's (Partition.becomeWriterLocked):
 	// segments are opened read-write, a torn tail is cut, a repair may cut
 	// and delete. False: a read-only open, which changes no file and judges
 	// a stop that may be an append in flight.

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -108,16 +109,39 @@ func telPartitionAttrs(topic string, id int32) attribute.Set {
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(id))))
 }
 
+// writeStats is what a partition's group writer counts and times: the
+// syncs and writes its tests and benchmarks read (export_test.go), and the
+// records and bytes written and the sync durations its metrics report. Its
+// counters are atomic: the metrics callback reads them without the
+// writer's lock.
+type writeStats struct {
+	// syncs run by the writer (not those of rolls), their total duration
+	// in ns, and writes of frames.
+	syncCalls, syncNanos, writeCalls atomic.Int64
+	// records and bytes of frames written.
+	appended, appendedBytes atomic.Int64
+
+	tel    *logTelemetry         // nil without WithMeterProvider
+	record []metric.RecordOption // the partition's attributes, for the sync duration
+}
+
 // counts returns what the writer counted for the metrics: records and
 // bytes of frames written, and syncs of the active segment.
-func (w *groupWriter) counts() (records, bytes, syncs int64) {
-	return w.appended.Load(), w.appendedBytes.Load(), w.syncCalls.Load()
+func (st *writeStats) counts() (records, bytes, syncs int64) {
+	return st.appended.Load(), st.appendedBytes.Load(), st.syncCalls.Load()
+}
+
+// countWrite counts a write of n frames of size bytes, for the metrics:
+// one add per write, not per record.
+func (st *writeStats) countWrite(n, size int) {
+	st.appended.Add(int64(n))
+	st.appendedBytes.Add(int64(size))
 }
 
 // syncStart returns the time a sync starts when its duration is wanted, and
 // the zero time otherwise.
-func (w *groupWriter) syncStart() time.Time {
-	if t := w.cfg.tel; t != nil && t.syncDuration.Enabled(context.Background()) {
+func (st *writeStats) syncStart() time.Time {
+	if st.tel != nil && st.tel.syncDuration.Enabled(context.Background()) {
 		return time.Now()
 	}
 	return time.Time{}
@@ -125,11 +149,11 @@ func (w *groupWriter) syncStart() time.Time {
 
 // syncEnd records the duration of the sync that began at start (a zero
 // start records nothing).
-func (w *groupWriter) syncEnd(start time.Time) {
+func (st *writeStats) syncEnd(start time.Time) {
 	if start.IsZero() {
 		return
 	}
-	w.cfg.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), w.telRecord...)
+	st.tel.syncDuration.Record(context.Background(), time.Since(start).Seconds(), st.record...)
 }
 
 // telHandle reports a telemetry error to the OpenTelemetry error handler.

@@ -237,7 +237,7 @@ func (t *Topic) LockWriter() error {
 		return nil
 	}
 	if t.lock == nil {
-		if t.partitions[0].isClosed() {
+		if t.partitions[0].closed.Load() {
 			return fmt.Errorf("%w: topic %s", ErrClosed, t.name)
 		}
 		lock, err := lockTopic(t.name, t.dir)

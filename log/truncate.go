@@ -34,7 +34,7 @@ func (p *Partition) Truncate(offset int64) error {
 		p.mu.Unlock()
 		p.w.releaseWriter(&end)
 	}()
-	if p.closed {
+	if p.closed.Load() {
 		return ErrClosed
 	}
 	start, next := p.segs.bounds()

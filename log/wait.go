@@ -72,7 +72,7 @@ func (p *Partition) wait(ctx context.Context, offset int64) error {
 		if p.HighWatermark() > offset {
 			return nil
 		}
-		if p.isClosed() {
+		if p.closed.Load() {
 			return fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
 		}
 		if tick != nil && p.ro.Load() {

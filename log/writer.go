@@ -88,11 +88,7 @@ type groupWriter struct {
 	stop   chan struct{}
 	done   chan struct{}
 
-	// For tests and benchmarks (export_test.go): syncs run by the writer
-	// (not those of rolls), their total duration, and writes.
-	syncCalls, syncNanos, writeCalls atomic.Int64
-	// For the metrics (telemetry.go): records and bytes of frames written.
-	appended, appendedBytes atomic.Int64
+	writeStats // what the writer counts and times (telemetry.go)
 }
 
 // writerSetup is what a partition gives its groupWriter at start.
@@ -106,7 +102,7 @@ type writerSetup struct {
 	// epoch returns the epoch an appender stamps on its frames, read under
 	// mu right after the partition was found usable.
 	epoch     func() int32
-	telRecord []metric.RecordOption // the attributes of the sync duration (telemetry.go)
+	telRecord []metric.RecordOption // the attributes of the sync duration (writeStats)
 }
 
 // frameStore is what the group writer needs of the partition's segments.
@@ -138,6 +134,7 @@ const (
 // and starts the flusher when WithFlushPolicy gave an interval.
 func (w *groupWriter) start(setup writerSetup, s *segment) {
 	w.writerSetup = setup
+	w.writeStats.tel, w.writeStats.record = setup.cfg.tel, setup.telRecord
 	w.wrote.L = &w.mu
 	end := point{Segment: s.base, Position: s.size, Offset: s.next}
 	w.assigned, w.written, w.writtenAt = end.Offset, end.Offset, end
@@ -207,7 +204,17 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 		return 0, err
 	}
 	if p.ep.unwritten() && len(recs) > 0 {
-		if err := p.writeUnwrittenEpoch(); err != nil {
+		// The epoch history the open could not record (epochCache.unwritten,
+		// see epochCache.beginLocked) is written before a record of its
+		// latest epoch is accepted. Its error (ENOSPC while the disk is full)
+		// does not fail the partition: no record was accepted.
+		p.mu.Lock()
+		err := ErrClosed
+		if !p.closed.Load() {
+			err = p.ep.writeUnwrittenLocked()
+		}
+		p.mu.Unlock()
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -384,7 +391,7 @@ func (w *groupWriter) setSyncedLocked(at point) {
 func (p *Partition) writeFrames(frames []byte, n int, forSync bool) (wrote int, at point, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return 0, at, ErrClosed // not reached: Close waits for the writer role
 	}
 	defer p.publishLocked()
@@ -463,11 +470,4 @@ func (w *groupWriter) releaseWriter(end *point) {
 // sizes, timestamps, errors.
 func (p *Partition) Append(ctx context.Context, recs ...Record) (int64, error) {
 	return p.AppendAck(ctx, 0, recs...)
-}
-
-// countWrite counts a write of n frames of size bytes, for the metrics
-// (telemetry.go): one add per write, not per record.
-func (w *groupWriter) countWrite(n, size int) {
-	w.appended.Add(int64(n))
-	w.appendedBytes.Add(int64(size))
 }
