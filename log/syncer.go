@@ -193,7 +193,9 @@ func (w *groupWriter) syncActive() error {
 // for ModeFile, msync for ModeMmap), writing pending AckNone records
 // first; it joins a sync round already gathering, as AckSynced appends do,
 // and does nothing when everything is synced. Errors: ErrReadOnly,
-// ErrClosed, the partition's write or sync failure.
+// ErrClosed, the partition's write or sync failure, and ErrTruncated when
+// a Truncate running at the same time cut records Sync was waiting for:
+// they are gone; call Sync again for the records below the cut.
 func (p *Partition) Sync() error {
 	if p.ro.Load() {
 		if p.lockWriter != nil {
