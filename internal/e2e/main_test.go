@@ -191,6 +191,31 @@ func (p *proc) stats(t *testing.T, v any) {
 }
 
 // waitFor polls cond every 20ms until it returns true, failing with what() after timeout.
+// waitForProgress waits until cond reports done, failing when the progress
+// it reports (a count that only grows, such as the sum of positions) stays
+// the same for stall. A wait on work that takes as long as the machine makes
+// it take (consumers handling records beside every other test package and
+// two CPU hogs) bounds a stall, not the whole: a deadline for the whole was
+// a throughput assertion, and failed under load (TestRealInputSurvivesSIGKILL
+// at 46 records/s, during make test beside two CPU hogs, 2026-12-02).
+func waitForProgress(t *testing.T, stall time.Duration, cond func() (done bool, progress int64), what func() string) {
+	t.Helper()
+	last := int64(-1)
+	moved := time.Now()
+	for {
+		done, progress := cond()
+		if done {
+			return
+		}
+		if progress != last {
+			last, moved = progress, time.Now()
+		} else if time.Since(moved) > stall {
+			t.Fatalf("no progress for %v: %s", stall, what())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -132,14 +132,16 @@ func testRealInput(t *testing.T, path string, key *regexp.Regexp) {
 
 	// Wait until every consumer's position is what was written to its partition.
 	stats := make([]service.ConsumerStats, partitions)
-	waitFor(t, 30*time.Second, func() bool {
+	waitForProgress(t, 30*time.Second, func() (bool, int64) {
+		done, sum := true, int64(0)
 		for p := range partitions {
 			consumers[p].stats(t, &stats[p])
+			sum += position(stats[p]) + stats[p].Handled // either moves while a consumer works
 			if position(stats[p]) != ps.PerPartition[p] {
-				return false
+				done = false
 			}
 		}
-		return true
+		return done, sum
 	}, func() string {
 		return fmt.Sprintf("positions %v, written %v", positions(stats), ps.PerPartition)
 	})
