@@ -39,11 +39,6 @@ type Partition struct {
 	// lockWriter takes the topic's writer lock and makes every partition of
 	// the topic a writer; writable calls it. nil in a ReadOnly log.
 	lockWriter func() error
-	// upgrading is true, under mu, while upgrade runs a writer's open of a
-	// partition still read-only to every other path (ro stays true until
-	// the writer is ready, so no append gets in before it); the open's
-	// recovery is the writer's (becomeWriterLocked).
-	upgrading bool
 
 	mu     sync.RWMutex
 	segs   segmentSet // the segments, guarded by mu (segments.go)
@@ -281,7 +276,6 @@ func (p *Partition) upgrade() error {
 	p.segs.closeAll()
 	p.report = RecoveryReport{}
 	p.xproc.stopFollowLocked()
-	p.upgrading = true
 	bases, err := listSegments(p.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		err = fmt.Errorf("log: topic %s partition %d: %w", p.topic, p.id, err)
@@ -292,9 +286,10 @@ func (p *Partition) upgrade() error {
 		}
 	}
 	if err == nil {
+		// ro stays true until the writer is ready, so no append gets in
+		// before it; the open itself is the writer's.
 		err = p.becomeWriterLocked(bases)
 	}
-	p.upgrading = false
 	if err == nil {
 		p.ro.Store(false)
 		return nil
