@@ -38,6 +38,24 @@ func TestEpochRisesAtEveryOpenAndRecordsCarryIt(t *testing.T) {
 	})
 }
 
+// TestResumeOffsetOnAClosedPartitionIsErrClosed ensures a position is not
+// validated against a closed partition, which holds no segment: the answer
+// was an out-of-range error against [0, 0], or an offset accepted. Found
+// by a new user's trial (2026-12-02).
+func TestResumeOffsetOnAClosedPartitionIsErrClosed(t *testing.T) {
+	lg, err := log.Open(t.TempDir())
+	require.NoError(t, err)
+	p := openPartition(t, lg, "events", 1)
+	appendN(t, p, 0, 10)
+	require.NoError(t, lg.Close())
+	for _, epoch := range []int32{0, -1} {
+		_, err := p.ResumeOffset(5, epoch)
+		require.ErrorIs(t, err, log.ErrClosed, "epoch %d", epoch)
+		assert.NotErrorIs(t, err, log.ErrOffsetOutOfRange)
+		assert.ErrorContains(t, err, "topic events partition 0")
+	}
+}
+
 // TestResumeOffsetStepsBackToTheEndOfTheSavedEpoch ensures a position saved
 // in an epoch that a truncation cut short resumes where the truncation
 // happened, so the records appended at the reused offsets are read; and a

@@ -5,9 +5,13 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error the package returns wraps one of these (or an
-// *os.PathError from the file system) so callers can test with errors.Is; the
-// struct errors below carry the coordinates and match their sentinel.
+// Sentinel errors. Every error the package returns once a log is open wraps
+// one of these (or an *os.PathError from the file system) so callers can
+// test with errors.Is; the struct errors below carry the coordinates and
+// match their sentinel. Errors of a caller's own making that no retry can
+// change (an invalid option to Open, an Ack or an option value out of
+// range, text ParseAck or ParseTimestampType cannot read) wrap none: they
+// name the value instead.
 var (
 	// ErrOffsetOutOfRange is returned by reads and seeks below the log start
 	// offset or above the high watermark. The *OffsetOutOfRangeError that

@@ -1,5 +1,7 @@
 package log
 
+import "fmt"
+
 // Epoch returns the partition's current epoch: the epoch of the next record
 // appended. It is 0 for a partition created in this process's open and rises
 // by one at every later open for writing and every Truncate that removes records. On a read-only
@@ -34,8 +36,12 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (end int64, ok bool) {
 // is not stepped back but refused. It returns an
 // *OffsetOutOfRangeError (ErrOffsetOutOfRange) for a result outside
 // [StartOffset, HighWatermark]: a position beyond the log end is never a
-// silent jump.
+// silent jump. On a closed partition it returns an error wrapping
+// ErrClosed.
 func (p *Partition) ResumeOffset(offset int64, epoch int32) (int64, error) {
+	if p.closed.Load() {
+		return offset, fmt.Errorf("%w: topic %s partition %d", ErrClosed, p.topic, p.id)
+	}
 	if p.ro.Load() {
 		p.refresh((*refresher).refreshLocked) // ResumeOffset runs once per resume: look at the writer's latest epochs
 	}
