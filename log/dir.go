@@ -108,6 +108,9 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 	if tt := topts.timestampType; tt != nil && !tt.valid() {
 		return nil, fmt.Errorf("log: create topic %s: invalid timestamp type %d (want CreateTime or LogAppendTime)", name, int(*tt))
 	}
+	if cp := topts.cleanupPolicy; cp != nil && !cp.valid() {
+		return nil, fmt.Errorf("log: create topic %s: invalid cleanup policy %d (want CleanupDelete, CleanupCompact or CleanupCompactDelete)", name, int(*cp))
+	}
 	if t, ok := l.topics[name]; ok {
 		if t.Partitions() != partitions {
 			return nil, fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrTopicExists, name, t.Partitions(), partitions)

@@ -50,6 +50,7 @@ type Partition struct {
 	ep epochCache // the epoch history and its file (epoch_cache.go)
 
 	tsType atomic.Int32 // the topic's TimestampType, set by Topic.storeMeta (timestamp.go)
+	policy atomic.Int32 // the topic's CleanupPolicy, set by Topic.storeMeta (cleanup_policy.go)
 
 	next atomic.Int64 // high watermark, published after its bytes
 

@@ -130,7 +130,7 @@ func (t *Topic) TimestampType() TimestampType {
 }
 
 // storeMeta makes the options stored in m those of the open topic: its
-// retention policy and its timestamp type; and its ID.
+// retention policy, its timestamp type and its cleanup policy; and its ID.
 func (t *Topic) storeMeta(m topicMeta) {
 	t.retention.store(m)
 	id := m.ID
@@ -139,8 +139,10 @@ func (t *Topic) storeMeta(m topicMeta) {
 	if m.TimestampType == LogAppendTime.String() {
 		tt = int32(LogAppendTime)
 	}
+	cp, _ := parseStoredPolicy(m.CleanupPolicy) // checked by loadTopicMeta, or written by applyTo
 	for _, p := range t.partitions {
 		p.tsType.Store(tt)
+		p.policy.Store(int32(cp))
 	}
 }
 
@@ -148,16 +150,20 @@ func (t *Topic) storeMeta(m topicMeta) {
 // timestamp type tsType, against the log's rules before any of them is
 // accepted, in one pass: every frame fits a segment
 // (RecordTooLargeError) and no timestamp of create time is beyond the bound
-// (TimestampAheadError). It returns the clock reading, in milliseconds, that
+// (TimestampAheadError), and, on a compacted topic (keyRequired), every
+// record has a key (KeyRequiredError). It returns the clock reading, in milliseconds, that
 // replaces zero timestamps, and every timestamp when logAppend (a topic of
 // log append time), 0 when nothing is replaced; and the bytes the frames of
 // recs take. It reads the clock at most once: not at all for a topic of
 // create time with the bound off and no zero timestamp.
-func checkRecords(cfg *config, topic string, id int32, tsType TimestampType, recs []Record) (now int64, logAppend bool, frameBytes int, err error) {
+func checkRecords(cfg *config, topic string, id int32, tsType TimestampType, keyRequired bool, recs []Record) (now int64, logAppend bool, frameBytes int, err error) {
 	logAppend = tsType == LogAppendTime
 	bound := cfg.maxTimestampAhead.Milliseconds()
 	for i := range recs {
 		r := &recs[i]
+		if keyRequired && r.Key == nil {
+			return 0, false, 0, &KeyRequiredError{Topic: topic, Partition: id, Index: i}
+		}
 		n := frameSize(r)
 		if int64(n) > cfg.segmentBytes {
 			return 0, false, 0, &RecordTooLargeError{Topic: topic, Partition: id, FrameBytes: int64(n), SegmentBytes: cfg.segmentBytes}

@@ -56,6 +56,10 @@ type topicMeta struct {
 	// (WithTimestampType); absent (empty) means CreateTime, so a topic of
 	// create time keeps the topic.json of versions before the field.
 	TimestampType string `json:"timestampType,omitempty"`
+	// CleanupPolicy is "compact" or "compact,delete" for a compacted topic
+	// (WithCleanupPolicy); absent (empty) means delete, so a topic that
+	// never compacted keeps the topic.json of versions before the field.
+	CleanupPolicy string `json:"cleanupPolicy,omitempty"`
 	// ID is the topic's identity (Topic.ID), written at creation; absent
 	// (zero) in a topic created by a version before IDs, until a writer
 	// opens it (assignID).
@@ -137,6 +141,8 @@ func loadTopicMeta(name, tdir string) (topicMeta, error) {
 		why = fmt.Sprintf("%d partitions, want 1 to %d", m.Partitions, MaxPartitions)
 	case m.TimestampType != "" && m.TimestampType != LogAppendTime.String():
 		why = fmt.Sprintf("timestamp type %q, want %q or none", m.TimestampType, LogAppendTime.String())
+	case m.CleanupPolicy != "" && m.CleanupPolicy != CleanupCompact.String() && m.CleanupPolicy != CleanupCompactDelete.String():
+		why = fmt.Sprintf("cleanup policy %q, want %q, %q or none", m.CleanupPolicy, CleanupCompact.String(), CleanupCompactDelete.String())
 	}
 	if why != "" {
 		return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s: %s", ErrCorruptMetadata, name, path, why)

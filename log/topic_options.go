@@ -5,7 +5,7 @@ import (
 )
 
 // TopicOption configures a topic in CreateTopic: RetentionBytes,
-// Retention and WithTimestampType.
+// Retention, WithTimestampType and WithCleanupPolicy.
 type TopicOption interface{ applyTopic(*topicOptions) }
 
 type topicOptionFunc func(*topicOptions)
@@ -18,6 +18,7 @@ type topicOptions struct {
 	retentionBytes *int64
 	retentionMs    *int64
 	timestampType  *TimestampType // timestamp.go
+	cleanupPolicy  *CleanupPolicy // cleanup_policy.go
 }
 
 // RetentionBytes bounds the size of each partition of the topic, in bytes,
@@ -81,6 +82,15 @@ func (o *topicOptions) applyTo(m *topicMeta) bool {
 		}
 		if m.TimestampType != tt {
 			m.TimestampType, changed = tt, true
+		}
+	}
+	if o.cleanupPolicy != nil {
+		cp := ""
+		if *o.cleanupPolicy != CleanupDelete {
+			cp = o.cleanupPolicy.String()
+		}
+		if m.CleanupPolicy != cp {
+			m.CleanupPolicy, changed = cp, true
 		}
 	}
 	return changed

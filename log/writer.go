@@ -199,7 +199,8 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 	if ack = p.cfg.ackOrDefault(ack); !ack.valid() {
 		return 0, fmt.Errorf("log: append to topic %s partition %d: invalid ack policy %d", p.topic, p.id, int(ack))
 	}
-	now, logAppend, frameBytes, err := checkRecords(p.cfg, p.topic, p.id, TimestampType(p.tsType.Load()), recs)
+	now, logAppend, frameBytes, err := checkRecords(p.cfg, p.topic, p.id, TimestampType(p.tsType.Load()),
+		CleanupPolicy(p.policy.Load()).compacts(), recs)
 	if err != nil {
 		return 0, err
 	}

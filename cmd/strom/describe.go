@@ -160,11 +160,14 @@ writer closed (shrunk to its frames) too.`,
 type topicDesc struct {
 	Topic string `json:"topic"`
 	// ID is the topic's ID (log.Topic.ID); "" for a topic without one.
-	ID             string          `json:"id"`
-	PartitionCount int             `json:"partitionCount"`
-	RetentionBytes int64           `json:"retentionBytes"`
-	RetentionMs    int64           `json:"retentionMs"`
-	Partitions     []partitionDesc `json:"partitions"`
+	ID             string `json:"id"`
+	PartitionCount int    `json:"partitionCount"`
+	RetentionBytes int64  `json:"retentionBytes"`
+	RetentionMs    int64  `json:"retentionMs"`
+	// CleanupPolicy is Kafka's cleanup.policy: "delete", "compact" or
+	// "compact,delete" (log.Topic.CleanupPolicy).
+	CleanupPolicy string          `json:"cleanupPolicy"`
+	Partitions    []partitionDesc `json:"partitions"`
 
 	policy log.RetentionPolicy // for the text output
 }
@@ -232,7 +235,8 @@ func describeTopic(lg *log.Log, name string) (topicDesc, error) {
 		return topicDesc{}, err
 	}
 	pol := t.Retention()
-	d := topicDesc{Topic: name, ID: t.ID().String(), PartitionCount: t.Partitions(), RetentionBytes: pol.Bytes, RetentionMs: retentionMs(pol), policy: pol}
+	d := topicDesc{Topic: name, ID: t.ID().String(), PartitionCount: t.Partitions(), RetentionBytes: pol.Bytes,
+		RetentionMs: retentionMs(pol), CleanupPolicy: t.CleanupPolicy().String(), policy: pol}
 	for i := range t.Partitions() {
 		p, err := t.Partition(int32(i))
 		if err != nil {
@@ -258,7 +262,12 @@ func describeTopic(lg *log.Log, name string) (topicDesc, error) {
 // printTopicDesc prints one topic as a table, one line per segment, the
 // partition's columns on its first.
 func printTopicDesc(a *app, d topicDesc) {
-	fmt.Fprintf(a.stdout, "topic %s: ID %s, %d partition(s), %s\n", d.Topic, cmp.Or(d.ID, "none"), d.PartitionCount, policyString(d.policy))
+	cp := ""
+	if d.CleanupPolicy != log.CleanupDelete.String() {
+		cp = ", cleanup policy " + d.CleanupPolicy
+	}
+	fmt.Fprintf(a.stdout, "topic %s: ID %s, %d partition(s), %s%s\n", d.Topic, cmp.Or(d.ID, "none"),
+		d.PartitionCount, policyString(d.policy), cp)
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tLOG START\tNEXT OFFSET\tEPOCH\tSEGMENT\tBASE\tNEXT\tRECORDS\tBYTES\tFILE BYTES\tON DISK\tWRITE PATH\tLAST WRITE")
 	for _, p := range d.Partitions {

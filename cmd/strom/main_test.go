@@ -407,6 +407,28 @@ func TestTopicsCreateTimestampType(t *testing.T) {
 	assert.Contains(t, string(r.stderr), `unknown timestamp type "later"`)
 }
 
+// TestTopicsCreateCleanupPolicy ensures --cleanup-policy compact makes a
+// compacted topic that describe reports (text and JSON) and that refuses a
+// line without a key naming it, and that an unknown policy is a usage error.
+func TestTopicsCreateCleanupPolicy(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "log")
+	out := string(ok(t, nil, "--dir", dir, "topics", "create", "users", "--cleanup-policy", "compact,delete"))
+	assert.Contains(t, out, "topic users: 1 partition(s), retention unlimited, cleanup policy compact,delete\n")
+	assert.Contains(t, string(ok(t, nil, "--dir", dir, "topics", "describe", "users")), "retention unlimited, cleanup policy compact,delete\n")
+	assert.Contains(t, string(ok(t, nil, "--dir", dir, "topics", "describe", "users", "--json")), `"cleanupPolicy": "compact,delete"`)
+
+	ok(t, []byte(`{"key":"u1","value":"ann"}`+"\n"), "--dir", dir, "produce", "users", "--format", "json")
+	r := strom(t, []byte(`{"value":"nobody"}`+"\n"), "--dir", dir, "produce", "users", "--format", "json")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), "has no key, and the topic is compacted")
+	assert.Equal(t, "ann\n", string(ok(t, nil, "--dir", dir, "consume", "users")))
+
+	r = strom(t, nil, "--dir", dir, "topics", "create", "bad", "--cleanup-policy", "shrink")
+	assert.Equal(t, 2, r.code, "stderr: %s", r.stderr)
+	assert.Contains(t, string(r.stderr), `unknown cleanup policy "shrink"`)
+}
+
 // TestRetentionDeletesOldSegments ensures retention applies a topic's byte
 // bound once and says what it deleted.
 func TestRetentionDeletesOldSegments(t *testing.T) {

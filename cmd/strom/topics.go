@@ -31,6 +31,7 @@ type createFlags struct {
 	retentionBytes int64
 	retention      time.Duration
 	timestampType  string
+	cleanupPolicy  string
 }
 
 func newTopicsCreateCmd(a *app) *cobra.Command {
@@ -48,9 +49,13 @@ Topic names follow Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], not "." or "..".
 "strom retention"); unlimited when not given. Negative values are an error.
 --timestamp-type LogAppendTime stores the time of each append instead of the
 record's timestamp; CreateTime (the default) stores the record's, refusing one
-more than an hour ahead of the clock.`,
+more than an hour ahead of the clock. --cleanup-policy compact (or
+compact,delete) keeps the latest record of each key, as Kafka's cleanup.policy
+does, and refuses records without a key; delete (the default) drops whole
+segments by the retention bounds only.`,
 		Example: `  strom topics create events --partitions 3
-  strom topics create audit --retention-bytes 1073741824 --retention 168h`,
+  strom topics create audit --retention-bytes 1073741824 --retention 168h
+  strom topics create users --cleanup-policy compact`,
 		Args: exactArgs(1, "TOPIC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.createTopic(cmd, args[0], f)
@@ -61,6 +66,7 @@ more than an hour ahead of the clock.`,
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at least this many bytes per partition, delete older segments (default: unlimited)")
 	fl.DurationVar(&f.retention, "retention", 0, "delete segments whose newest record is older than this, e.g. 168h (default: unlimited)")
 	fl.StringVar(&f.timestampType, "timestamp-type", "CreateTime", "CreateTime (the record's timestamp) or LogAppendTime (the time of the append)")
+	fl.StringVar(&f.cleanupPolicy, "cleanup-policy", "delete", "delete, compact (keep the latest record of each key) or compact,delete")
 	return cmd
 }
 
@@ -94,6 +100,13 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 		}
 		opts = append(opts, log.WithTimestampType(tt))
 	}
+	if cmd.Flags().Changed("cleanup-policy") {
+		cp, err := log.ParseCleanupPolicy(f.cleanupPolicy)
+		if err != nil {
+			return usageErrorf("--cleanup-policy: %w; run '%s --help'", err, cmd.CommandPath())
+		}
+		opts = append(opts, log.WithCleanupPolicy(cp))
+	}
 	_, statErr := os.Stat(a.dir)
 	created := errors.Is(statErr, os.ErrNotExist)
 	lg, err := log.Open(a.dir, log.CreateIfMissing(), log.WithRetentionCheckInterval(0))
@@ -111,6 +124,9 @@ func (a *app) createTopic(cmd *cobra.Command, topic string, f createFlags) error
 	tt := ""
 	if t.TimestampType() != log.CreateTime {
 		tt = ", timestamp type " + t.TimestampType().String()
+	}
+	if t.CleanupPolicy() != log.CleanupDelete {
+		tt += ", cleanup policy " + t.CleanupPolicy().String()
 	}
 	fmt.Fprintf(a.stdout, "topic %s: %d partition(s), %s%s\n", t.Name(), t.Partitions(), policyString(t.Retention()), tt)
 	return nil

@@ -1,0 +1,122 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// CleanupPolicy says what a topic's partitions drop as they grow, as Kafka's
+// cleanup.policy does: CleanupDelete (the default) drops whole segments by
+// age and size (RetentionBytes, Retention); CleanupCompact keeps the latest
+// record of each key (log compaction, see the package doc, "Compaction");
+// CleanupCompactDelete does both. Offsets never change either way.
+type CleanupPolicy uint8
+
+const (
+	// CleanupDelete drops whole segments by the topic's retention bounds
+	// only. It is the zero value and the default.
+	CleanupDelete CleanupPolicy = iota
+	// CleanupCompact keeps the latest record of each key; every record
+	// appended needs a key (ErrKeyRequired).
+	CleanupCompact
+	// CleanupCompactDelete compacts and applies the retention bounds.
+	CleanupCompactDelete
+)
+
+// ErrKeyRequired is returned by an append of a record without a key (a nil
+// Key) to a compacted topic (CleanupCompact, CleanupCompactDelete), as
+// Kafka refuses one: compaction keeps the latest record of each key, and a
+// record without one has none. The *KeyRequiredError that carries it names
+// the record; nothing of its batch is appended.
+var ErrKeyRequired = errors.New("log: a compacted topic needs a key on every record")
+
+// KeyRequiredError reports a record without a key appended to a compacted
+// topic. It matches ErrKeyRequired.
+type KeyRequiredError struct {
+	Topic     string
+	Partition int32
+	Index     int // the record's index in the batch given to the append
+}
+
+// Error names the coordinates, as the type doc lists them.
+func (e *KeyRequiredError) Error() string {
+	return fmt.Sprintf("log: topic %s partition %d: record %d of the batch has no key, and the topic is compacted (cleanup policy compact): nothing of the batch was appended",
+		e.Topic, e.Partition, e.Index)
+}
+
+// Unwrap returns ErrKeyRequired.
+func (e *KeyRequiredError) Unwrap() error { return ErrKeyRequired }
+
+// String returns Kafka's spelling of the policy: "delete", "compact" or
+// "compact,delete".
+func (c CleanupPolicy) String() string {
+	switch c {
+	case CleanupDelete:
+		return "delete"
+	case CleanupCompact:
+		return "compact"
+	case CleanupCompactDelete:
+		return "compact,delete"
+	}
+	return fmt.Sprintf("CleanupPolicy(%d)", uint8(c))
+}
+
+// compacts reports whether the policy compacts.
+func (c CleanupPolicy) compacts() bool { return c == CleanupCompact || c == CleanupCompactDelete }
+
+func (c CleanupPolicy) valid() bool { return c <= CleanupCompactDelete }
+
+// ParseCleanupPolicy parses Kafka's cleanup.policy values: "delete",
+// "compact", and both, comma-separated in either order ("compact,delete",
+// "delete,compact"), with spaces around the commas ignored. Anything else
+// is an error that names it.
+func ParseCleanupPolicy(s string) (CleanupPolicy, error) {
+	var compact, del bool
+	for _, part := range strings.Split(s, ",") {
+		switch strings.TrimSpace(part) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		default:
+			return 0, fmt.Errorf("log: unknown cleanup policy %q (want delete, compact or compact,delete)", s)
+		}
+	}
+	switch {
+	case compact && del:
+		return CleanupCompactDelete, nil
+	case compact:
+		return CleanupCompact, nil
+	}
+	return CleanupDelete, nil
+}
+
+// WithCleanupPolicy sets the topic's cleanup policy (CleanupDelete, the
+// default, CleanupCompact or CleanupCompactDelete). It is stored in the
+// topic's topic.json ("cleanupPolicy":"compact"; absent means delete, the
+// form of versions before the option) and survives reopening. Given to
+// CreateTopic of an existing topic, it replaces the stored value: a topic
+// made compacted refuses records without a key from then on, and one made
+// delete again keeps what compaction removed removed. An unknown policy
+// fails CreateTopic.
+func WithCleanupPolicy(c CleanupPolicy) TopicOption {
+	return topicOptionFunc(func(o *topicOptions) { o.cleanupPolicy = &c })
+}
+
+// CleanupPolicy returns the topic's cleanup policy (WithCleanupPolicy). On
+// a log opened read-only it is the policy stored when the topic was opened.
+func (t *Topic) CleanupPolicy() CleanupPolicy {
+	if len(t.partitions) == 0 {
+		return CleanupDelete
+	}
+	return CleanupPolicy(t.partitions[0].policy.Load())
+}
+
+// parseStoredPolicy reads topicMeta.CleanupPolicy: absent is delete.
+func parseStoredPolicy(s string) (CleanupPolicy, error) {
+	if s == "" {
+		return CleanupDelete, nil
+	}
+	return ParseCleanupPolicy(s)
+}
