@@ -253,6 +253,9 @@ func ScanSegment(path string, fn func(Frame) bool) error {
 		base = firstFrameOffset(f)
 	}
 	s := &segment{base: base, path: path, f: f, next: base, indexedAt: -1}
+	if err := s.loadCompacted(filepath.Dir(path)); err != nil {
+		return err
+	}
 	visit := func(pos int64, crc uint32, body []byte) bool {
 		fr := Frame{Position: pos, Length: uint32(len(body)), CRC: crc, CRCOK: true}
 		fr.Err = decodeBody(body, &fr.Record) // nil: walkFrames checked the body

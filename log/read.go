@@ -31,7 +31,7 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 	}
 	n0 := len(dst)
 	for {
-		s, e, end, gen, err := p.acquire(offset)
+		s, e, end, ends, gen, err := p.acquire(offset)
 		if err != nil && p.ro.Load() && p.cuts.Load() == gen {
 			// The build of a segment's index can find the frames the writer
 			// cut since its seal marker was trusted: as for a read below.
@@ -49,6 +49,12 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 		if err != nil && p.ro.Load() && p.cuts.Load() == gen {
 			p.rf.recheckRead(gen, offset, err) // a Truncate by the writer moves gen
 		}
+		if p.cuts.Load() == gen && err == nil && len(dst) == n0 && offset < ends {
+			// A compacted segment whose records from offset to its end
+			// were removed: read on from its successor.
+			offset = ends
+			continue
+		}
 		if p.cuts.Load() == gen {
 			return dst, err
 		}
@@ -61,25 +67,29 @@ func (p *Partition) readInto(dst []Record, offset int64, maxBytes int, rb *readB
 
 // acquire finds the segment holding offset under the read lock, takes
 // a reference on it and returns it with the index entry to start from, the
-// end of its verified frames and the truncation generation. It returns a nil
+// end of its verified frames, the offset it ends at when it was compacted
+// (segment.ends; 0 otherwise) and the truncation generation. It returns a nil
 // segment at the high watermark, and an *OffsetOutOfRangeError outside
 // [StartOffset, HighWatermark].
-func (p *Partition) acquire(offset int64) (*segment, indexEntry, int64, uint64, error) {
+func (p *Partition) acquire(offset int64) (*segment, indexEntry, int64, int64, uint64, error) {
 	for {
 		var (
 			s, unbuilt *segment
 			e          indexEntry
-			size       int64
+			size, ends int64
 			err        = ErrClosed
 		)
 		p.mu.RLock()
 		if !p.closed.Load() {
 			s, e, size, unbuilt, err = p.segs.acquire(offset)
 		}
+		if s != nil && s.gaps {
+			ends = s.next
+		}
 		gen := p.cuts.Load()
 		p.mu.RUnlock()
 		if unbuilt == nil {
-			return s, e, size, gen, err
+			return s, e, size, ends, gen, err
 		}
 		// A segment trusted by its seal marker builds its index on its
 		// first read: a walk of the whole segment (about 20 ms for 64 MiB),
@@ -88,7 +98,7 @@ func (p *Partition) acquire(offset int64) (*segment, indexEntry, int64, uint64, 
 		err = unbuilt.loadIndex(p.topic, p.id)
 		_ = unbuilt.release()
 		if err != nil {
-			return nil, indexEntry{}, 0, gen, err
+			return nil, indexEntry{}, 0, 0, gen, err
 		}
 	}
 }

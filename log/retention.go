@@ -241,6 +241,7 @@ func (ss *segmentSet) unlinkOldest(now time.Time, pol RetentionPolicy) (*segment
 		return nil, fmt.Errorf("log: retention of topic %s partition %d: %w", ss.topic, ss.id, err)
 	}
 	_ = removeSealMarker(ss.dir, s.base) // best effort: Open removes orphans too
+	_ = removeCompactedFlag(ss.dir, s.base)
 	ss.dropFront(1)
 	return s, nil
 }
@@ -295,7 +296,7 @@ func (s *segment) newestTimestamp() (int64, bool, error) {
 	if s.hasTimestamp || s.next == s.base {
 		return s.maxTimestamp, s.hasTimestamp, nil
 	}
-	t := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1}
+	t := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1, gaps: s.gaps}
 	if _, _, err := t.walk(nil, math.MaxInt); err != nil {
 		return 0, false, err
 	}

@@ -90,9 +90,10 @@ func (s *segment) trustSealed(dir string, interval int) bool {
 	m, ok := decodeSealMarker(b)
 	// Every field is checked against what can be true before it is used:
 	// no frame is shorter than minFrameBytes, so a segment of size bytes
-	// holds at most size/minFrameBytes records.
+	// holds at most size/minFrameBytes records, unless it was compacted
+	// (its offsets skip the records removed; it ends at its flag's end).
 	if !ok || m.base != s.base || m.next < m.base || m.size < 0 || (m.next == m.base) != (m.size == 0) ||
-		m.next-m.base > m.size/minFrameBytes {
+		!s.gaps && m.next-m.base > m.size/minFrameBytes || s.gaps && m.next != max(s.ends, m.base) {
 		return false
 	}
 	fi, err := s.f.Stat()
@@ -168,9 +169,10 @@ func (s *segment) lastFrame() (int64, uint64, error) {
 	}
 }
 
-// removeOrphanMarkers removes seal markers (and their leftover temporary
-// files) whose segment is no longer in the set: segments deleted by
-// Truncate, repair or retention. Best effort; a leftover marker is never
+// removeOrphanMarkers removes seal markers and compacted flags (and their
+// leftover temporary files) whose segment is no longer in the set:
+// segments deleted by Truncate, repair or retention; and the cleaned copies
+// a cleaner pass left behind (cleaner.go). Best effort; a leftover marker is never
 // trusted for another file of the same name (the roll that gives that file
 // a successor removes it first, see segmentSet.roll).
 func (ss *segmentSet) removeOrphanMarkers() {
@@ -184,11 +186,15 @@ func (ss *segmentSet) removeOrphanMarkers() {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") && strings.Contains(name, sealedSuffix+".tmp-") {
+		if strings.HasPrefix(name, ".") && (strings.Contains(name, sealedSuffix+".tmp-") || strings.Contains(name, compactedSuffix+".tmp-")) ||
+			isCleanerLeftover(name) {
 			os.Remove(filepath.Join(ss.dir, name))
 			continue
 		}
 		stem, ok := strings.CutSuffix(name, sealedSuffix)
+		if !ok {
+			stem, ok = strings.CutSuffix(name, compactedSuffix)
+		}
 		if !ok || len(stem) != 20 {
 			continue
 		}
@@ -241,7 +247,7 @@ func (s *segment) loadIndex(topic string, partition int32) error {
 	}
 	// Walk a copy: readers look at s.size and s.next meanwhile.
 	w := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1,
-		index: newIndex(s.size, l.interval)}
+		index: newIndex(s.size, l.interval), gaps: s.gaps, ends: s.ends}
 	why, _, err := w.walk(nil, l.interval)
 	if err != nil {
 		return err // an I/O error: not remembered, the next read retries

@@ -98,6 +98,13 @@ type segment struct {
 	// Retention by age reads it (see retention.go).
 	maxTimestamp int64
 	hasTimestamp bool
+
+	// gaps is set for a segment the cleaner compacted (its compacted flag,
+	// compacted.go): its frames may skip offsets, and it ends at ends
+	// (the offset after its last record before compaction) even when its
+	// last frames were removed. Set at open, before any walk.
+	gaps bool
+	ends int64
 }
 
 func openSegment(dir string, base int64, flag int) (*segment, error) {
@@ -108,6 +115,10 @@ func openSegment(dir string, base int64, flag int) (*segment, error) {
 	}
 	s := &segment{base: base, path: path, f: f, next: base, indexedAt: -1}
 	s.refs.Store(1)
+	if err := s.loadCompacted(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -225,6 +236,7 @@ func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc
 					break // refill
 				}
 				if len(chunk) == 0 {
+					s.next = max(s.next, s.ends) // a compacted segment ends where it did before (compacted.go)
 					return stopEOF, buf, nil
 				}
 				if allZero(chunk) {
@@ -282,19 +294,24 @@ func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc
 			if crcOf(body) != crc {
 				return stopCRC, buf, nil
 			}
-			if !checkBody(body, s.next) {
+			off := s.next
+			if s.gaps && len(body) >= bodyFixedBytes {
+				off = max(off, bodyOffset(body)) // compaction removed the records between
+			}
+			if !checkBody(body, off) {
 				return stopBad, buf, nil
 			}
-			s.maybeIndex(s.next, s.size, interval)
+			s.maybeIndex(off, s.size, interval)
 			s.noteTimestamp(bodyTimestamp(body))
 			s.size += need
-			s.next++
+			s.next = off + 1
 			chunk = chunk[need:]
 			if visit != nil && !visit(s.size-need, crc, body) {
 				return stopHalted, buf, nil
 			}
 		}
 		if atEOF && len(chunk) == 0 {
+			s.next = max(s.next, s.ends)
 			return stopEOF, buf, nil
 		}
 	}

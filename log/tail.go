@@ -43,7 +43,7 @@ func (r *recovery) recoverTailLocked(s *segment, why stopReason) error {
 		}
 		if found {
 			reason = fmt.Sprintf("%s, followed by an intact frame of offset %d at byte %d", why, off, at)
-			t := &segment{base: s.base, path: s.path, f: s.f, size: at, next: off, indexedAt: -1}
+			t := &segment{base: s.base, path: s.path, f: s.f, size: at, next: off, indexedAt: -1, gaps: s.gaps}
 			_, r.segs.walkBuf, _ = t.walk(r.segs.walkBuf, 1<<30)
 			dropped = t.next - s.next
 		}

@@ -18,6 +18,10 @@ func (p *Partition) Truncate(offset int64) error {
 	if err := p.writable("truncate"); err != nil {
 		return err
 	}
+	// No retention check or cleaner pass runs meanwhile: a pass swaps
+	// segments a Truncate may cut (cleaner.go).
+	p.ret.mu.Lock()
+	defer p.ret.mu.Unlock()
 	if err := p.w.acquireWriter(); err != nil {
 		return err
 	}
@@ -67,6 +71,9 @@ func (p *Partition) Truncate(offset int64) error {
 		if err := removeSealMarker(p.dir, s.base); err != nil {
 			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
 		}
+		if err := removeCompactedFlag(p.dir, s.base); err != nil {
+			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
+		}
 		p.segs.dropActive()
 	}
 	if s.w == nil {
@@ -75,6 +82,15 @@ func (p *Partition) Truncate(offset int64) error {
 		if err := removeSealMarker(p.dir, s.base); err != nil {
 			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
 		}
+	}
+	if s.gaps {
+		// A compacted segment now ends at the cut: its flag says so before
+		// the cut, so an open after a crash in between finds the frames
+		// (which end higher) and not an end beyond them.
+		if err := writeCompactedFlag(p.dir, s.base, offset); err != nil {
+			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
+		}
+		s.ends = offset
 	}
 	if err := syncDir(p.dir); err != nil {
 		return err
@@ -108,17 +124,22 @@ func (s *segment) positionOf(off int64, topic string, partition int32) (int64, e
 	if off == s.base {
 		return 0, nil
 	}
-	// Step frame by frame from the index entry at or below off.
+	// Step frame by frame from the index entry at or below off, reading
+	// each frame's offset (a compacted segment skips offsets) up to the
+	// first at or above off.
 	e := s.lookup(off)
 	pos := e.pos
-	buf := make([]byte, frameHeaderBytes)
-	for o := e.offset; o < off; o++ {
+	buf := make([]byte, frameHeaderBytes+16) // the header and the body's offset
+	for pos < s.size {
 		if _, err := s.f.ReadAt(buf, pos); err != nil {
 			return 0, fmt.Errorf("log: read %s at byte %d: %w", s.path, pos, err)
 		}
 		bodyLen, _ := frameHeader(buf)
-		if bodyLen == 0 {
-			return 0, &CorruptError{Topic: topic, Partition: partition, Segment: s.path, Position: pos, Offset: o, Reason: "zero length inside the verified log"}
+		if bodyLen < bodyFixedBytes {
+			return 0, &CorruptError{Topic: topic, Partition: partition, Segment: s.path, Position: pos, Offset: off, Reason: "bad length inside the verified log"}
+		}
+		if bodyOffset(buf[frameHeaderBytes:]) >= off {
+			break
 		}
 		pos += int64(padded(frameHeaderBytes + int(bodyLen)))
 	}

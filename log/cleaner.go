@@ -1,0 +1,446 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Compaction keeps the latest record of each key of a compacted topic
+// (CleanupCompact), as Kafka's log cleaner does, in passes over a
+// partition's sealed segments (the active segment is never compacted):
+//
+//  1. Map: walk the sealed segments from the cleaner's checkpoint (where
+//     the last pass stopped mapping, the dirty section) and note the last
+//     offset of every key, within cleanerMapBytes (whole segments; at least
+//     one).
+//  2. Clean: rewrite every sealed segment from the log start to the end of
+//     the mapped section, keeping a record unless the map holds a later
+//     offset for its key, and unless it is a tombstone (a nil Value) in a
+//     segment cleaned before more than tombstoneRetention ago. Kept frames
+//     are copied byte for byte: offsets, CRCs, timestamps and headers are
+//     unchanged. A segment that loses nothing is left as it is.
+//  3. Swap, per segment: the cleaned copy is written to <base>.cleaned and
+//     fsynced; the compacted flag (compacted.go) is written; then under the
+//     partition lock, if no Truncate ran and the segment is still there
+//     (retention), the seal marker is removed, the copy renamed over
+//     <base>.log and put in the segment set; the directory is fsynced and a
+//     new seal marker written.
+//  4. The checkpoint moves to the end of the mapped section.
+//
+// Appends never wait for a pass: only the rename and the swap in the set
+// take the partition lock. Reads in flight keep the old file (its
+// descriptor is reference counted) and read the same offsets; a read-only
+// log in another process notices the replacement (refresher). A crash at
+// any step leaves either the old file or the cleaned one under the
+// segment's name, both whole; the flag is on disk before the rename; a
+// leftover <base>.cleaned is removed by the writer's next open
+// (removeOrphanMarkers). TestCompactionKilledAtEachFileOperation kills a
+// pass at each of its file operations.
+
+const (
+	cleanedSuffix = ".cleaned"
+	// cleanerCheckpointFile holds where the cleaner's last pass of a
+	// partition stopped mapping: the start of the dirty section.
+	cleanerCheckpointFile = "cleaner-checkpoint"
+	// cleanerMapBytes bounds the memory of a pass's key map: about the
+	// key's bytes plus 64 per key (a Go map entry of a string and an
+	// int64). 64 MiB maps about a million keys of 16 bytes.
+	cleanerMapBytes = 64 << 20
+	// defaultTombstoneRetention is how long a tombstone outlives the first
+	// pass that kept it: Kafka's delete.retention.ms default, 24 hours.
+	defaultTombstoneRetention = 24 * time.Hour
+)
+
+// PartitionCompaction is what one cleaner pass did to a partition.
+type PartitionCompaction struct {
+	Partition int32
+	// DirtyFrom and CleanedTo are the offsets of the section the pass
+	// mapped, [DirtyFrom, CleanedTo): the records whose keys it looked up.
+	// CleanedTo is where the next pass starts mapping.
+	DirtyFrom, CleanedTo int64
+	Segments             int   // segments rewritten
+	BytesBefore          int64 // bytes of those segments before the pass
+	BytesAfter           int64 // and after
+	RecordsRemoved       int64 // records removed, tombstones included
+	TombstonesRemoved    int64
+}
+
+// CompactionReport is what Topic.Compact did, per partition.
+type CompactionReport struct {
+	Topic      string
+	Partitions []PartitionCompaction
+}
+
+// cleanerHook, set only by tests, runs before each file operation of a
+// pass with its name ("create", "write", "fsync", "flag", "unmark",
+// "rename", "syncdir", "marker", "checkpoint"); a crash test kills the
+// process there.
+var cleanerHook atomic.Pointer[func(op string)]
+
+func cleanerStep(op string) {
+	if h := cleanerHook.Load(); h != nil {
+		(*h)(op)
+	}
+}
+
+// Compact runs one cleaner pass over each partition of a compacted topic
+// (see "Compaction" in the package doc) as of now, which decides which
+// tombstones are old enough to go. On a topic that is not compacted it
+// does nothing. Like every write it first takes the topic's writer lock.
+// A partition that fails does not stop the others; the report holds what
+// was done and the error joins the failures. Errors: ErrReadOnly,
+// ErrLocked, ErrClosed, I/O errors naming the partition and file.
+func (t *Topic) Compact(now time.Time) (CompactionReport, error) {
+	rep := CompactionReport{Topic: t.name}
+	if err := t.LockWriter(); err != nil {
+		return rep, fmt.Errorf("log: compact topic %s: %w", t.name, err)
+	}
+	if !t.CleanupPolicy().compacts() {
+		return rep, nil
+	}
+	var errs []error
+	for _, p := range t.partitions {
+		pc, err := p.compact(now, defaultTombstoneRetention)
+		if pc.Segments > 0 || pc.CleanedTo > pc.DirtyFrom {
+			rep.Partitions = append(rep.Partitions, pc)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("log: compact topic %s partition %d: %w", t.name, p.id, err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// sealedSnapshot returns the partition's sealed segments whose sealers
+// have finished, each with a reference for the caller to release, and the
+// truncation generation, under the partition lock.
+func (p *Partition) sealedSnapshot() ([]*segment, uint64, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed.Load() {
+		return nil, 0, ErrClosed
+	}
+	var segs []*segment
+	for _, s := range p.segs.all()[:p.segs.len()-1] {
+		if s.sealing.Load() {
+			break
+		}
+		s.acquire()
+		segs = append(segs, s)
+	}
+	return segs, p.cuts.Load(), nil
+}
+
+// compact is one cleaner pass over p (Topic.Compact). It runs under the
+// partition's retention lock, so retention deletes nothing meanwhile.
+func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration) (PartitionCompaction, error) {
+	rep := PartitionCompaction{Partition: p.id}
+	p.ret.mu.Lock()
+	defer p.ret.mu.Unlock()
+	_ = p.w.awaitSealers() // a failed sealer failed the partition: its appends report it
+	segs, gen, err := p.sealedSnapshot()
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		for _, s := range segs {
+			s.release()
+		}
+	}()
+	if len(segs) == 0 {
+		return rep, nil
+	}
+	dirty, err := loadCleanerCheckpoint(p.dir)
+	if err != nil {
+		return rep, err
+	}
+	rep.DirtyFrom = max(dirty, segs[0].base)
+
+	// 1. Map the dirty section, whole segments within the budget.
+	latest := make(map[string]int64)
+	budget := int64(cleanerMapBytes)
+	mapped := 0 // segments [0, mapped) are below the end of the mapped section
+	dirtyMapped := 0
+	rep.CleanedTo = rep.DirtyFrom
+	for i, s := range segs {
+		if s.next <= rep.DirtyFrom {
+			mapped = i + 1
+			continue
+		}
+		if budget <= 0 && dirtyMapped > 0 {
+			break
+		}
+		err := s.eachFrame(func(off int64, frame, body []byte) error {
+			if off < rep.DirtyFrom {
+				return nil
+			}
+			if key, _, ok := bodyKey(body); ok {
+				if _, seen := latest[string(key)]; !seen {
+					budget -= int64(len(key)) + 64
+				}
+				latest[string(key)] = off
+			}
+			return nil
+		})
+		if err != nil {
+			return rep, err
+		}
+		mapped, dirtyMapped = i+1, dirtyMapped+1
+		rep.CleanedTo = s.next
+	}
+	// With nothing new since the last pass the map is empty, and a pass
+	// only removes tombstones whose retention has passed.
+
+	// 2 and 3. Clean and swap each segment below the end of the section.
+	for _, s := range segs[:mapped] {
+		removeTombstones := false
+		if s.gaps {
+			if fi, err := os.Stat(filepath.Join(p.dir, compactedName(s.base))); err == nil {
+				removeTombstones = now.Sub(fi.ModTime()) > tombstoneRetention
+			}
+		}
+		if len(latest) == 0 && !removeTombstones {
+			continue // nothing in it can go
+		}
+		done, err := p.cleanSegment(s, gen, latest, removeTombstones, &rep)
+		if err != nil {
+			return rep, err
+		}
+		if !done {
+			return rep, nil // a Truncate or a close got in: the next pass starts over
+		}
+	}
+
+	// 4. The next pass maps from where this one stopped.
+	cleanerStep("checkpoint")
+	if err := replaceFile(p.dir, cleanerCheckpointFile, encodeCleanerCheckpoint(rep.CleanedTo)); err != nil {
+		return rep, fmt.Errorf("write cleaner checkpoint: %w", err)
+	}
+	return rep, nil
+}
+
+// cleanSegment rewrites s without the records the pass removes and swaps
+// the copy in (steps 2 and 3 of a pass). It reports false when the swap
+// did not happen because the partition changed under it (a Truncate, a
+// close): the pass stops.
+func (p *Partition) cleanSegment(s *segment, gen uint64, latest map[string]int64, removeTombstones bool, rep *PartitionCompaction) (bool, error) {
+	var kept []byte
+	removed, tombstones := int64(0), int64(0)
+	err := s.eachFrame(func(off int64, frame, body []byte) error {
+		key, tomb, ok := bodyKey(body)
+		switch {
+		case !ok:
+			// A record without a key (appended before the topic was
+			// compacted) has nothing newer to lose to: kept.
+		case latest[string(key)] > off:
+			removed++
+			if tomb {
+				tombstones++
+			}
+			return nil
+		case tomb && removeTombstones:
+			removed++
+			tombstones++
+			return nil
+		}
+		kept = append(kept, frame...)
+		return nil
+	})
+	if err != nil || removed == 0 {
+		return true, err
+	}
+	cleaned := filepath.Join(p.dir, segmentName(s.base)+cleanedSuffix)
+	if err := writeCleaned(cleaned, kept); err != nil {
+		return false, err
+	}
+	cleanerStep("flag")
+	if err := writeCompactedFlag(p.dir, s.base, s.next); err != nil {
+		os.Remove(cleaned)
+		return false, err
+	}
+	// The copy, opened and walked before the lock: appends wait for none of it.
+	ns, err := openCleaned(p.dir, cleaned, s)
+	if err != nil {
+		os.Remove(cleaned)
+		return false, err
+	}
+	ns.walkFrames(nil, p.cfg.indexInterval, nil)
+	if ns.next != s.next {
+		ns.close()
+		os.Remove(cleaned)
+		return false, fmt.Errorf("segment %s: cleaned copy ends at offset %d, want %d", s.path, ns.next, s.next)
+	}
+	swapped, err := p.swapSegment(s, ns, gen, cleaned)
+	if !swapped || err != nil {
+		ns.close()
+		os.Remove(cleaned)
+		return false, err
+	}
+	cleanerStep("syncdir")
+	if err := syncDir(p.dir); err != nil {
+		return false, err
+	}
+	cleanerStep("marker")
+	writeSealMarker(p.dir, ns)
+	rep.Segments++
+	rep.BytesBefore += s.size
+	rep.BytesAfter += ns.size
+	rep.RecordsRemoved += removed
+	rep.TombstonesRemoved += tombstones
+	return true, nil
+}
+
+// swapSegment puts ns, the cleaned copy of old at path cleaned, in old's
+// place, under the partition lock: unless a Truncate ran since the pass's
+// snapshot (gen) or old left the set, it removes old's seal marker and
+// renames the copy over old's file. Holding the lock across the rename
+// keeps a Truncate or a close from deleting the file in between.
+func (p *Partition) swapSegment(old, ns *segment, gen uint64, cleaned string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() || p.cuts.Load() != gen {
+		return false, nil
+	}
+	i := p.segs.find(old.base)
+	if i < 0 || i >= p.segs.len()-1 || p.segs.at(i) != old {
+		return false, nil
+	}
+	cleanerStep("unmark")
+	if err := removeSealMarker(p.dir, old.base); err != nil {
+		return false, err
+	}
+	cleanerStep("rename")
+	if err := os.Rename(cleaned, old.path); err != nil {
+		return false, fmt.Errorf("swap cleaned segment: %w", err)
+	}
+	ns.path = old.path
+	p.segs.list[i] = ns
+	old.close() // reads in flight finish on the old file
+	return true, nil
+}
+
+// writeCleaned writes the kept frames to path and forces them to disk.
+func writeCleaned(path string, frames []byte) error {
+	cleanerStep("create")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create cleaned segment: %w", err)
+	}
+	cleanerStep("write")
+	_, err = f.Write(frames)
+	if err == nil {
+		cleanerStep("fsync")
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write cleaned segment %s: %w", path, err)
+	}
+	return nil
+}
+
+// openCleaned opens the cleaned copy of s at path as a segment of s's base
+// offset, with the compacted flag just written.
+func openCleaned(dir, path string, s *segment) (*segment, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	ns := &segment{base: s.base, path: path, f: f, next: s.base, indexedAt: -1}
+	ns.refs.Store(1)
+	if err := ns.loadCompacted(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// eachFrame calls fn with the offset, the whole frame (header, body and
+// padding) and the body of every frame of s, a sealed segment, in order.
+// The slices alias a buffer reused for the next frames.
+func (s *segment) eachFrame(fn func(off int64, frame, body []byte) error) error {
+	buf := make([]byte, walkBufferBytes)
+	pos := int64(0)
+	for pos < s.size {
+		n, err := s.f.ReadAt(buf, pos)
+		if n == 0 && err != nil {
+			return fmt.Errorf("read segment %s at byte %d: %w", s.path, pos, err)
+		}
+		chunk := buf[:min(int64(n), s.size-pos)]
+		used := 0
+		for len(chunk)-used >= frameHeaderBytes {
+			bodyLen, crc := frameHeader(chunk[used:])
+			need := padded(frameHeaderBytes + int(bodyLen))
+			if bodyLen == 0 {
+				return &CorruptError{Segment: s.path, Position: pos + int64(used), Reason: "frame changed after it was verified"}
+			}
+			if need > len(chunk)-used {
+				break
+			}
+			body := chunk[used+frameHeaderBytes : used+frameHeaderBytes+int(bodyLen)]
+			if crcOf(body) != crc || len(body) < bodyFixedBytes {
+				return &CorruptError{Segment: s.path, Position: pos + int64(used), Reason: "frame changed after it was verified"}
+			}
+			if err := fn(bodyOffset(body), chunk[used:used+need], body); err != nil {
+				return err
+			}
+			used += need
+		}
+		if used == 0 {
+			// One frame larger than the buffer.
+			bodyLen, _ := frameHeader(chunk)
+			buf = make([]byte, padded(frameHeaderBytes+int(bodyLen)))
+			continue
+		}
+		pos += int64(used)
+	}
+	return nil
+}
+
+// bodyKey returns the key of a verified frame body, whether its value is
+// nil (a tombstone), and false for a record without a key.
+func bodyKey(body []byte) (key []byte, tombstone, ok bool) {
+	kl := int64(int32(binary.LittleEndian.Uint32(body[24:])))
+	at := 28 + max(kl, 0)
+	vl := int32(binary.LittleEndian.Uint32(body[at:]))
+	if kl < 0 {
+		return nil, vl < 0, false
+	}
+	return body[28:at], vl < 0, true
+}
+
+func encodeCleanerCheckpoint(off int64) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(off))
+	return binary.LittleEndian.AppendUint32(b, crcOf(b))
+}
+
+// loadCleanerCheckpoint returns where the last pass stopped mapping, 0
+// when no pass finished. A checkpoint that does not decode maps from the
+// start again: a pass over everything is slower, never wrong.
+func loadCleanerCheckpoint(dir string) (int64, error) {
+	b, err := readRegularFile(filepath.Join(dir, cleanerCheckpointFile), 12)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read cleaner checkpoint: %w", err)
+	}
+	if len(b) != 12 || binary.LittleEndian.Uint32(b[8:]) != crcOf(b[:8]) {
+		return 0, nil
+	}
+	return int64(binary.LittleEndian.Uint64(b)), nil
+}
+
+// isCleanerLeftover reports whether name is a cleaned copy a pass left
+// behind (a crash before its rename).
+func isCleanerLeftover(name string) bool { return strings.HasSuffix(name, cleanedSuffix) }

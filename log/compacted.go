@@ -1,0 +1,91 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// A compacted flag is a small sidecar file, <base>.compacted next to
+// <base>.log, that the cleaner writes before it renames a cleaned segment
+// over the original (see cleaner.go). It says two things about the segment
+// of its base: its frames may skip offsets (compaction removed the records
+// between them), and the segment ends at the flag's next offset, even when
+// its last frames were removed, so that it still meets its successor's base
+// offset as every segment does. Without the flag a gap is corruption, as
+// before compaction existed. The flag is written, fsynced and its name
+// fsynced before the cleaned file takes the segment's name, so a segment
+// with gaps never lacks it; a flag beside a segment without gaps (a crash
+// between the two) only allows what the segment does not use.
+//
+// Its file's modification time is when the segment was last cleaned: a
+// tombstone the cleaner kept is removed by a later pass once
+// tombstone retention has passed since then (Kafka's delete horizon from
+// the segment's last modification).
+const (
+	compactedSuffix = ".compacted"
+	// compactedMagic is "CMPT" as little-endian bytes.
+	compactedMagic   = 0x54504d43
+	compactedVersion = 1
+	// compactedBytes is the flag's size: magic, version, reserved, next and
+	// their CRC32C.
+	compactedBytes = 20
+)
+
+func compactedName(base int64) string { return fmt.Sprintf("%020d%s", base, compactedSuffix) }
+
+func encodeCompactedFlag(next int64) []byte {
+	b := make([]byte, 0, compactedBytes)
+	b = binary.LittleEndian.AppendUint32(b, compactedMagic)
+	b = binary.LittleEndian.AppendUint16(b, compactedVersion)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, uint64(next))
+	return binary.LittleEndian.AppendUint32(b, crcOf(b))
+}
+
+// writeCompactedFlag durably records that the segment of base in the
+// partition folder dir may skip offsets and ends at next (replaceFile: the
+// flag is whole or absent after a crash, and its name is on disk when it
+// returns).
+func writeCompactedFlag(dir string, base, next int64) error {
+	if err := replaceFile(dir, compactedName(base), encodeCompactedFlag(next)); err != nil {
+		return fmt.Errorf("write compacted flag of segment %d: %w", base, err)
+	}
+	return nil
+}
+
+// removeCompactedFlag removes the compacted flag of the segment of base,
+// if there is one.
+func removeCompactedFlag(dir string, base int64) error {
+	if err := os.Remove(filepath.Join(dir, compactedName(base))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove compacted flag: %w", err)
+	}
+	return nil
+}
+
+// loadCompacted reads the compacted flag of s, if it has one, into s.ends.
+// A flag that does not decode (damaged: it is written whole or not at all)
+// still says the segment may skip offsets, with no end beyond its frames:
+// reads stay possible, and the gap it leaves before the successor's base is
+// reported by recovery as any gap is.
+func (s *segment) loadCompacted(dir string) error {
+	b, err := readRegularFile(filepath.Join(dir, compactedName(s.base)), compactedBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("log: segment %s: read compacted flag: %w", s.path, err)
+	}
+	s.gaps = true
+	if len(b) == compactedBytes && binary.LittleEndian.Uint32(b) == compactedMagic &&
+		binary.LittleEndian.Uint16(b[4:]) == compactedVersion && binary.LittleEndian.Uint16(b[6:]) == 0 &&
+		binary.LittleEndian.Uint32(b[16:]) == crcOf(b[:16]) {
+		if next := int64(binary.LittleEndian.Uint64(b[8:])); next >= s.base {
+			s.ends = next
+		}
+	}
+	return nil
+}

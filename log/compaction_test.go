@@ -1,0 +1,187 @@
+package log_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// compactionInput is the case: records over keys, every key
+// written the same number of times in a seeded order, 5% of the records
+// tombstones (nil values).
+type compactionInput struct {
+	recs   []log.Record
+	latest map[string]int // key -> index in recs of its last write
+}
+
+func newCompactionInput(seed uint64, keys, writesPerKey int) compactionInput {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	order := make([]int, 0, keys*writesPerKey)
+	for k := range keys {
+		for range writesPerKey {
+			order = append(order, k)
+		}
+	}
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	in := compactionInput{latest: make(map[string]int, keys)}
+	for i, k := range order {
+		key := fmt.Sprintf("key-%04d", k)
+		r := log.Record{Key: []byte(key), Value: []byte(fmt.Sprintf("%s=%d", key, i)), Timestamp: 1}
+		if rng.IntN(100) < 5 {
+			r.Value = nil // a tombstone
+		}
+		in.recs = append(in.recs, r)
+		in.latest[key] = i
+	}
+	return in
+}
+
+// lastBelow returns the offset of key's last write below end, -1 if none.
+func (in compactionInput) lastBelow(key string, end int64) int64 {
+	for o := end - 1; o >= 0; o-- {
+		if string(in.recs[o].Key) == key {
+			return o
+		}
+	}
+	return -1
+}
+
+// lastValues returns, per key, the last record of recs (in offset order).
+func lastValues(recs []log.Record) map[string]log.Record {
+	out := make(map[string]log.Record)
+	for _, r := range recs {
+		out[string(r.Key)] = r
+	}
+	return out
+}
+
+// TestCompactionKeepsTheLatestRecordOfEachKey is the case: 100,000
+// records over 1,000 keys, every key written 100 times, 5% tombstones.
+// After a pass every key's last record is its last write, at its offset,
+// nothing else of a sealed segment is left of any key but its last write,
+// offsets never change, a Reader that started before the pass reads every
+// key's latest value, a reopened and a read-only log read the same, and
+// tombstones go once their retention has passed after the pass that kept
+// them.
+func TestCompactionKeepsTheLatestRecordOfEachKey(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		in := newCompactionInput(26, 1000, 100)
+		lg := openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(256<<10), log.WithRetentionCheckInterval(0))
+		tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		ctx := context.Background()
+		for i := 0; i < len(in.recs); i += 500 {
+			_, err := p.Append(ctx, in.recs[i:i+500]...)
+			require.NoError(t, err)
+		}
+		before := p.HighWatermark()
+		require.EqualValues(t, len(in.recs), before)
+
+		// A reader that read a little before the pass.
+		rd := p.Replay(0)
+		early, err := rd.Next(ctx, 4<<10)
+		require.NoError(t, err)
+		require.NotEmpty(t, early)
+
+		rep, err := tp.Compact(time.Now())
+		require.NoError(t, err)
+		require.Len(t, rep.Partitions, 1)
+		pc := rep.Partitions[0]
+		t.Logf("pass: %+v", pc)
+		assert.Positive(t, pc.Segments)
+		assert.Greater(t, pc.BytesBefore, pc.BytesAfter)
+		assert.EqualValues(t, before, p.HighWatermark(), "the high watermark never moves")
+		assert.EqualValues(t, 0, p.StartOffset(), "the log start offset never moves")
+
+		check := func(t *testing.T, got []log.Record, what string, activeBase int64) {
+			t.Helper()
+			last := int64(-1)
+			for _, r := range got {
+				require.Greater(t, r.Offset, last, "%s: offsets increase", what)
+				last = r.Offset
+				want := in.recs[r.Offset]
+				require.Equal(t, want.Key, r.Key, "%s: offset %d holds what was written there", what, r.Offset)
+				require.Equal(t, want.Value, r.Value, "%s: offset %d", what, r.Offset)
+				if r.Offset < pc.CleanedTo {
+					require.EqualValues(t, in.lastBelow(string(r.Key), pc.CleanedTo), r.Offset,
+						"%s: offset %d of key %s was kept, and a later write of it was in the section the pass mapped", what, r.Offset, r.Key)
+				}
+			}
+			lv := lastValues(got)
+			require.Len(t, lv, len(in.latest), "%s: every key", what)
+			for k, i := range in.latest {
+				require.EqualValues(t, i, lv[k].Offset, "%s: key %s's last record is its last write", what, k)
+			}
+		}
+		segs, err := p.Segments()
+		require.NoError(t, err)
+		activeBase := segs[len(segs)-1].BaseOffset
+		got := readAll(t, p)
+		check(t, got, "after the pass", activeBase)
+		assert.Less(t, len(got), len(in.recs)/10, "the sealed segments hold one record per key")
+
+		seen := append([]log.Record(nil), early...)
+		for {
+			recs, err := rd.Next(ctx, 1<<20)
+			if err != nil {
+				require.ErrorIs(t, err, io.EOF)
+				break
+			}
+			seen = append(seen, recs...)
+		}
+		lv := lastValues(seen)
+		for k, i := range in.latest {
+			require.EqualValues(t, i, lv[k].Offset, "the reader from before the pass: key %s", k)
+		}
+
+		ro := openLog(t, dir, log.ReadOnly())
+		rt, err := ro.Topic("users")
+		require.NoError(t, err)
+		rp, err := rt.Partition(0)
+		require.NoError(t, err)
+		check(t, readAll(t, rp), "read-only log", activeBase)
+
+		require.NoError(t, lg.Close())
+		lg = openLog(t, dir, log.WithMode(mode), log.WithSegmentBytes(256<<10), log.WithRetentionCheckInterval(0))
+		tp, err = lg.WriteTopic("users")
+		require.NoError(t, err)
+		p, err = tp.Partition(0)
+		require.NoError(t, err)
+		check(t, readAll(t, p), "reopened", activeBase)
+		assert.EqualValues(t, before, p.HighWatermark())
+
+		// Tombstones outlive the pass that kept them by their retention.
+		tombstones := 0
+		for _, r := range readAll(t, p) {
+			if r.Value == nil && r.Offset < activeBase {
+				tombstones++
+			}
+		}
+		require.Positive(t, tombstones)
+		rep, err = tp.Compact(time.Now())
+		require.NoError(t, err)
+		for _, pc := range rep.Partitions {
+			assert.Zero(t, pc.TombstonesRemoved, "within their retention")
+		}
+		rep, err = tp.Compact(time.Now().Add(25 * time.Hour))
+		require.NoError(t, err)
+		require.Len(t, rep.Partitions, 1)
+		assert.EqualValues(t, tombstones, rep.Partitions[0].TombstonesRemoved)
+		for _, r := range readAll(t, p) {
+			if r.Offset < activeBase {
+				require.NotNil(t, r.Value, "offset %d: no tombstone left in the sealed segments", r.Offset)
+			}
+		}
+	})
+}
