@@ -73,3 +73,11 @@ func SetListSegments(f func(bases []int64) []int64) (restore func()) {
 // Tests duplicate its descriptor to stand for the copy a child process
 // holds between its fork and its exec.
 func LockFile(t *Topic) *os.File { return t.lock }
+
+// SetCleanerHook makes f run before each file operation of a cleaner pass,
+// with the operation's name (cleanerHook). It returns a function that
+// removes f. The crash test kills the process from f.
+func SetCleanerHook(f func(op string)) func() {
+	cleanerHook.Store(&f)
+	return func() { cleanerHook.Store(nil) }
+}
