@@ -185,3 +185,56 @@ func TestCompactionKeepsTheLatestRecordOfEachKey(t *testing.T) {
 		}
 	})
 }
+
+// TestReadOnlyLogReadsThroughACompaction ensures a log opened read-only
+// before a pass (a consumer in another process) keeps its log start offset
+// when the pass replaces its leading segments (their files get new inodes:
+// the old ones lose their last name, which is how a deletion by retention
+// looks), reads every key's latest record after the pass, and follows new
+// appends.
+func TestReadOnlyLogReadsThroughACompaction(t *testing.T) {
+	dir := t.TempDir()
+	in := newCompactionInput(7, 200, 50)
+	lg := openLog(t, dir, log.WithSegmentBytes(32<<10), log.WithRetentionCheckInterval(0))
+	tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 0; i < len(in.recs); i += 100 {
+		_, err := p.Append(ctx, in.recs[i:i+100]...)
+		require.NoError(t, err)
+	}
+	ro := openLog(t, dir, log.ReadOnly())
+	rt, err := ro.Topic("users")
+	require.NoError(t, err)
+	rp, err := rt.Partition(0)
+	require.NoError(t, err)
+	rd := rp.Follow(0)
+	first, err := rd.Next(ctx, 1<<10)
+	require.NoError(t, err)
+
+	_, err = tp.Compact(time.Now())
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, rp.StartOffset(), "a replaced segment is not a deleted one")
+	seen := append([]log.Record(nil), first...)
+	for int64(len(seen)) == 0 || seen[len(seen)-1].Offset+1 < p.HighWatermark() {
+		recs, err := rd.Next(ctx, 1<<20)
+		require.NoError(t, err)
+		seen = append(seen, recs...)
+	}
+	lv := lastValues(seen)
+	for k, i := range in.latest {
+		require.EqualValues(t, i, lv[k].Offset, "key %s", k)
+	}
+	check := lastValues(readAll(t, rp))
+	for k, i := range in.latest {
+		require.EqualValues(t, i, check[k].Offset, "a read from the start after the pass: key %s", k)
+	}
+	off, err := p.Append(ctx, log.Record{Key: []byte("new"), Value: []byte("v")})
+	require.NoError(t, err)
+	recs, err := rd.Next(ctx, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, off, recs[0].Offset)
+}

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync/atomic"
 	"syscall"
@@ -35,6 +36,9 @@ type refresher struct {
 	// deletionsCheckedAt is when the refresher last looked for leading
 	// segments the writer's retention deleted (noticeDeletedLocked).
 	deletionsCheckedAt time.Time
+	// cleanerSeen is the cleaner checkpoint file when last looked at
+	// (reopenReplacedLocked), nil when there was none.
+	cleanerSeen os.FileInfo
 }
 
 // refreshTarget is what the refresher needs of its partition, under the
@@ -204,6 +208,7 @@ func (r *refresher) noticeDeletedLocked(force bool) {
 		return
 	}
 	r.deletionsCheckedAt = now
+	r.reopenReplacedLocked()
 	n := 0
 	for n < r.segs.len() && r.segs.at(n).unlinked() {
 		n++
@@ -223,6 +228,51 @@ func (r *refresher) noticeDeletedLocked(force bool) {
 	}
 	r.segs.dropFront(n)
 	r.target.publishLocked()
+}
+
+// reopenReplacedLocked reopens the sealed segments whose files the
+// writer's cleaner replaced (cleaner.go): a file with no name left whose
+// path names another file. Leading ones are looked at every time (a
+// replaced leading segment must not pass for one deleted by retention);
+// the others when the cleaner's checkpoint changed since the last look,
+// which a pass writes at its end. The new file holds the same offsets
+// (fewer records); reads in flight finish on the old one. When a reopened
+// file does not end where the old one did, the writer changed more than a
+// cleaner does, and the refresher walks everything again (resetLocked).
+func (r *refresher) reopenReplacedLocked() {
+	all := true
+	if fi, err := os.Stat(filepath.Join(r.dir, cleanerCheckpointFile)); err == nil {
+		all = r.cleanerSeen == nil || !os.SameFile(fi, r.cleanerSeen) || !fi.ModTime().Equal(r.cleanerSeen.ModTime())
+		r.cleanerSeen = fi
+	} else {
+		all = r.cleanerSeen != nil
+		r.cleanerSeen = nil
+	}
+	for i := 0; i < r.segs.len()-1; i++ {
+		old := r.segs.at(i)
+		if !old.unlinked() {
+			if all {
+				continue
+			}
+			return // the leading segments that were replaced come first
+		}
+		if _, err := os.Lstat(old.path); err != nil {
+			continue // deleted (retention): noticeDeletedLocked drops it
+		}
+		s, err := openSegment(r.dir, old.base, os.O_RDONLY)
+		if err != nil {
+			continue // deleted since the look: as above
+		}
+		why, buf, err := s.walk(r.segs.walkBuf, r.cfg.indexInterval)
+		r.segs.walkBuf = buf
+		if err != nil || why != stopEOF || s.next != old.next {
+			s.close()
+			r.resetLocked()
+			return
+		}
+		r.segs.list[i] = s
+		old.close() // the last read in it closes the descriptor
+	}
 }
 
 // oldestAfter opens the oldest segment of the partition whose base offset is
