@@ -145,6 +145,19 @@ func TestCompactionKeepsTheLatestRecordOfEachKey(t *testing.T) {
 			require.EqualValues(t, i, lv[k].Offset, "the reader from before the pass: key %s", k)
 		}
 
+		vr, err := log.Verify(dir)
+		require.NoError(t, err)
+		assert.Empty(t, vr.Problems, "a compacted log verifies")
+		assert.EqualValues(t, len(got), vr.Records, "Verify counts the records left, not the offsets")
+		infos, err := p.Segments()
+		require.NoError(t, err)
+		n := int64(0)
+		for i, in := range infos {
+			n += in.Records
+			assert.Equal(t, i < pc.Segments, in.Compacted, "segment %d", in.BaseOffset)
+		}
+		assert.EqualValues(t, len(got), n, "Segments counts the records left")
+
 		ro := openLog(t, dir, log.ReadOnly())
 		rt, err := ro.Topic("users")
 		require.NoError(t, err)

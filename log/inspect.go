@@ -58,7 +58,9 @@ type SegmentInfo struct {
 	Path       string // the segment file's path
 	BaseOffset int64  // offset of its first record (its name)
 	NextOffset int64  // one past its last record
-	Records    int64  // NextOffset - BaseOffset
+	// Records is how many records it holds: NextOffset - BaseOffset, unless
+	// the cleaner removed some (Compacted).
+	Records int64
 	// Bytes is the size in bytes of its intact frames: the data, not what
 	// is reserved. A ModeMmap active segment's file is longer (its zero
 	// tail); a sealed segment's file is exactly this long.
@@ -76,6 +78,10 @@ type SegmentInfo struct {
 	// lets Open trust it without walking it. A sealed segment without one
 	// (a failed marker write, or markers removed) is walked at open.
 	SealMarker bool
+	// Compacted reports that the cleaner rewrote the segment (its
+	// compacted flag, <base>.compacted): its offsets skip the records
+	// removed, and it ends at NextOffset even when its last ones were.
+	Compacted bool
 	// WritePath is WritePathMmap or WritePathFile for the active segment,
 	// WritePathSealed for a sealed one. Through a partition this process
 	// does not write (a ReadOnly log, or a topic not locked yet), the
@@ -107,7 +113,7 @@ func (p *Partition) Segments() ([]SegmentInfo, error) {
 	infos := make([]SegmentInfo, p.segs.len())
 	for i, s := range p.segs.all() {
 		infos[i] = SegmentInfo{Path: s.path, BaseOffset: s.base, NextOffset: s.next,
-			Records: s.next - s.base, Bytes: s.size, Sealed: i < p.segs.len()-1}
+			Records: s.recordCount(), Bytes: s.size, Sealed: i < p.segs.len()-1, Compacted: s.gaps}
 		switch s.w.(type) {
 		case *mmapWriter:
 			infos[i].WritePath = WritePathMmap
@@ -594,10 +600,10 @@ func (pv *partitionVerify) run() error {
 
 // walk goes on walking s from where it stopped, counting what it reads.
 func (pv *partitionVerify) walk(s *segment) (stopReason, error) {
-	size, next := s.size, s.next
+	size, records := s.size, s.recordCount()
 	why, buf, err := s.walk(pv.buf, math.MaxInt)
 	pv.buf = buf
-	pv.rep.Records += s.next - next
+	pv.rep.Records += s.recordCount() - records
 	pv.rep.Bytes += s.size - size
 	if err != nil {
 		return why, fmt.Errorf("log: verify topic %s partition %d: %w", pv.topic, pv.id, err)

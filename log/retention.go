@@ -191,7 +191,7 @@ func (r *retention) enforce(p retentionTarget, now time.Time, pol RetentionPolic
 			return rep, err
 		}
 		rep.Segments = append(rep.Segments, s.path)
-		rep.Records += s.next - s.base
+		rep.Records += s.recordCount()
 		rep.Bytes += s.size
 		cerr := s.close() // the last read in it closes the descriptor
 		if err := syncDir(r.dir); err != nil {

@@ -105,6 +105,18 @@ type segment struct {
 	// last frames were removed. Set at open, before any walk.
 	gaps bool
 	ends int64
+	// records counts the frames walked: the segment's record count when it
+	// has gaps (recordCount). A compacted segment is always walked.
+	records int64
+}
+
+// recordCount returns how many records s holds: its offsets' span, or for
+// a compacted segment the frames its walks counted.
+func (s *segment) recordCount() int64 {
+	if s.gaps {
+		return s.records
+	}
+	return s.next - s.base
 }
 
 func openSegment(dir string, base int64, flag int) (*segment, error) {
@@ -305,6 +317,7 @@ func (s *segment) walkFrames(buf []byte, interval int, visit func(pos int64, crc
 			s.noteTimestamp(bodyTimestamp(body))
 			s.size += need
 			s.next = off + 1
+			s.records++
 			chunk = chunk[need:]
 			if visit != nil && !visit(s.size-need, crc, body) {
 				return stopHalted, buf, nil
