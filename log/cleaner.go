@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,67 @@ const (
 	defaultTombstoneRetention = 24 * time.Hour
 )
 
+// DefaultCleanerInterval is how often a writable Log looks for compacted
+// topics to clean: 15 seconds, Kafka's log.cleaner.backoff.ms.
+const DefaultCleanerInterval = 15 * time.Second
+
+// minCleanableDirtyRatio is the share of a partition's sealed bytes above
+// the cleaner checkpoint from which the background cleaner runs a pass:
+// Kafka's min.cleanable.dirty.ratio default.
+const minCleanableDirtyRatio = 0.5
+
+// WithCleanerInterval sets how often a writable Log runs a cleaner pass
+// over the partitions of the compacted topics it writes whose dirty ratio
+// (sealed bytes not yet mapped by a pass, over all sealed bytes) is at
+// least 0.5, Kafka's min.cleanable.dirty.ratio, in a background goroutine
+// that Close stops. The default is DefaultCleanerInterval (15 seconds);
+// 0 disables the background cleaner (Topic.Compact still runs a pass on
+// demand), and a negative interval fails Open. As in Kafka, a tombstone
+// past its retention goes at the next pass over its segment, which the
+// background cleaner runs only once new records made the partition dirty.
+func WithCleanerInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.cleanerInterval = d })
+}
+
+// WithCleanerObserver sets fn to receive the report of every background
+// cleaner pass over a topic that rewrote a segment or failed (errors of
+// the background cleaner have nowhere else to go). fn runs on the
+// cleaner's goroutine, one topic after another, and must not block; it
+// must not call Close. By default there is none.
+func WithCleanerObserver(fn func(CompactionReport, error)) Option {
+	return optionFunc(func(c *config) { c.cleanerObserver = fn })
+}
+
+// compactDirty runs a cleaner pass over every compacted topic this
+// process writes, on its partitions dirty enough (minCleanableDirtyRatio),
+// and hands what each did to the observer.
+func (l *Log) compactDirty(now time.Time, stop <-chan struct{}) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	topics := make([]*Topic, 0, len(l.topics))
+	for _, t := range l.topics {
+		if t.locked.Load() && t.CleanupPolicy().compacts() { // a topic only read here is its writer's to clean
+			topics = append(topics, t)
+		}
+	}
+	l.mu.Unlock()
+	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
+	for _, t := range topics {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		rep, err := t.compact(now, minCleanableDirtyRatio)
+		if obs := l.cfg.cleanerObserver; obs != nil && (err != nil || len(rep.Partitions) > 0) {
+			obs(rep, err)
+		}
+	}
+}
+
 // PartitionCompaction is what one cleaner pass did to a partition.
 type PartitionCompaction struct {
 	Partition int32
@@ -98,16 +160,22 @@ func cleanerStep(op string) {
 // was done and the error joins the failures. Errors: ErrReadOnly,
 // ErrLocked, ErrClosed, I/O errors naming the partition and file.
 func (t *Topic) Compact(now time.Time) (CompactionReport, error) {
-	rep := CompactionReport{Topic: t.name}
 	if err := t.LockWriter(); err != nil {
-		return rep, fmt.Errorf("log: compact topic %s: %w", t.name, err)
+		return CompactionReport{Topic: t.name}, fmt.Errorf("log: compact topic %s: %w", t.name, err)
 	}
+	return t.compact(now, 0)
+}
+
+// compact runs a pass over each partition whose dirty ratio is at least
+// minRatio (0: every partition).
+func (t *Topic) compact(now time.Time, minRatio float64) (CompactionReport, error) {
+	rep := CompactionReport{Topic: t.name}
 	if !t.CleanupPolicy().compacts() {
 		return rep, nil
 	}
 	var errs []error
 	for _, p := range t.partitions {
-		pc, err := p.compact(now, defaultTombstoneRetention)
+		pc, err := p.compact(now, t.TombstoneRetention(), minRatio)
 		if pc.Segments > 0 || pc.CleanedTo > pc.DirtyFrom {
 			rep.Partitions = append(rep.Partitions, pc)
 		}
@@ -140,7 +208,7 @@ func (p *Partition) sealedSnapshot() ([]*segment, uint64, error) {
 
 // compact is one cleaner pass over p (Topic.Compact). It runs under the
 // partition's retention lock, so retention deletes nothing meanwhile.
-func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration) (PartitionCompaction, error) {
+func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration, minRatio float64) (PartitionCompaction, error) {
 	rep := PartitionCompaction{Partition: p.id}
 	p.ret.mu.Lock()
 	defer p.ret.mu.Unlock()
@@ -162,6 +230,19 @@ func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration) (Pa
 		return rep, err
 	}
 	rep.DirtyFrom = max(dirty, segs[0].base)
+	if minRatio > 0 {
+		var dirtyBytes, total int64
+		for _, s := range segs {
+			total += s.size
+			if s.next > rep.DirtyFrom {
+				dirtyBytes += s.size
+			}
+		}
+		if total == 0 || float64(dirtyBytes) < minRatio*float64(total) {
+			rep.CleanedTo = rep.DirtyFrom
+			return rep, nil
+		}
+	}
 
 	// 1. Map the dirty section, whole segments within the budget.
 	latest := make(map[string]int64)

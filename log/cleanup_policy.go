@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // CleanupPolicy says what a topic's partitions drop as they grow, as Kafka's
@@ -102,6 +103,30 @@ func ParseCleanupPolicy(s string) (CleanupPolicy, error) {
 // fails CreateTopic.
 func WithCleanupPolicy(c CleanupPolicy) TopicOption {
 	return topicOptionFunc(func(o *topicOptions) { o.cleanupPolicy = &c })
+}
+
+// TombstoneRetention sets how long a compacted topic keeps a tombstone (a
+// record with a nil Value) after the cleaner pass that first kept it, as
+// Kafka's delete.retention.ms does: long enough for a consumer that reads
+// the topic from its start to see the deletion before the key is gone
+// without a trace. The default is 24 hours; d is kept in whole
+// milliseconds (rounded down), and a negative d fails CreateTopic. It is
+// stored in topic.json ("deleteRetentionMs"). Given to CreateTopic of an
+// existing topic, it replaces the stored value.
+func TombstoneRetention(d time.Duration) TopicOption {
+	return topicOptionFunc(func(o *topicOptions) {
+		ms := d.Milliseconds()
+		if d < 0 {
+			ms = min(ms, -1) // a negative duration under 1 ms is still negative
+		}
+		o.tombstoneMs = &ms
+	})
+}
+
+// TombstoneRetention returns the topic's tombstone retention
+// (TombstoneRetention, 24 hours by default).
+func (t *Topic) TombstoneRetention() time.Duration {
+	return time.Duration(t.retention.tombstoneMs.Load()) * time.Millisecond
 }
 
 // CleanupPolicy returns the topic's cleanup policy (WithCleanupPolicy). On

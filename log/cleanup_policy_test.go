@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,6 +82,16 @@ func TestCleanupPolicyIsStoredChangedAndSurvivesReopen(t *testing.T) {
 
 	_, err = lg.CreateTopic("other", 1, log.WithCleanupPolicy(log.CleanupPolicy(9)))
 	require.ErrorContains(t, err, "invalid cleanup policy 9")
+
+	assert.Equal(t, 24*time.Hour, tp.TombstoneRetention(), "Kafka's delete.retention.ms default")
+	_, err = lg.CreateTopic("users", 2, log.TombstoneRetention(90*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, 90*time.Minute, tp.TombstoneRetention())
+	b, err = os.ReadFile(meta)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"deleteRetentionMs":5400000`)
+	_, err = lg.CreateTopic("other", 1, log.TombstoneRetention(-time.Second))
+	require.ErrorContains(t, err, "tombstone retention -1000 ms is negative")
 }
 
 // TestTopicJSONCleanupPolicyIsChecked ensures a topic.json of an unknown

@@ -187,6 +187,11 @@ func TestCompactionKeepsTheLatestRecordOfEachKey(t *testing.T) {
 		for _, pc := range rep.Partitions {
 			assert.Zero(t, pc.TombstonesRemoved, "within their retention")
 		}
+		rep, err = tp.Compact(time.Now().Add(23 * time.Hour))
+		require.NoError(t, err)
+		for _, pc := range rep.Partitions {
+			assert.Zero(t, pc.TombstonesRemoved, "within the default 24 hours")
+		}
 		rep, err = tp.Compact(time.Now().Add(25 * time.Hour))
 		require.NoError(t, err)
 		require.Len(t, rep.Partitions, 1)
@@ -250,4 +255,50 @@ func TestReadOnlyLogReadsThroughACompaction(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	assert.Equal(t, off, recs[0].Offset)
+}
+
+// TestBackgroundCleanerCompactsDirtyPartitionsOnly ensures a writable Log
+// runs cleaner passes by itself on the compacted topics it writes, once a
+// partition's dirty ratio reaches one half, reports them to the observer,
+// leaves a clean partition alone, and leaves a topic of cleanup policy
+// delete alone.
+func TestBackgroundCleanerCompactsDirtyPartitionsOnly(t *testing.T) {
+	reports := make(chan log.CompactionReport, 100)
+	lg := openLog(t, t.TempDir(), log.WithSegmentBytes(16<<10), log.WithRetentionCheckInterval(0),
+		log.WithCleanerInterval(5*time.Millisecond), log.WithCleanerObserver(func(r log.CompactionReport, err error) {
+			assert.NoError(t, err)
+			reports <- r
+		}))
+	tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
+	require.NoError(t, err)
+	plain, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	q, err := plain.Partition(0)
+	require.NoError(t, err)
+	in := newCompactionInput(3, 20, 100)
+	ctx := context.Background()
+	_, err = p.Append(ctx, in.recs...)
+	require.NoError(t, err)
+	_, err = q.Append(ctx, in.recs...)
+	require.NoError(t, err)
+
+	rep := <-reports
+	require.Equal(t, "users", rep.Topic, "only the compacted topic is cleaned")
+	require.Len(t, rep.Partitions, 1)
+	assert.Positive(t, rep.Partitions[0].Segments)
+	lv := lastValues(readAll(t, p))
+	for k, i := range in.latest {
+		require.EqualValues(t, i, lv[k].Offset, "key %s", k)
+	}
+	assert.Len(t, readAll(t, q), len(in.recs), "a topic of cleanup policy delete keeps everything")
+
+	// Clean now: the next passes find nothing dirty and report nothing,
+	// until new records make it dirty again.
+	_, err = p.Append(ctx, in.recs...)
+	require.NoError(t, err)
+	rep = <-reports
+	require.Len(t, rep.Partitions, 1)
+	assert.Greater(t, rep.Partitions[0].DirtyFrom, int64(0), "the pass maps from where the last stopped")
 }

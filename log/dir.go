@@ -38,7 +38,8 @@ type Log struct {
 	topics map[string]*Topic
 	closed bool
 
-	ret logRetention // retention.go: the background retention check
+	ret   backgroundLoop // retention.go: the background retention check
+	clean backgroundLoop // cleaner.go: the background cleaner
 }
 
 // Open opens the log directory dir, which must exist unless CreateIfMissing
@@ -67,6 +68,7 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	l := &Log{dir: dir, cfg: cfg, topics: make(map[string]*Topic)}
 	l.cfg.tel = newLogTelemetry(l)
 	l.startRetention()
+	l.clean.start(l, l.cfg.cleanerInterval, l.compactDirty)
 	return l, nil
 }
 
@@ -107,6 +109,9 @@ func (l *Log) CreateTopic(name string, partitions int, opts ...TopicOption) (*To
 	}
 	if tt := topts.timestampType; tt != nil && !tt.valid() {
 		return nil, fmt.Errorf("log: create topic %s: invalid timestamp type %d (want CreateTime or LogAppendTime)", name, int(*tt))
+	}
+	if ms := topts.tombstoneMs; ms != nil && *ms < 0 {
+		return nil, fmt.Errorf("log: create topic %s: tombstone retention %d ms is negative", name, *ms)
 	}
 	if cp := topts.cleanupPolicy; cp != nil && !cp.valid() {
 		return nil, fmt.Errorf("log: create topic %s: invalid cleanup policy %d (want CleanupDelete, CleanupCompact or CleanupCompactDelete)", name, int(*cp))
@@ -251,11 +256,12 @@ func (l *Log) openTopic(name string, lock bool) (*Topic, error) {
 
 // Close closes every topic opened through the log, releasing their writer
 // locks and descriptors. It first stops the background retention check
-// (waiting for a check in progress to finish its topic). Appends in flight
+// and cleaner (waiting for work in progress to finish its topic). Appends in flight
 // finish first; reads in flight finish with their bytes. Close is
 // idempotent.
 func (l *Log) Close() error {
-	l.stopRetention()
+	l.ret.halt()
+	l.clean.halt()
 	l.cfg.tel.close()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -105,10 +105,12 @@ type config struct {
 	flushRecords    int           // WithFlushPolicy; 0: no record bound
 	flushInterval   time.Duration // WithFlushPolicy; 0: no time bound, no flusher
 
-	retentionCheckInterval time.Duration                // 0: no background check
-	maxTimestampAhead      time.Duration                // WithMaxTimestampAhead; <= 0: no check
-	now                    func() time.Time             // the writer's and retention's clock: time.Now but in tests
-	retentionObserver      func(RetentionReport, error) // nil: none
+	retentionCheckInterval time.Duration                 // 0: no background check
+	maxTimestampAhead      time.Duration                 // WithMaxTimestampAhead; <= 0: no check
+	now                    func() time.Time              // the writer's and retention's clock: time.Now but in tests
+	retentionObserver      func(RetentionReport, error)  // nil: none
+	cleanerInterval        time.Duration                 // WithCleanerInterval; 0: no background cleaner
+	cleanerObserver        func(CompactionReport, error) // nil: none
 
 	meterProvider metric.MeterProvider // WithMeterProvider; nil: otel.GetMeterProvider()
 	tel           *logTelemetry        // the instruments, made by Open
@@ -122,6 +124,7 @@ func defaultConfig() config {
 		pollInterval:  DefaultPollInterval,
 
 		retentionCheckInterval: DefaultRetentionCheckInterval,
+		cleanerInterval:        DefaultCleanerInterval,
 		maxTimestampAhead:      DefaultMaxTimestampAhead,
 		now:                    time.Now,
 	}
@@ -148,6 +151,9 @@ func (c *config) validate() error {
 	}
 	if c.retentionCheckInterval < 0 {
 		return fmt.Errorf("log: retention check interval %v must not be negative (0 disables the check)", c.retentionCheckInterval)
+	}
+	if c.cleanerInterval < 0 {
+		return fmt.Errorf("log: cleaner interval %v must not be negative (0 disables the background cleaner)", c.cleanerInterval)
 	}
 	return c.validateWriter()
 }

@@ -35,6 +35,9 @@ func (r RetentionPolicy) unlimited() bool { return r.Bytes < 0 && r.Age < 0 }
 type topicRetention struct {
 	bytes atomic.Int64
 	ms    atomic.Int64
+	// tombstoneMs is the tombstone retention of a compacted topic in
+	// milliseconds (TombstoneRetention).
+	tombstoneMs atomic.Int64
 }
 
 func (r *topicRetention) store(m topicMeta) {
@@ -47,6 +50,11 @@ func (r *topicRetention) store(m topicMeta) {
 	}
 	r.bytes.Store(b)
 	r.ms.Store(ms)
+	tomb := defaultTombstoneRetention.Milliseconds()
+	if m.DeleteRetentionMs != nil && *m.DeleteRetentionMs >= 0 {
+		tomb = *m.DeleteRetentionMs
+	}
+	r.tombstoneMs.Store(tomb)
 }
 
 // Retention returns the topic's retention policy. On a log opened read-only
@@ -304,51 +312,55 @@ func (s *segment) newestTimestamp() (int64, bool, error) {
 	return s.maxTimestamp, s.hasTimestamp, nil
 }
 
-// logRetention runs the retention check of a writable Log in the
-// background.
-type logRetention struct {
+// backgroundLoop runs a writable Log's periodic work in a goroutine: the
+// retention check (retention.go) and the cleaner (cleaner.go).
+type backgroundLoop struct {
 	stop chan struct{} // closed by Close
 	done chan struct{} // closed when the goroutine has returned
 	once sync.Once
 }
 
-// startRetention starts the background check, unless the log is read-only
-// or the interval is 0.
-func (l *Log) startRetention() {
-	if l.cfg.readOnly || l.cfg.retentionCheckInterval <= 0 {
+// start runs fn every interval until halt, unless the log is read-only
+// or every is 0. fn looks at stop between topics.
+func (b *backgroundLoop) start(l *Log, every time.Duration, fn func(now time.Time, stop <-chan struct{})) {
+	if l.cfg.readOnly || every <= 0 {
 		return
 	}
-	l.ret.stop, l.ret.done = make(chan struct{}), make(chan struct{})
-	go l.retentionLoop(l.cfg.retentionCheckInterval)
-}
-
-// stopRetention stops the background check and waits until it has
-// returned: a check in progress finishes the topic it is in.
-func (l *Log) stopRetention() {
-	if l.ret.stop == nil {
-		return
-	}
-	l.ret.once.Do(func() { close(l.ret.stop) })
-	<-l.ret.done
-}
-
-func (l *Log) retentionLoop(every time.Duration) {
-	defer close(l.ret.done)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-l.ret.stop:
-			return
-		case <-tick.C:
-			l.enforceRetention(l.cfg.now())
+	b.stop, b.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(b.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-tick.C:
+				fn(l.cfg.now(), b.stop)
+			}
 		}
+	}()
+}
+
+// halt stops the loop and waits until it has returned: work in progress
+// finishes the topic it is in.
+func (b *backgroundLoop) halt() {
+	if b.stop == nil {
+		return
 	}
+	b.once.Do(func() { close(b.stop) })
+	<-b.done
+}
+
+// startRetention starts the background retention check, unless the log is
+// read-only or the interval is 0.
+func (l *Log) startRetention() {
+	l.ret.start(l, l.cfg.retentionCheckInterval, l.enforceRetention)
 }
 
 // enforceRetention runs Topic.EnforceRetention on every topic open in l, in
 // name order, and hands what each did to the observer.
-func (l *Log) enforceRetention(now time.Time) {
+func (l *Log) enforceRetention(now time.Time, stop <-chan struct{}) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -364,7 +376,7 @@ func (l *Log) enforceRetention(now time.Time) {
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
 	for _, t := range topics {
 		select {
-		case <-l.ret.stop:
+		case <-stop:
 			return
 		default:
 		}

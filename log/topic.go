@@ -60,6 +60,11 @@ type topicMeta struct {
 	// (WithCleanupPolicy); absent (empty) means delete, so a topic that
 	// never compacted keeps the topic.json of versions before the field.
 	CleanupPolicy string `json:"cleanupPolicy,omitempty"`
+	// DeleteRetentionMs is how long a compacted topic keeps a tombstone
+	// after the cleaner pass that first kept it (Kafka's
+	// delete.retention.ms, TombstoneRetention); absent means the default,
+	// 24 hours.
+	DeleteRetentionMs *int64 `json:"deleteRetentionMs,omitempty"`
 	// ID is the topic's identity (Topic.ID), written at creation; absent
 	// (zero) in a topic created by a version before IDs, until a writer
 	// opens it (assignID).
@@ -143,6 +148,8 @@ func loadTopicMeta(name, tdir string) (topicMeta, error) {
 		why = fmt.Sprintf("timestamp type %q, want %q or none", m.TimestampType, LogAppendTime.String())
 	case m.CleanupPolicy != "" && m.CleanupPolicy != CleanupCompact.String() && m.CleanupPolicy != CleanupCompactDelete.String():
 		why = fmt.Sprintf("cleanup policy %q, want %q, %q or none", m.CleanupPolicy, CleanupCompact.String(), CleanupCompactDelete.String())
+	case m.DeleteRetentionMs != nil && *m.DeleteRetentionMs < 0:
+		why = fmt.Sprintf("tombstone retention %d ms, want 0 or more", *m.DeleteRetentionMs)
 	}
 	if why != "" {
 		return topicMeta{}, fmt.Errorf("%w: topic %s: metadata file %s: %s", ErrCorruptMetadata, name, path, why)

@@ -5,7 +5,7 @@ import (
 )
 
 // TopicOption configures a topic in CreateTopic: RetentionBytes,
-// Retention, WithTimestampType and WithCleanupPolicy.
+// Retention, WithTimestampType, WithCleanupPolicy and TombstoneRetention.
 type TopicOption interface{ applyTopic(*topicOptions) }
 
 type topicOptionFunc func(*topicOptions)
@@ -19,6 +19,7 @@ type topicOptions struct {
 	retentionMs    *int64
 	timestampType  *TimestampType // timestamp.go
 	cleanupPolicy  *CleanupPolicy // cleanup_policy.go
+	tombstoneMs    *int64         // cleanup_policy.go
 }
 
 // RetentionBytes bounds the size of each partition of the topic, in bytes,
@@ -83,6 +84,10 @@ func (o *topicOptions) applyTo(m *topicMeta) bool {
 		if m.TimestampType != tt {
 			m.TimestampType, changed = tt, true
 		}
+	}
+	if o.tombstoneMs != nil && (m.DeleteRetentionMs == nil || *m.DeleteRetentionMs != *o.tombstoneMs) {
+		ms := *o.tombstoneMs
+		m.DeleteRetentionMs, changed = &ms, true
 	}
 	if o.cleanupPolicy != nil {
 		cp := ""
