@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -101,7 +102,7 @@ func (l *Log) compactDirty(now time.Time, stop <-chan struct{}) {
 	}
 	topics := make([]*Topic, 0, len(l.topics))
 	for _, t := range l.topics {
-		if t.locked.Load() && t.CleanupPolicy().compacts() { // a topic only read here is its writer's to clean
+		if t.locked.Load() && t.CleanupPolicy().Compacts() { // a topic only read here is its writer's to clean
 			topics = append(topics, t)
 		}
 	}
@@ -170,12 +171,12 @@ func (t *Topic) Compact(now time.Time) (CompactionReport, error) {
 // minRatio (0: every partition).
 func (t *Topic) compact(now time.Time, minRatio float64) (CompactionReport, error) {
 	rep := CompactionReport{Topic: t.name}
-	if !t.CleanupPolicy().compacts() {
+	if !t.CleanupPolicy().Compacts() {
 		return rep, nil
 	}
 	var errs []error
 	for _, p := range t.partitions {
-		pc, err := p.compact(now, t.TombstoneRetention(), minRatio)
+		pc, err := p.cl.pass(now, t.TombstoneRetention(), minRatio)
 		if pc.Segments > 0 || pc.CleanedTo > pc.DirtyFrom {
 			rep.Partitions = append(rep.Partitions, pc)
 		}
@@ -206,14 +207,40 @@ func (p *Partition) sealedSnapshot() ([]*segment, uint64, error) {
 	return segs, p.cuts.Load(), nil
 }
 
-// compact is one cleaner pass over p (Topic.Compact). It runs under the
-// partition's retention lock, so retention deletes nothing meanwhile.
-func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration, minRatio float64) (PartitionCompaction, error) {
-	rep := PartitionCompaction{Partition: p.id}
-	p.ret.mu.Lock()
-	defer p.ret.mu.Unlock()
-	_ = p.w.awaitSealers() // a failed sealer failed the partition: its appends report it
-	segs, gen, err := p.sealedSnapshot()
+// cleaner is a partition's side of compaction: its passes (see
+// "Compaction" above). It reaches the segment set through cleanerTarget,
+// which takes the partition lock around the snapshot and the swap.
+type cleaner struct {
+	dir      string // the partition folder
+	id       int32
+	interval int // bytes between index entries of a cleaned segment (WithIndexIntervalBytes)
+	// passMu is the partition's retention.mu: one pass, retention check or
+	// Truncate at a time.
+	passMu       *sync.Mutex
+	awaitSealers func() error // the group writer's (roll.go)
+	target       cleanerTarget
+}
+
+// cleanerTarget is what a pass needs of its partition, each under the
+// partition lock.
+type cleanerTarget interface {
+	// sealedSnapshot returns the sealed segments whose sealers finished,
+	// each referenced, and the truncation generation.
+	sealedSnapshot() ([]*segment, uint64, error)
+	// swapSegment puts a cleaned copy in its segment's place (see
+	// Partition.swapSegment) and reports whether it did.
+	swapSegment(old, ns *segment, gen uint64, cleaned string) (bool, error)
+}
+
+// pass is one cleaner pass over the partition (Topic.Compact), skipped
+// when its dirty ratio is below minRatio. It holds passMu, so retention
+// deletes nothing and no Truncate cuts meanwhile.
+func (c *cleaner) pass(now time.Time, tombstoneRetention time.Duration, minRatio float64) (PartitionCompaction, error) {
+	rep := PartitionCompaction{Partition: c.id}
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	_ = c.awaitSealers() // a failed sealer failed the partition: its appends report it
+	segs, gen, err := c.target.sealedSnapshot()
 	if err != nil {
 		return rep, err
 	}
@@ -225,7 +252,7 @@ func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration, min
 	if len(segs) == 0 {
 		return rep, nil
 	}
-	dirty, err := loadCleanerCheckpoint(p.dir)
+	dirty, err := loadCleanerCheckpoint(c.dir)
 	if err != nil {
 		return rep, err
 	}
@@ -283,14 +310,14 @@ func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration, min
 	for _, s := range segs[:mapped] {
 		removeTombstones := false
 		if s.gaps {
-			if fi, err := os.Stat(filepath.Join(p.dir, compactedName(s.base))); err == nil {
+			if fi, err := os.Stat(filepath.Join(c.dir, compactedName(s.base))); err == nil {
 				removeTombstones = now.Sub(fi.ModTime()) > tombstoneRetention
 			}
 		}
 		if len(latest) == 0 && !removeTombstones {
 			continue // nothing in it can go
 		}
-		done, err := p.cleanSegment(s, gen, latest, removeTombstones, &rep)
+		done, err := c.cleanSegment(s, gen, latest, removeTombstones, &rep)
 		if err != nil {
 			return rep, err
 		}
@@ -301,7 +328,7 @@ func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration, min
 
 	// 4. The next pass maps from where this one stopped.
 	cleanerStep("checkpoint")
-	if err := replaceFile(p.dir, cleanerCheckpointFile, encodeCleanerCheckpoint(rep.CleanedTo)); err != nil {
+	if err := replaceFile(c.dir, cleanerCheckpointFile, encodeCleanerCheckpoint(rep.CleanedTo)); err != nil {
 		return rep, fmt.Errorf("write cleaner checkpoint: %w", err)
 	}
 	return rep, nil
@@ -311,7 +338,7 @@ func (p *Partition) compact(now time.Time, tombstoneRetention time.Duration, min
 // the copy in (steps 2 and 3 of a pass). It reports false when the swap
 // did not happen because the partition changed under it (a Truncate, a
 // close): the pass stops.
-func (p *Partition) cleanSegment(s *segment, gen uint64, latest map[string]int64, removeTombstones bool, rep *PartitionCompaction) (bool, error) {
+func (c *cleaner) cleanSegment(s *segment, gen uint64, latest map[string]int64, removeTombstones bool, rep *PartitionCompaction) (bool, error) {
 	var kept []byte
 	removed, tombstones := int64(0), int64(0)
 	err := s.eachFrame(func(off int64, frame, body []byte) error {
@@ -337,39 +364,39 @@ func (p *Partition) cleanSegment(s *segment, gen uint64, latest map[string]int64
 	if err != nil || removed == 0 {
 		return true, err
 	}
-	cleaned := filepath.Join(p.dir, segmentName(s.base)+cleanedSuffix)
+	cleaned := filepath.Join(c.dir, segmentName(s.base)+cleanedSuffix)
 	if err := writeCleaned(cleaned, kept); err != nil {
 		return false, err
 	}
 	cleanerStep("flag")
-	if err := writeCompactedFlag(p.dir, s.base, s.next); err != nil {
+	if err := writeCompactedFlag(c.dir, s.base, s.next); err != nil {
 		os.Remove(cleaned)
 		return false, err
 	}
 	// The copy, opened and walked before the lock: appends wait for none of it.
-	ns, err := openCleaned(p.dir, cleaned, s)
+	ns, err := openCleaned(c.dir, cleaned, s)
 	if err != nil {
 		os.Remove(cleaned)
 		return false, err
 	}
-	ns.walkFrames(nil, p.cfg.indexInterval, nil)
+	ns.walkFrames(nil, c.interval, nil)
 	if ns.next != s.next {
 		ns.close()
 		os.Remove(cleaned)
 		return false, fmt.Errorf("segment %s: cleaned copy ends at offset %d, want %d", s.path, ns.next, s.next)
 	}
-	swapped, err := p.swapSegment(s, ns, gen, cleaned)
+	swapped, err := c.target.swapSegment(s, ns, gen, cleaned)
 	if !swapped || err != nil {
 		ns.close()
 		os.Remove(cleaned)
 		return false, err
 	}
 	cleanerStep("syncdir")
-	if err := syncDir(p.dir); err != nil {
+	if err := syncDir(c.dir); err != nil {
 		return false, err
 	}
 	cleanerStep("marker")
-	writeSealMarker(p.dir, ns)
+	writeSealMarker(c.dir, ns)
 	rep.Segments++
 	rep.BytesBefore += s.size
 	rep.BytesAfter += ns.size
@@ -525,3 +552,64 @@ func loadCleanerCheckpoint(dir string) (int64, error) {
 // isCleanerLeftover reports whether name is a cleaned copy a pass left
 // behind (a crash before its rename).
 func isCleanerLeftover(name string) bool { return strings.HasSuffix(name, cleanedSuffix) }
+
+// CleanerState is where compaction stands on one partition of a compacted
+// topic (Topic.CleanerStates), read from its files, so a read-only log (a
+// CLI beside the writer) sees the writer's cleaner.
+type CleanerState struct {
+	Partition int32
+	// CleanedTo is the cleaner checkpoint: the offset where the next pass
+	// starts mapping keys, 0 before the first pass.
+	CleanedTo int64
+	// LastPass is when the last pass finished (its checkpoint's
+	// modification time); zero before the first.
+	LastPass time.Time
+	// SealedBytes is the size of the sealed segments, the ones a pass
+	// cleans; DirtyBytes of those at or above CleanedTo. A background pass
+	// runs from a dirty ratio of 0.5 (DirtyRatio).
+	SealedBytes, DirtyBytes int64
+	// CompactedSegments counts the segments a pass has rewritten.
+	CompactedSegments int
+}
+
+// DirtyRatio returns DirtyBytes over SealedBytes, 0 without sealed bytes.
+func (s CleanerState) DirtyRatio() float64 {
+	if s.SealedBytes == 0 {
+		return 0
+	}
+	return float64(s.DirtyBytes) / float64(s.SealedBytes)
+}
+
+// CleanerStates returns the cleaner's state of every partition, in
+// partition order. Errors: those of Partition.Segments, and a cleaner
+// checkpoint that cannot be read, naming the partition.
+func (t *Topic) CleanerStates() ([]CleanerState, error) {
+	out := make([]CleanerState, 0, len(t.partitions))
+	for _, p := range t.partitions {
+		segs, err := p.Segments()
+		if err != nil {
+			return out, err
+		}
+		st := CleanerState{Partition: p.id}
+		if st.CleanedTo, err = loadCleanerCheckpoint(p.dir); err != nil {
+			return out, fmt.Errorf("log: topic %s partition %d: %w", t.name, p.id, err)
+		}
+		if fi, err := os.Stat(filepath.Join(p.dir, cleanerCheckpointFile)); err == nil {
+			st.LastPass = fi.ModTime()
+		}
+		for _, s := range segs {
+			if !s.Sealed {
+				continue
+			}
+			st.SealedBytes += s.Bytes
+			if s.NextOffset > st.CleanedTo {
+				st.DirtyBytes += s.Bytes
+			}
+			if s.Compacted {
+				st.CompactedSegments++
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}

@@ -63,8 +63,9 @@ func (c CleanupPolicy) String() string {
 	return fmt.Sprintf("CleanupPolicy(%d)", uint8(c))
 }
 
-// compacts reports whether the policy compacts.
-func (c CleanupPolicy) compacts() bool { return c == CleanupCompact || c == CleanupCompactDelete }
+// Compacts reports whether the policy compacts: CleanupCompact or
+// CleanupCompactDelete.
+func (c CleanupPolicy) Compacts() bool { return c == CleanupCompact || c == CleanupCompactDelete }
 
 func (c CleanupPolicy) valid() bool { return c <= CleanupCompactDelete }
 

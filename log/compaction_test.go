@@ -145,6 +145,15 @@ func TestCompactionKeepsTheLatestRecordOfEachKey(t *testing.T) {
 			require.EqualValues(t, i, lv[k].Offset, "the reader from before the pass: key %s", k)
 		}
 
+		states, err := tp.CleanerStates()
+		require.NoError(t, err)
+		require.Len(t, states, 1)
+		assert.Equal(t, pc.CleanedTo, states[0].CleanedTo)
+		assert.Equal(t, pc.Segments, states[0].CompactedSegments)
+		assert.Zero(t, states[0].DirtyBytes, "everything sealed was mapped")
+		assert.Zero(t, states[0].DirtyRatio())
+		assert.WithinDuration(t, time.Now(), states[0].LastPass, time.Hour)
+
 		vr, err := log.Verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, vr.Problems, "a compacted log verifies")

@@ -57,6 +57,7 @@ type Partition struct {
 	waits waiters // in-process wake-ups of readers waiting for appends (wait.go)
 
 	ret retention // retention.go: one enforcement at a time
+	cl  cleaner   // cleaner.go: compaction passes
 	// cuts counts truncations. A read compares it before and after its
 	// pread, which runs without the partition lock, and reads again when a
 	// truncation came in between (readInto).
@@ -79,6 +80,7 @@ func openPartition(cfg *config, topic string, id int32, dir string, ro bool) (*P
 		xproc: crossProcess{dir: dir, mmap: cfg.mode == ModeMmap, pollInterval: cfg.pollInterval}}
 	p.segs = segmentSet{dir: dir, topic: topic, id: id, mode: cfg.mode, capacity: cfg.segmentBytes, interval: cfg.indexInterval}
 	p.ret = retention{dir: dir, topic: topic, id: id, awaitSealers: p.w.awaitSealers}
+	p.cl = cleaner{dir: dir, id: id, interval: cfg.indexInterval, passMu: &p.ret.mu, awaitSealers: p.w.awaitSealers, target: p}
 	p.rf = refresher{segs: &p.segs, ep: &p.ep, rp: &p.rp.loaded, cuts: &p.cuts, cfg: cfg, dir: dir, topic: topic, id: id,
 		report: &p.report, target: p, run: p.refresh}
 	p.xproc.readOnly = p.ro.Load

@@ -200,7 +200,7 @@ func (p *Partition) AppendAck(ctx context.Context, ack Ack, recs ...Record) (int
 		return 0, fmt.Errorf("log: append to topic %s partition %d: invalid ack policy %d", p.topic, p.id, int(ack))
 	}
 	now, logAppend, frameBytes, err := checkRecords(p.cfg, p.topic, p.id, TimestampType(p.tsType.Load()),
-		CleanupPolicy(p.policy.Load()).compacts(), recs)
+		CleanupPolicy(p.policy.Load()).Compacts(), recs)
 	if err != nil {
 		return 0, err
 	}

@@ -174,11 +174,24 @@ type topicDesc struct {
 
 // partitionDesc is one partition of a topicDesc.
 type partitionDesc struct {
-	Partition      int32         `json:"partition"`
-	LogStartOffset int64         `json:"logStartOffset"`
-	NextOffset     int64         `json:"nextOffset"`
-	Epoch          int32         `json:"epoch"`
-	Segments       []segmentDesc `json:"segments"`
+	Partition      int32 `json:"partition"`
+	LogStartOffset int64 `json:"logStartOffset"`
+	NextOffset     int64 `json:"nextOffset"`
+	Epoch          int32 `json:"epoch"`
+	// Cleaner is where compaction stands (log.CleanerState), on a
+	// compacted topic only.
+	Cleaner  *cleanerDesc  `json:"cleaner,omitempty"`
+	Segments []segmentDesc `json:"segments"`
+}
+
+// cleanerDesc is a partitionDesc's compaction state.
+type cleanerDesc struct {
+	CleanedTo         int64     `json:"cleanedTo"`
+	LastPass          time.Time `json:"lastPass,omitzero"`
+	SealedBytes       int64     `json:"sealedBytes"`
+	DirtyBytes        int64     `json:"dirtyBytes"`
+	DirtyRatio        float64   `json:"dirtyRatio"`
+	CompactedSegments int       `json:"compactedSegments"`
 }
 
 // segmentDesc is one segment of a partitionDesc.
@@ -194,6 +207,7 @@ type segmentDesc struct {
 	WritePath  string    `json:"writePath"`
 	Sealed     bool      `json:"sealed"`
 	SealMarker bool      `json:"sealMarker"`
+	Compacted  bool      `json:"compacted"`
 	ModTime    time.Time `json:"modTime"`
 }
 
@@ -251,10 +265,20 @@ func describeTopic(lg *log.Log, name string) (topicDesc, error) {
 			Segments: lo.Map(segs, func(s log.SegmentInfo, _ int) segmentDesc {
 				return segmentDesc{File: filepath.Base(s.Path), Path: s.Path, BaseOffset: s.BaseOffset,
 					NextOffset: s.NextOffset, Records: s.Records, Bytes: s.Bytes, FileBytes: s.FileBytes,
-					DiskBytes: s.DiskBytes, WritePath: s.WritePath, Sealed: s.Sealed, SealMarker: s.SealMarker,
+					DiskBytes: s.DiskBytes, WritePath: s.WritePath, Sealed: s.Sealed, SealMarker: s.SealMarker, Compacted: s.Compacted,
 					ModTime: s.ModTime}
 			}),
 		})
+	}
+	if t.CleanupPolicy().Compacts() {
+		states, err := t.CleanerStates()
+		if err != nil {
+			return d, err
+		}
+		for i, st := range states {
+			d.Partitions[i].Cleaner = &cleanerDesc{CleanedTo: st.CleanedTo, LastPass: st.LastPass, SealedBytes: st.SealedBytes,
+				DirtyBytes: st.DirtyBytes, DirtyRatio: st.DirtyRatio(), CompactedSegments: st.CompactedSegments}
+		}
 	}
 	return d, nil
 }
@@ -279,4 +303,14 @@ func printTopicDesc(a *app, d topicDesc) {
 		}
 	}
 	tw.Flush()
+	for _, p := range d.Partitions {
+		if c := p.Cleaner; c != nil {
+			last := "no pass yet"
+			if !c.LastPass.IsZero() {
+				last = "last pass " + c.LastPass.Format(time.RFC3339)
+			}
+			fmt.Fprintf(a.stdout, "partition %d cleaner: cleaned to offset %d, dirty ratio %.2f (%d of %d sealed bytes), %d compacted segment(s), %s\n",
+				p.Partition, c.CleanedTo, c.DirtyRatio, c.DirtyBytes, c.SealedBytes, c.CompactedSegments, last)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/strom-dev/strom/internal/loghub"
 	"github.com/strom-dev/strom/internal/testutil"
+	"github.com/strom-dev/strom/log"
 )
 
 // update rewrites the golden files under testdata instead of comparing:
@@ -423,6 +425,36 @@ func TestTopicsCreateCleanupPolicy(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, string(r.stderr), "has no key, and the topic is compacted")
 	assert.Equal(t, "ann\n", string(ok(t, nil, "--dir", dir, "consume", "users")))
+
+	// A pass on demand, and what describe says of the cleaner, on a topic
+	// written with small segments.
+	lg, err := log.Open(dir, log.WithSegmentBytes(4<<10), log.WithCleanerInterval(0))
+	require.NoError(t, err)
+	tp, err := lg.CreateTopic("small", 1, log.WithCleanupPolicy(log.CleanupCompact))
+	require.NoError(t, err)
+	for i := range 1000 {
+		_, _, err := tp.Append(context.Background(), log.Record{Key: fmt.Appendf(nil, "u%d", i%10), Value: fmt.Appendf(nil, "v%d", i)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, lg.Close())
+	out = string(ok(t, nil, "--dir", dir, "topics", "describe", "small"))
+	assert.Regexp(t, `partition 0 cleaner: cleaned to offset 0, dirty ratio 1\.00 \(\d+ of \d+ sealed bytes\), 0 compacted segment\(s\), no pass yet\n`, out)
+	out = string(ok(t, nil, "--dir", dir, "compact"))
+	assert.Regexp(t, `small partition 0: rewrote \d+ segment\(s\), removed \d+ records \(0 tombstones\), \d+ -> \d+ bytes; cleaned to offset \d+\n`, out)
+	assert.Contains(t, out, "users: nothing to compact\n")
+	out = string(ok(t, nil, "--dir", dir, "topics", "describe", "small", "--json"))
+	assert.Contains(t, out, `"compacted": true`)
+	assert.Regexp(t, `"dirtyRatio": 0[,\n]`, out)
+	var last []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(ok(t, nil, "--dir", dir, "consume", "small", "--format", "json"))), "\n") {
+		if strings.Contains(line, `"key":"u3"`) {
+			last = []byte(line)
+		}
+	}
+	assert.Contains(t, string(last), `"value":"v993"`, "the latest value of each key is kept")
+	r = strom(t, nil, "--dir", dir, "compact", "missing")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, string(r.stderr), "strom: compact topic missing: ")
 
 	r = strom(t, nil, "--dir", dir, "topics", "create", "bad", "--cleanup-policy", "shrink")
 	assert.Equal(t, 2, r.code, "stderr: %s", r.stderr)
