@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,4 +311,28 @@ func TestBackgroundCleanerCompactsDirtyPartitionsOnly(t *testing.T) {
 	rep = <-reports
 	require.Len(t, rep.Partitions, 1)
 	assert.Greater(t, rep.Partitions[0].DirtyFrom, int64(0), "the pass maps from where the last stopped")
+}
+
+// TestRetentionAppliesToCompactDeleteNotCompact ensures the retention
+// bounds delete segments of a topic of cleanup policy compact,delete and
+// not of one of compact alone, as in Kafka.
+func TestRetentionAppliesToCompactDeleteNotCompact(t *testing.T) {
+	lg := openLog(t, t.TempDir(), log.WithSegmentBytes(4<<10), log.WithRetentionCheckInterval(0), log.WithCleanerInterval(0))
+	in := newCompactionInput(5, 50, 20)
+	for _, c := range []struct {
+		policy  log.CleanupPolicy
+		deletes bool
+	}{{log.CleanupCompact, false}, {log.CleanupCompactDelete, true}} {
+		tp, err := lg.CreateTopic("t-"+strings.ReplaceAll(c.policy.String(), ",", "-"), 1,
+			log.WithCleanupPolicy(c.policy), log.RetentionBytes(8<<10))
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		_, err = p.Append(context.Background(), in.recs...)
+		require.NoError(t, err)
+		rep, err := tp.EnforceRetention(time.Now())
+		require.NoError(t, err)
+		assert.Equal(t, c.deletes, len(rep.Partitions) > 0, "%s", c.policy)
+		assert.Equal(t, c.deletes, p.StartOffset() > 0, "%s", c.policy)
+	}
 }

@@ -136,6 +136,10 @@ type PartitionRetention struct {
 // A read in flight in a deleted segment finishes with its bytes; later reads
 // below the new log start offset get an *OffsetOutOfRangeError carrying it.
 //
+// A topic of cleanup policy CleanupCompact is left alone, as Kafka leaves
+// a topic of cleanup.policy=compact: only CleanupDelete (the default) and
+// CleanupCompactDelete apply the retention bounds.
+//
 // A writable Log also runs it on every topic it has open every
 // WithRetentionCheckInterval (5 minutes by default). A partition that fails
 // (an I/O error) does not stop the others: the report holds what was
@@ -148,6 +152,11 @@ func (t *Topic) EnforceRetention(now time.Time) (RetentionReport, error) {
 		return rep, fmt.Errorf("log: enforce retention of topic %s: %w", t.name, err)
 	}
 	pol := t.Retention()
+	if t.CleanupPolicy() == CleanupCompact {
+		// Kafka's cleanup.policy=compact without delete: the retention
+		// bounds do not apply; compaction alone bounds the topic.
+		return rep, nil
+	}
 	var errs []error
 	for _, p := range t.partitions {
 		pr, err := p.ret.enforce(p, now, pol)

@@ -1,0 +1,143 @@
+package log_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strom-dev/strom/log"
+)
+
+// TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector runs
+// cleaner passes in a loop while appenders write keyed records, a Truncate
+// now and then cuts the last records, a follower of the writer's log and
+// one of a read-only log on the same directory read everything, and
+// retention of the compact,delete policy is checked. Afterwards every
+// record served is the one appended at its offset, every key's last
+// record is its last append, and both followers read without an error.
+func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode log.Mode) {
+		dir := t.TempDir()
+		opts := []log.Option{log.WithMode(mode), log.WithSegmentBytes(8 << 10), log.WithRetentionCheckInterval(0), log.WithCleanerInterval(0)}
+		lg := openLog(t, dir, opts...)
+		tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
+		require.NoError(t, err)
+		p, err := tp.Partition(0)
+		require.NoError(t, err)
+		ro := openLog(t, dir, log.ReadOnly(), log.WithPollInterval(time.Millisecond))
+		rt, err := ro.Topic("users")
+		require.NoError(t, err)
+		rp, err := rt.Partition(0)
+		require.NoError(t, err)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var (
+			mu      sync.RWMutex // appends (read side) against a Truncate (write side)
+			wmu     sync.Mutex   // written, among appenders
+			written = map[int64]string{}
+			appends = strength(300, 1500, 10000)
+			done    atomic.Int32
+			wg      sync.WaitGroup
+		)
+		const appenders = 4
+		for a := range appenders {
+			wg.Go(func() {
+				defer done.Add(1)
+				for i := range appends {
+					key := fmt.Sprintf("key-%02d", (i*7+a)%40)
+					val := fmt.Sprintf("%s=%d/%d", key, a, i)
+					mu.RLock()
+					off, err := p.Append(ctx, log.Record{Key: []byte(key), Value: []byte(val)})
+					if err == nil {
+						wmu.Lock()
+						written[off] = val
+						wmu.Unlock()
+					}
+					mu.RUnlock()
+					if err != nil && !errors.Is(err, log.ErrTruncated) {
+						t.Errorf("append: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Go(func() { // the truncator
+			for done.Load() < appenders {
+				mu.Lock()
+				hw := p.HighWatermark()
+				if hw > 50 {
+					require.NoError(t, p.Truncate(hw-5))
+					for o := hw - 5; o < hw; o++ {
+						delete(written, o)
+					}
+				}
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+		passes := atomic.Int64{}
+		wg.Go(func() { // the cleaner
+			for done.Load() < appenders {
+				_, err := tp.Compact(time.Now())
+				require.NoError(t, err)
+				passes.Add(1)
+			}
+		})
+		follow := func(name string, part *log.Partition) {
+			wg.Go(func() {
+				rd := part.Follow(0)
+				for {
+					_, err := rd.Next(ctx, 64<<10)
+					if ctx.Err() != nil {
+						return
+					}
+					if err != nil {
+						t.Errorf("%s follower: %v", name, err)
+						return
+					}
+				}
+			})
+		}
+		follow("writer's log", p)
+		follow("read-only log", rp)
+		for done.Load() < appenders {
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, err = tp.Compact(time.Now())
+		require.NoError(t, err)
+		cancel()
+		wg.Wait()
+		require.Positive(t, passes.Load())
+
+		mu.Lock()
+		defer mu.Unlock()
+		check := func(what string, got []log.Record) {
+			last := map[string]int64{}
+			for _, r := range got {
+				want, ok := written[r.Offset]
+				require.True(t, ok, "%s: offset %d was never appended, or was truncated", what, r.Offset)
+				require.Equal(t, want, string(r.Value), "%s: offset %d", what, r.Offset)
+				last[string(r.Key)] = r.Offset
+			}
+			wantLast := map[string]int64{}
+			for o, v := range written {
+				k := v[:6]
+				if o > wantLast[k] || wantLast[k] == 0 {
+					wantLast[k] = max(wantLast[k], o)
+				}
+			}
+			assert.Equal(t, wantLast, last, "%s: every key's last record is its last append", what)
+		}
+		check("writer's log", readAll(t, p))
+		check("read-only log", readAll(t, rp))
+		t.Logf("%d passes, %d records appended and kept, %d served", passes.Load(), len(written), len(readAll(t, p)))
+	})
+}
