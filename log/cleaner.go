@@ -14,37 +14,7 @@ import (
 	"time"
 )
 
-// Compaction keeps the latest record of each key of a compacted topic
-// (CleanupCompact), as Kafka's log cleaner does, in passes over a
-// partition's sealed segments (the active segment is never compacted):
-//
-//  1. Map: walk the sealed segments from the cleaner's checkpoint (where
-//     the last pass stopped mapping, the dirty section) and note the last
-//     offset of every key, within cleanerMapBytes (whole segments; at least
-//     one).
-//  2. Clean: rewrite every sealed segment from the log start to the end of
-//     the mapped section, keeping a record unless the map holds a later
-//     offset for its key, and unless it is a tombstone (a nil Value) in a
-//     segment cleaned before more than tombstoneRetention ago. Kept frames
-//     are copied byte for byte: offsets, CRCs, timestamps and headers are
-//     unchanged. A segment that loses nothing is left as it is.
-//  3. Swap, per segment: the cleaned copy is written to <base>.cleaned and
-//     fsynced; the compacted flag (compacted.go) is written; then under the
-//     partition lock, if no Truncate ran and the segment is still there
-//     (retention), the seal marker is removed, the copy renamed over
-//     <base>.log and put in the segment set; the directory is fsynced and a
-//     new seal marker written.
-//  4. The checkpoint moves to the end of the mapped section.
-//
-// Appends never wait for a pass: only the rename and the swap in the set
-// take the partition lock. Reads in flight keep the old file (its
-// descriptor is reference counted) and read the same offsets; a read-only
-// log in another process notices the replacement (refresher). A crash at
-// any step leaves either the old file or the cleaned one under the
-// segment's name, both whole; the flag is on disk before the rename; a
-// leftover <base>.cleaned is removed by the writer's next open
-// (removeOrphanMarkers). TestCompactionKilledAtEachFileOperation kills a
-// pass at each of its file operations.
+// The cleaner's passes are described in the package doc, "Compaction".
 
 const (
 	cleanedSuffix = ".cleaned"

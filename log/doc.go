@@ -1,6 +1,7 @@
 // Package log is strom's embedded segmented log: topics of partitions,
-// partitions of segment files, records addressed by dense 0-based offsets,
-// on local disk, with crash recovery.
+// partitions of segment files, records addressed by 0-based offsets (dense,
+// except where compaction removed records), on local disk, with crash
+// recovery.
 //
 // # Layout
 //
@@ -16,8 +17,11 @@
 // A partition folder holds its segments, each named by the offset of its
 // first record zero-padded to 20 digits plus ".log"; next to each sealed
 // segment its seal marker, the same name with ".sealed" (see "Seal
-// markers"); its recovery point (see "Recovery"); and, once a ModeMmap
-// writer has opened it, follow.waiters (see "Readers"):
+// markers"); its recovery point (see "Recovery"); once a ModeMmap
+// writer has opened it, follow.waiters (see "Readers"); and in a compacted
+// topic the compacted flag of each segment the cleaner rewrote
+// (<base>.compacted) and the cleaner's checkpoint, cleaner-checkpoint (see
+// "Compaction"):
 //
 //	events/
 //	  topic.json
@@ -477,6 +481,58 @@
 // least every second otherwise, and then reports the writer's log start
 // offset and closes the deleted files, which frees their disk space.
 //
+// # Compaction
+//
+// A topic of cleanup policy CleanupCompact or CleanupCompactDelete
+// (WithCleanupPolicy, Kafka's cleanup.policy) keeps the latest record of
+// each key, as Kafka's log cleaner does, in passes over a
+// partition's sealed segments (the active segment is never compacted):
+//
+//  1. Map: walk the sealed segments from the cleaner's checkpoint (where
+//     the last pass stopped mapping, the dirty section) and note the last
+//     offset of every key, within 64 MiB of map (whole segments; at least
+//     one).
+//  2. Clean: rewrite every sealed segment from the log start to the end of
+//     the mapped section, keeping a record unless the map holds a later
+//     offset for its key, and unless it is a tombstone (a nil Value) in a
+//     segment cleaned before more than TombstoneRetention ago. Kept frames
+//     are copied byte for byte: offsets, CRCs, timestamps and headers are
+//     unchanged. A segment that loses nothing is left as it is.
+//  3. Swap, per segment: the cleaned copy is written to <base>.cleaned and
+//     fsynced; the compacted flag (compacted.go) is written; then under the
+//     partition lock, if no Truncate ran and the segment is still there
+//     (retention), the seal marker is removed, the copy renamed over
+//     <base>.log and put in the segment set; the directory is fsynced and a
+//     new seal marker written.
+//  4. The checkpoint moves to the end of the mapped section.
+//
+// Appends never wait for a pass: only the rename and the swap in the set
+// take the partition lock. Reads in flight keep the old file (its
+// descriptor is reference counted) and read the same offsets; a read-only
+// log in another process notices the replacement (refresher). A crash at
+// any step leaves either the old file or the cleaned one under the
+// segment's name, both whole; the flag is on disk before the rename; a
+// leftover <base>.cleaned is removed by the writer's next open
+// (removeOrphanMarkers). TestCompactionKilledAtEachFileOperation kills a
+// pass at each of its file operations.
+//
+// Offsets never change: a compacted segment skips the offsets of the
+// records removed, and its compacted flag says so (a gap in any other
+// segment is corruption, as before) and where the segment ends, so that it
+// still meets its successor's base offset when its last records went. A
+// read from an offset that was removed returns the records from the next
+// one kept, as Kafka's fetch does; compaction never moves the log start
+// offset or the high watermark. Every record appended to a compacted topic needs a
+// key (ErrKeyRequired); a tombstone is a record with a nil Value, kept for
+// TombstoneRetention (Kafka's delete.retention.ms, 24 hours) after the
+// pass that first kept it, so a consumer reading from the start sees the
+// deletion. A writable Log runs passes in the background every
+// WithCleanerInterval (15 s) over the partitions whose dirty ratio (sealed
+// bytes not yet mapped over all sealed bytes) is at least 0.5, Kafka's
+// min.cleanable.dirty.ratio; Topic.Compact runs one now; Topic.CleanerStates
+// reports where each partition stands. CleanupCompact alone applies no
+// retention bounds; CleanupCompactDelete applies them too.
+//
 // # Partitioning
 //
 // Topic.Append picks the partition from the record's key with Kafka's
@@ -534,12 +590,14 @@
 //	crossProcess    follow.go                inotify watches and the waiters file that wake followers in other processes
 //	waiters         wait.go                  in-process wake-ups of followers
 //	retention       retention.go             one retention check at a time, deleting through the partition (retentionTarget)
+//	cleaner         cleaner.go, compacted.go compaction passes: map keys, copy kept frames, swap the copy in through the partition (cleanerTarget); compacted flags
 //
 // Lock order: an arrow reads "may be held while taking"; no lock is taken
 // against an arrow:
 //
 //	Topic.lockMu -> Partition.mu -> groupWriter.segMu -> groupWriter.mu
-//	retention.mu -> Partition.mu
+//	retention.mu -> Partition.mu (a retention check, a cleaner pass)
+//	retention.mu -> the writer role -> Partition.mu (Truncate waits for a pass)
 //	Partition.mu -> crossProcess.mu
 //	Partition.mu -> recoveryPoints.mu (Truncate lowers the point)
 //	Partition.mu -> lazyIndex.mu (Truncate finds its cut in a segment whose index is unbuilt)
