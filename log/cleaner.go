@@ -297,6 +297,9 @@ func (c *cleaner) pass(now time.Time, tombstoneRetention time.Duration, minRatio
 	}
 
 	// 4. The next pass maps from where this one stopped.
+	if rep.CleanedTo == dirty {
+		return rep, nil // mapped nothing new: the checkpoint stands
+	}
 	cleanerStep("checkpoint")
 	if err := replaceFile(c.dir, cleanerCheckpointFile, encodeCleanerCheckpoint(rep.CleanedTo)); err != nil {
 		return rep, fmt.Errorf("write cleaner checkpoint: %w", err)
