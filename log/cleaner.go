@@ -312,6 +312,7 @@ func (c *cleaner) pass(now time.Time, tombstoneRetention time.Duration, minRatio
 // did not happen because the partition changed under it (a Truncate, a
 // close): the pass stops.
 func (c *cleaner) cleanSegment(s *segment, gen uint64, latest map[string]int64, removeTombstones bool, rep *PartitionCompaction) (bool, error) {
+	mappedTo := rep.CleanedTo
 	var kept []byte
 	removed, tombstones := int64(0), int64(0)
 	err := s.eachFrame(func(off int64, frame, body []byte) error {
@@ -342,7 +343,7 @@ func (c *cleaner) cleanSegment(s *segment, gen uint64, latest map[string]int64, 
 		return false, err
 	}
 	cleanerStep("flag")
-	if err := writeCompactedFlag(c.dir, s.base, s.next); err != nil {
+	if err := writeCompactedFlag(c.dir, s.base, s.next, mappedTo); err != nil {
 		os.Remove(cleaned)
 		return false, err
 	}

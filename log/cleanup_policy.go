@@ -32,6 +32,35 @@ const (
 // the record; nothing of its batch is appended.
 var ErrKeyRequired = errors.New("log: a compacted topic needs a key on every record")
 
+// ErrCompacted is returned by a Truncate below what compaction relied on:
+// the cleaner removed records of a key because a later record of the same
+// key replaced them, and cutting that later record would leave the key
+// with neither. The *CompactedError that carries it gives the lowest
+// offset a Truncate may cut at. (Kafka never truncates below its high
+// watermark, which bounds its cleaner; strom's Truncate may cut anywhere
+// above the log start, so the cleaner's reach bounds it instead.)
+var ErrCompacted = errors.New("log: truncate below what compaction relied on")
+
+// CompactedError reports a Truncate refused by compaction. It matches
+// ErrCompacted.
+type CompactedError struct {
+	Topic     string
+	Partition int32
+	Offset    int64 // the offset Truncate was asked to cut at
+	// CompactedThrough is the end of the section the cleaner mapped: the
+	// lowest offset a Truncate may cut at.
+	CompactedThrough int64
+}
+
+// Error names the coordinates, as the type doc lists them.
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("log: topic %s partition %d: truncate to offset %d refused: compaction removed records that later records up to offset %d replaced (cut at %d or above)",
+		e.Topic, e.Partition, e.Offset, e.CompactedThrough, e.CompactedThrough)
+}
+
+// Unwrap returns ErrCompacted.
+func (e *CompactedError) Unwrap() error { return ErrCompacted }
+
 // KeyRequiredError reports a record without a key appended to a compacted
 // topic. It matches ErrKeyRequired.
 type KeyRequiredError struct {

@@ -5,17 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 )
 
 // A compacted flag is a small sidecar file, <base>.compacted next to
 // <base>.log, that the cleaner writes before it renames a cleaned segment
-// over the original (see cleaner.go). It says two things about the segment
-// of its base: its frames may skip offsets (compaction removed the records
-// between them), and the segment ends at the flag's next offset, even when
-// its last frames were removed, so that it still meets its successor's base
-// offset as every segment does. Without the flag a gap is corruption, as
+// over the original (see cleaner.go). It says three things about the
+// segment of its base: its frames may skip offsets (compaction removed the
+// records between them); the segment ends at the flag's next offset, even
+// when its last frames were removed, so that it still meets its
+// successor's base offset as every segment does; and the records removed
+// were replaced by later records of their keys below the flag's mapped
+// offset, which a Truncate must therefore not cut below (Partition.Truncate
+// refuses: cutting a replacing record would leave its key with nothing,
+// the record it replaced being gone). Without the flag a gap is corruption, as
 // before compaction existed. The flag is written, fsynced and its name
 // fsynced before the cleaned file takes the segment's name, so a segment
 // with gaps never lacks it; a flag beside a segment without gaps (a crash
@@ -30,28 +35,29 @@ const (
 	// compactedMagic is "CMPT" as little-endian bytes.
 	compactedMagic   = 0x54504d43
 	compactedVersion = 1
-	// compactedBytes is the flag's size: magic, version, reserved, next and
-	// their CRC32C.
-	compactedBytes = 20
+	// compactedBytes is the flag's size: magic, version, reserved, next,
+	// mapped and their CRC32C.
+	compactedBytes = 28
 )
 
 func compactedName(base int64) string { return fmt.Sprintf("%020d%s", base, compactedSuffix) }
 
-func encodeCompactedFlag(next int64) []byte {
+func encodeCompactedFlag(next, mapped int64) []byte {
 	b := make([]byte, 0, compactedBytes)
 	b = binary.LittleEndian.AppendUint32(b, compactedMagic)
 	b = binary.LittleEndian.AppendUint16(b, compactedVersion)
 	b = binary.LittleEndian.AppendUint16(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, uint64(next))
+	b = binary.LittleEndian.AppendUint64(b, uint64(mapped))
 	return binary.LittleEndian.AppendUint32(b, crcOf(b))
 }
 
 // writeCompactedFlag durably records that the segment of base in the
-// partition folder dir may skip offsets and ends at next (replaceFile: the
-// flag is whole or absent after a crash, and its name is on disk when it
-// returns).
-func writeCompactedFlag(dir string, base, next int64) error {
-	if err := replaceFile(dir, compactedName(base), encodeCompactedFlag(next)); err != nil {
+// partition folder dir may skip offsets, ends at next, and lost records to
+// later ones below mapped (replaceFile: the flag is whole or absent after a
+// crash, and its name is on disk when it returns).
+func writeCompactedFlag(dir string, base, next, mapped int64) error {
+	if err := replaceFile(dir, compactedName(base), encodeCompactedFlag(next, mapped)); err != nil {
 		return fmt.Errorf("write compacted flag of segment %d: %w", base, err)
 	}
 	return nil
@@ -66,11 +72,13 @@ func removeCompactedFlag(dir string, base int64) error {
 	return nil
 }
 
-// loadCompacted reads the compacted flag of s, if it has one, into s.ends.
-// A flag that does not decode (damaged: it is written whole or not at all)
-// still says the segment may skip offsets, with no end beyond its frames:
-// reads stay possible, and the gap it leaves before the successor's base is
-// reported by recovery as any gap is.
+// loadCompacted reads the compacted flag of s, if it has one, into s.ends
+// and s.mapped. A flag that does not decode (damaged: it is written whole
+// or not at all) still says the segment may skip offsets, with no end
+// beyond its frames and no cut allowed below the log's end (mapped is the
+// largest offset): reads stay possible, the gap it leaves before the
+// successor's base is reported by recovery as any gap is, and Truncate
+// refuses to cut anywhere it could have mattered.
 func (s *segment) loadCompacted(dir string) error {
 	b, err := readRegularFile(filepath.Join(dir, compactedName(s.base)), compactedBytes)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -79,13 +87,14 @@ func (s *segment) loadCompacted(dir string) error {
 	if err != nil {
 		return fmt.Errorf("log: segment %s: read compacted flag: %w", s.path, err)
 	}
-	s.gaps = true
+	s.gaps, s.mapped = true, math.MaxInt64
 	if len(b) == compactedBytes && binary.LittleEndian.Uint32(b) == compactedMagic &&
 		binary.LittleEndian.Uint16(b[4:]) == compactedVersion && binary.LittleEndian.Uint16(b[6:]) == 0 &&
-		binary.LittleEndian.Uint32(b[16:]) == crcOf(b[:16]) {
+		binary.LittleEndian.Uint32(b[24:]) == crcOf(b[:24]) {
 		if next := int64(binary.LittleEndian.Uint64(b[8:])); next >= s.base {
 			s.ends = next
 		}
+		s.mapped = int64(binary.LittleEndian.Uint64(b[16:]))
 	}
 	return nil
 }

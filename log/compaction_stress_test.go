@@ -45,6 +45,7 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 			written = map[int64]string{}
 			appends = strength(300, 1500, 10000)
 			done    atomic.Int32
+			refused atomic.Int64
 			wg      sync.WaitGroup
 		)
 		const appenders = 4
@@ -74,9 +75,14 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 				mu.Lock()
 				hw := p.HighWatermark()
 				if hw > 50 {
-					require.NoError(t, p.Truncate(hw-5))
-					for o := hw - 5; o < hw; o++ {
-						delete(written, o)
+					switch err := p.Truncate(hw - 5); {
+					case errors.Is(err, log.ErrCompacted):
+						refused.Add(1) // a pass relied on a record up there
+					default:
+						require.NoError(t, err)
+						for o := hw - 5; o < hw; o++ {
+							delete(written, o)
+						}
 					}
 				}
 				mu.Unlock()
@@ -138,6 +144,6 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 		}
 		check("writer's log", readAll(t, p))
 		check("read-only log", readAll(t, rp))
-		t.Logf("%d passes, %d records appended and kept, %d served", passes.Load(), len(written), len(readAll(t, p)))
+		t.Logf("%d passes, %d truncations refused, %d records appended and kept, %d served", passes.Load(), refused.Load(), len(written), len(readAll(t, p)))
 	})
 }

@@ -336,3 +336,49 @@ func TestRetentionAppliesToCompactDeleteNotCompact(t *testing.T) {
 		assert.Equal(t, c.deletes, p.StartOffset() > 0, "%s", c.policy)
 	}
 }
+
+// TestTruncateBelowWhatCompactionReliedOnIsRefused is the loss the stress
+// test found: a pass removed a key's older record because a later one
+// replaced it, then a Truncate cut the later one, and the key had neither.
+// Such a Truncate is refused with a *CompactedError naming the lowest
+// offset allowed, also after a reopen (the compacted flags keep it); one at
+// or above it cuts.
+func TestTruncateBelowWhatCompactionReliedOnIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	opts := []log.Option{log.WithSegmentBytes(4 << 10), log.WithRetentionCheckInterval(0), log.WithCleanerInterval(0)}
+	lg := openLog(t, dir, opts...)
+	tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	in := newCompactionInput(9, 10, 50)
+	_, err = p.Append(context.Background(), in.recs...)
+	require.NoError(t, err)
+	rep, err := tp.Compact(time.Now())
+	require.NoError(t, err)
+	mapped := rep.Partitions[0].CleanedTo
+	require.Less(t, mapped, p.HighWatermark())
+
+	for _, reopen := range []bool{false, true} {
+		if reopen {
+			require.NoError(t, lg.Close())
+			lg = openLog(t, dir, opts...)
+			tp, err = lg.WriteTopic("users")
+			require.NoError(t, err)
+			p, err = tp.Partition(0)
+			require.NoError(t, err)
+		}
+		err = p.Truncate(mapped - 1)
+		require.ErrorIs(t, err, log.ErrCompacted, "reopen %v", reopen)
+		var ce *log.CompactedError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, mapped, ce.CompactedThrough)
+		assert.ErrorContains(t, err, fmt.Sprintf("topic users partition 0: truncate to offset %d refused", mapped-1))
+		lv := lastValues(readAll(t, p))
+		for k, i := range in.latest {
+			require.EqualValues(t, i, lv[k].Offset, "nothing was cut: key %s", k)
+		}
+	}
+	require.NoError(t, p.Truncate(mapped), "at the mapped end: allowed")
+	assert.Equal(t, mapped, p.HighWatermark())
+}

@@ -531,7 +531,14 @@
 // bytes not yet mapped over all sealed bytes) is at least 0.5, Kafka's
 // min.cleanable.dirty.ratio; Topic.Compact runs one now; Topic.CleanerStates
 // reports where each partition stands. CleanupCompact alone applies no
-// retention bounds; CleanupCompactDelete applies them too.
+// retention bounds; CleanupCompactDelete applies them too. A Truncate waits
+// for a pass in progress and refuses (ErrCompacted) to cut below the end
+// of a section a pass mapped: a record there may have replaced one the
+// pass removed. Kafka's cleaner stops at the high watermark, below which
+// Kafka never truncates; strom's Truncate can cut anywhere, so the
+// cleaner's reach bounds it instead. (An exactly-once log sink aborting a
+// transaction on a compacted topic is therefore refused once a pass mapped
+// the aborted records; the background cleaner only maps sealed segments.)
 //
 // # Partitioning
 //

@@ -103,8 +103,9 @@ type segment struct {
 	// compacted.go): its frames may skip offsets, and it ends at ends
 	// (the offset after its last record before compaction) even when its
 	// last frames were removed. Set at open, before any walk.
-	gaps bool
-	ends int64
+	gaps   bool
+	ends   int64
+	mapped int64 // the flag's mapped offset: no Truncate below it (compacted.go)
 	// records counts the frames walked: the segment's record count when it
 	// has gaps (recordCount). A compacted segment is always walked.
 	records int64

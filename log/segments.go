@@ -69,6 +69,19 @@ func (ss *segmentSet) find(offset int64) int {
 	return sort.Search(len(ss.list), func(i int) bool { return ss.list[i].base > offset }) - 1
 }
 
+// compactedThrough returns the highest mapped offset of the compacted
+// segments' flags (compacted.go), 0 when no segment was compacted: a cut
+// below it could remove a record that replaced one the cleaner removed.
+func (ss *segmentSet) compactedThrough() int64 {
+	var m int64
+	for _, s := range ss.list {
+		if s.gaps {
+			m = max(m, s.mapped)
+		}
+	}
+	return m
+}
+
 // bytes returns the size of every segment's frames, added up.
 func (ss *segmentSet) bytes() int64 {
 	total := int64(0)

@@ -11,9 +11,12 @@ import (
 // ErrTruncated. The recovery point is lowered to offset first, segments
 // above it are deleted (directory fsynced) and the cut is forced to disk.
 // Like every write it first takes the topic's writer lock
-// (Topic.LockWriter). Errors: ErrReadOnly, ErrLocked, ErrClosed,
-// ErrOffsetOutOfRange for an offset outside
-// [StartOffset, HighWatermark], the partition's write or sync failure.
+// (Topic.LockWriter), and it waits for a cleaner pass or a retention check
+// in progress on the partition. Errors: ErrReadOnly, ErrLocked, ErrClosed,
+// ErrOffsetOutOfRange for an offset outside [StartOffset, HighWatermark],
+// a *CompactedError (ErrCompacted) for an offset below what a cleaner pass
+// relied on (see "Compaction" in the package doc), the partition's write or
+// sync failure.
 func (p *Partition) Truncate(offset int64) error {
 	if err := p.writable("truncate"); err != nil {
 		return err
@@ -47,6 +50,9 @@ func (p *Partition) Truncate(offset int64) error {
 	}
 	if offset == next {
 		return nil
+	}
+	if mapped := p.segs.compactedThrough(); offset < mapped {
+		return &CompactedError{Topic: p.topic, Partition: p.id, Offset: offset, CompactedThrough: mapped}
 	}
 	p.cuts.Add(1) // reads in flight without the lock retry (see Read)
 	i := p.segs.find(offset)
@@ -83,15 +89,7 @@ func (p *Partition) Truncate(offset int64) error {
 			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
 		}
 	}
-	if s.gaps {
-		// A compacted segment now ends at the cut: its flag says so before
-		// the cut, so an open after a crash in between finds the frames
-		// (which end higher) and not an end beyond them.
-		if err := writeCompactedFlag(p.dir, s.base, offset); err != nil {
-			return fmt.Errorf("log: truncate topic %s partition %d: %w", p.topic, p.id, err)
-		}
-		s.ends = offset
-	}
+
 	if err := syncDir(p.dir); err != nil {
 		return err
 	}
