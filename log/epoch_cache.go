@@ -131,6 +131,16 @@ func (c *epochCache) reloadLocked() error {
 	return nil
 }
 
+// fileChangedLocked reports whether the epoch file is not the one last
+// read (reloadLocked would read it), without reading it.
+func (c *epochCache) fileChangedLocked() bool {
+	fi, err := os.Stat(filepath.Join(c.dir, epochFileName))
+	if err != nil {
+		return c.seen != nil
+	}
+	return c.seen == nil || !os.SameFile(fi, c.seen) || !fi.ModTime().Equal(c.seen.ModTime())
+}
+
 // forgetFileLocked forgets which version of the epoch file was last read,
 // so the next reloadLocked reads it whatever it is (a partition going back
 // to read-only after a failed upgrade).

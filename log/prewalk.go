@@ -33,6 +33,10 @@ type prewalkJob struct {
 	done chan struct{} // closed when seg and ok are set
 	seg  *segment      // the recovered copy: size, next, index (or lazy)
 	ok   bool          // trusted from its marker, or walked to a clean end
+	// file is the file the prewalk read: the cleaner may rename a
+	// compacted copy over the name between the prewalk's open and the
+	// recovery's (cleaner.go), and the result holds for that file only.
+	file os.FileInfo
 }
 
 // walkers bounds the segments being prewalked at once in the process.
@@ -75,6 +79,9 @@ func (r *recovery) prewalkOne(j *prewalkJob, base int64, last bool) {
 		return
 	}
 	defer s.f.Close()
+	if j.file, err = s.f.Stat(); err != nil {
+		return
+	}
 	if !last && !r.cfg.repair && s.trustSealed(r.dir, r.cfg.indexInterval) {
 		j.seg, j.ok = s, true
 		return
@@ -100,7 +107,11 @@ func (pw *prewalk) take(i int, s *segment) bool {
 	if !j.ok {
 		return false
 	}
+	if fi, err := s.f.Stat(); err != nil || !os.SameFile(fi, j.file) {
+		return false // another file under the name since: walk the one s holds
+	}
 	s.size, s.next, s.index, s.indexedAt, s.lazy = j.seg.size, j.seg.next, j.seg.index, j.seg.indexedAt, j.seg.lazy
+	s.gaps, s.ends, s.mapped, s.records = j.seg.gaps, j.seg.ends, j.seg.mapped, j.seg.records
 	s.maxTimestamp, s.hasTimestamp = j.seg.maxTimestamp, j.seg.hasTimestamp
 	return true
 }

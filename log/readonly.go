@@ -2,6 +2,7 @@ package log
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,13 +77,23 @@ func (p *Partition) refresh(fn func(*refresher)) {
 // process). A Truncate records its new epoch after it cuts, so the look is
 // a refresh now (the epoch is there: the refresh resets, which moves cuts
 // from gen and Partition.readInto reads again) and, when that finds no new
-// epoch, one more readOnlyRecheck later (a Truncate seen between its cut and its epoch
-// file). Only a *CorruptError is rechecked; when the writer began no epoch
-// meanwhile, Partition.readInto returns it: damage. It runs without the
+// epoch, one more readOnlyRecheck later (a Truncate seen between its cut
+// and its epoch file). A *CorruptError is rechecked, and an
+// *OffsetOutOfRangeError above the end (a reset walked a cut whose epoch was
+// not written yet: the Reader steps back once it is loaded); when the
+// writer began no epoch meanwhile, Partition.readInto returns the error:
+// damage, or a position really beyond the end. It runs without the
 // partition lock, which each look takes (run).
 func (r *refresher) recheckRead(gen uint64, offset int64, err error) {
-	var ce *CorruptError
-	if !errors.As(err, &ce) {
+	var (
+		ce *CorruptError
+		oe *OffsetOutOfRangeError
+	)
+	// A read above the end: the writer's Truncate cut below it, and a
+	// reset walked the cut before the Truncate recorded its epoch (it cuts
+	// first); a Reader steps back once that epoch is loaded.
+	ahead := errors.As(err, &oe) && oe.Offset > oe.NextOffset
+	if !errors.As(err, &ce) && !ahead {
 		return
 	}
 	look := func(rf *refresher) { rf.refreshForReadLocked(offset) }
@@ -210,7 +221,7 @@ func (r *refresher) noticeDeletedLocked(force bool) {
 	r.deletionsCheckedAt = now
 	r.reopenReplacedLocked()
 	n := 0
-	for n < r.segs.len() && r.segs.at(n).unlinked() {
+	for n < r.segs.len() && r.segs.at(n).deleted() {
 		n++
 	}
 	if n == 0 {
@@ -231,22 +242,24 @@ func (r *refresher) noticeDeletedLocked(force bool) {
 }
 
 // reopenReplacedLocked reopens the sealed segments whose files the
-// writer's cleaner replaced (cleaner.go): a file with no name left whose
-// path names another file. Leading ones are looked at every time (a
-// replaced leading segment must not pass for one deleted by retention);
-// the others when the cleaner's checkpoint changed since the last look,
-// which a pass writes at its end. The new file holds the same offsets
-// (fewer records); reads in flight finish on the old one. When a reopened
-// file does not end where the old one did, the writer changed more than a
-// cleaner does, and the refresher walks everything again (resetLocked).
+// writer's cleaner replaced with compacted copies (cleaner.go): a file with
+// no name left whose name now holds a compacted copy of the same offsets.
+// The leading ones are looked at every time (a replaced segment must not
+// pass for one deleted by retention, see segment.deleted); the others when
+// the cleaner's checkpoint changed since the last look, which a pass writes
+// at its end. Until it is reopened a replaced segment is read through its
+// old file, which holds the same offsets and more records and stays whole
+// (the cleaner renames a new file over the name and never changes the old
+// one); reopening lets the old file's disk space go. A new file that is
+// not such a copy (the writer deleted the segment in a Truncate and made
+// another of the same base since) is left alone: the Truncate's epoch makes
+// the next refresh walk everything again (refreshLocked), never before the
+// epoch is there, so a Reader always finds the epoch to step back through.
 func (r *refresher) reopenReplacedLocked() {
-	all := true
+	all := false
 	if fi, err := os.Stat(filepath.Join(r.dir, cleanerCheckpointFile)); err == nil {
 		all = r.cleanerSeen == nil || !os.SameFile(fi, r.cleanerSeen) || !fi.ModTime().Equal(r.cleanerSeen.ModTime())
 		r.cleanerSeen = fi
-	} else {
-		all = r.cleanerSeen != nil
-		r.cleanerSeen = nil
 	}
 	for i := 0; i < r.segs.len()-1; i++ {
 		old := r.segs.at(i)
@@ -254,21 +267,20 @@ func (r *refresher) reopenReplacedLocked() {
 			if all {
 				continue
 			}
-			return // the leading segments that were replaced come first
+			return // the leading segments come first
 		}
-		if _, err := os.Lstat(old.path); err != nil {
-			continue // deleted (retention): noticeDeletedLocked drops it
+		if r.ep.fileChangedLocked() {
+			return // a new epoch: refreshLocked decides, and walks everything again if it must
 		}
 		s, err := openSegment(r.dir, old.base, os.O_RDONLY)
 		if err != nil {
-			continue // deleted since the look: as above
+			continue // deleted: noticeDeletedLocked drops it
 		}
 		why, buf, err := s.walk(r.segs.walkBuf, r.cfg.indexInterval)
 		r.segs.walkBuf = buf
-		if err != nil || why != stopEOF || s.next != old.next {
+		if err != nil || why != stopEOF || !s.gaps || s.next != old.next {
 			s.close()
-			r.resetLocked()
-			return
+			continue
 		}
 		r.segs.list[i] = s
 		old.close() // the last read in it closes the descriptor
@@ -286,6 +298,18 @@ func (r *refresher) oldestAfter(from int64) *segment {
 		}
 	}
 	return nil
+}
+
+// deleted reports whether the segment's file has no name left and no file
+// took its name: the writer deleted it (retention), rather than the cleaner
+// replacing it with a compacted copy (reopenReplacedLocked), which can
+// happen between any two looks.
+func (s *segment) deleted() bool {
+	if !s.unlinked() {
+		return false
+	}
+	_, err := os.Lstat(s.path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // unlinked reports whether the segment's file has no name left: another
