@@ -46,6 +46,7 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 			appends = strength(300, 1500, 10000)
 			done    atomic.Int32
 			refused atomic.Int64
+			passes  atomic.Int64
 			wg      sync.WaitGroup
 		)
 		const appenders = 4
@@ -53,6 +54,9 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 			wg.Go(func() {
 				defer done.Add(1)
 				for i := range appends {
+					for i == appends/2 && passes.Load() == 0 {
+						time.Sleep(time.Millisecond) // a pass runs beside the appends, whatever the scheduling
+					}
 					key := fmt.Sprintf("key-%02d", (i*7+a)%40)
 					val := fmt.Sprintf("%s=%d/%d", key, a, i)
 					mu.RLock()
@@ -89,7 +93,6 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 				time.Sleep(2 * time.Millisecond)
 			}
 		})
-		passes := atomic.Int64{}
 		wg.Go(func() { // the cleaner
 			for done.Load() < appenders {
 				_, err := tp.Compact(time.Now())
