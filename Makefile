@@ -74,7 +74,7 @@ TORTURE_SOAK_SEEDS ?= 1000
 
 # The tests whose loops STROM_SOAK=1 raises (log/soak_test.go); make test runs
 # them with smaller counts, make soak runs only them, at full strength.
-SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAckedRecord|TestKilledGroupAppenderLeavesATornTailNeverCorruption)$$
+SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAckedRecord|TestKilledGroupAppenderLeavesATornTailNeverCorruption|TestCompactionKilledAtEachFileOperation|TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector)$$
 
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.

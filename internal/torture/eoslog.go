@@ -38,6 +38,10 @@ const ScenarioEOSLog = "eos-log"
 // in the output once, in order per key.
 const ScenarioEOSKafkaLog = "eos-kafka-log"
 
+// eosLogStall is how long a running worker may write no output before the
+// supervisor restarts it (waitOutputs).
+const eosLogStall = 60 * time.Second
+
 // EOSLogGroup is scenario eos-kafka-log's consumer group.
 const EOSLogGroup = "eos-log"
 
@@ -63,6 +67,9 @@ type EOSLogReport struct {
 	RolledBack       int64 // outputs past the committed ends at the kills, truncated by the next start
 	Missed           int   // kills whose worker had already exited (a violation: the run did not get its kills)
 	Reruns           int   // pipelines a worker built again in its process (a source failure, an aborted transaction; from Kafka)
+	// StallRestarts counts workers restarted because they wrote no output
+	// for eosLogStall while running (see waitOutputs).
+	StallRestarts int
 
 	Outputs    int64 // records in the output at the end
 	Lost       int   // results missing from the output: a (key, count), or an input record
@@ -144,7 +151,7 @@ func (s *supervisor) runEOSLog(ctx context.Context) error {
 			// recovery take tens of milliseconds.
 			wait = time.Duration(s.rng.Int64N(int64(eosLogEarlyMax) + 1))
 			rep.EarlyKills++
-		} else if err := s.waitOutputs(ctx, c, out, n); err != nil {
+		} else if err := s.waitOutputs(ctx, c, out, n, rep); err != nil {
 			return err
 		}
 		select {
@@ -332,10 +339,34 @@ func (s *supervisor) eosLogWorkerArgs(c *child) []string {
 
 // waitOutputs waits until the output topic holds at least n records,
 // committed or not, and fails when the worker exits first.
-func (s *supervisor) waitOutputs(ctx context.Context, c *child, out *log.Topic, n int64) error {
+func (s *supervisor) waitOutputs(ctx context.Context, c *child, out *log.Topic, n int64, rep *EOSLogReport) error {
+	last, moved := int64(-1), time.Now()
 	for {
-		if total(nexts(out)) >= n {
+		got := total(nexts(out))
+		if got >= n {
 			return nil
+		}
+		switch {
+		case got != last:
+			last, moved = got, time.Now()
+		case c.running && time.Since(moved) > eosLogStall:
+			// A worker that wrote nothing for this long while running: seen
+			// once from Kafka (a group member polling for 11 minutes with no
+			// partitions, 2026-12-03, the pinned kfake; the brief says it can
+			// leave partitions without an owner under churn). Restart it, as
+			// an operator would a stuck pod, and count it in the report.
+			landed, err := s.killEOSLog(c)
+			if err != nil {
+				return err
+			}
+			if landed {
+				rep.StallRestarts++
+				s.sum.Restarts++
+				if err := s.start(c); err != nil {
+					return err
+				}
+			}
+			moved = time.Now()
 		}
 		select {
 		case e := <-s.exits:
@@ -536,7 +567,7 @@ func (r *EOSLogReport) lines(b *strings.Builder, s *Summary) {
 	}
 	fmt.Fprintf(b, "  kills       %d (%d early, at a start; %d with outputs past the committed ends: %d records rolled back at the next start), %d missed\n",
 		r.Kills, r.EarlyKills, r.KillsUncommitted, r.RolledBack, r.Missed)
-	fmt.Fprintf(b, "  restarts    %d (and %d pipelines built again in the worker)\n", s.Restarts, r.Reruns)
+	fmt.Fprintf(b, "  restarts    %d (and %d pipelines built again in the worker; %d restarts of a worker stalled %v without output)\n", s.Restarts, r.Reruns, r.StallRestarts, eosLogStall)
 	fmt.Fprintf(b, "  output      %d records: %d lost, %d duplicated, %d out of order, %d phantoms\n",
 		r.Outputs, r.Lost, r.Duplicated, r.OutOfOrder, r.Phantoms)
 	fmt.Fprintf(b, "  torn        %d log tails\n", s.TornTails)
