@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/strom-dev/strom/log"
 )
@@ -197,4 +198,59 @@ func ExampleScanSegment() {
 	// byte 0 offset 0 length 46 crc ok true: alice=login
 	// byte 56 offset 1 length 46 crc ok true: alice=click
 	// byte 112 offset 2 length 47 crc ok true: alice=logout
+}
+
+// ExampleTopic_Compact keeps the latest record of each key of a compacted
+// topic: a user's profile updates collapse to the last one, a tombstone (a
+// nil Value) deletes a user, and the offsets of what is kept never change.
+// The active segment is never compacted, so the example rolls small
+// segments; a writable Log also compacts on its own (WithCleanerInterval).
+func ExampleTopic_Compact() {
+	dir, _ := os.MkdirTemp("", "strom-example-")
+	defer os.RemoveAll(dir)
+
+	lg, err := log.Open(dir, log.WithSegmentBytes(4<<10))
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	users, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
+	if err != nil {
+		panic(err)
+	}
+	p, _ := users.Partition(0)
+	ctx := context.Background()
+	for i := range 300 {
+		user := []string{"alice", "bob", "carol"}[i%3]
+		if _, err := p.Append(ctx, log.Record{Key: []byte(user), Value: fmt.Appendf(nil, "%s v%d", user, i)}); err != nil {
+			panic(err)
+		}
+	}
+	if _, err := p.Append(ctx, log.Record{Key: []byte("bob")}); err != nil { // bob is deleted
+		panic(err)
+	}
+	_, err = p.Append(ctx, log.Record{Value: []byte("no key")})
+	fmt.Println(errors.Is(err, log.ErrKeyRequired))
+
+	if _, err := users.Compact(time.Now()); err != nil {
+		panic(err)
+	}
+	latest, read := map[string]string{}, 0
+	for off := p.StartOffset(); ; {
+		recs, err := p.Read(off, 1<<20)
+		if err != nil || len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			latest[string(r.Key)] = string(r.Value)
+		}
+		read += len(recs)
+		off = recs[len(recs)-1].Offset + 1
+	}
+	fmt.Printf("alice=%q bob=%q carol=%q\n", latest["alice"], latest["bob"], latest["carol"])
+	fmt.Printf("%d records of 301 left, high watermark %d\n", read, p.HighWatermark())
+	// Output:
+	// true
+	// alice="alice v297" bob="" carol="carol v299"
+	// 40 records of 301 left, high watermark 301
 }
