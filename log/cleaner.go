@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,30 +64,15 @@ func WithCleanerObserver(fn func(CompactionReport, error)) Option {
 // process writes, on its partitions dirty enough (minCleanableDirtyRatio),
 // and hands what each did to the observer.
 func (l *Log) compactDirty(now time.Time, stop <-chan struct{}) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	topics := make([]*Topic, 0, len(l.topics))
-	for _, t := range l.topics {
-		if t.locked.Load() && t.CleanupPolicy().Compacts() { // a topic only read here is its writer's to clean
-			topics = append(topics, t)
-		}
-	}
-	l.mu.Unlock()
-	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
-	for _, t := range topics {
-		select {
-		case <-stop:
+	l.eachWrittenTopic(stop, func(t *Topic) {
+		if !t.CleanupPolicy().Compacts() {
 			return
-		default:
 		}
 		rep, err := t.compact(now, minCleanableDirtyRatio)
 		if obs := l.cfg.cleanerObserver; obs != nil && (err != nil || len(rep.Partitions) > 0) {
 			obs(rep, err)
 		}
-	}
+	})
 }
 
 // PartitionCompaction is what one cleaner pass did to a partition.

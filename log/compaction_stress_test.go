@@ -44,18 +44,26 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 			wmu     sync.Mutex   // written, among appenders
 			written = map[int64]string{}
 			appends = strength(300, 1500, 10000)
-			done    atomic.Int32
 			refused atomic.Int64
 			passes  atomic.Int64
 			wg      sync.WaitGroup
+			awg     sync.WaitGroup // the appenders
+			// firstPass is closed by the cleaner's first pass, which the
+			// appenders wait for halfway: a pass runs beside the appends,
+			// whatever the scheduling.
+			firstPass = make(chan struct{})
+			firstOnce sync.Once
 		)
+		// appended is cancelled once every appender is done: the truncator
+		// and the cleaner stop then.
+		appended, stopAll := context.WithCancel(ctx)
+		defer stopAll()
 		const appenders = 4
 		for a := range appenders {
-			wg.Go(func() {
-				defer done.Add(1)
+			awg.Go(func() {
 				for i := range appends {
-					for i == appends/2 && passes.Load() == 0 {
-						time.Sleep(time.Millisecond) // a pass runs beside the appends, whatever the scheduling
+					if i == appends/2 {
+						<-firstPass
 					}
 					key := fmt.Sprintf("key-%02d", (i*7+a)%40)
 					val := fmt.Sprintf("%s=%d/%d", key, a, i)
@@ -74,8 +82,13 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 				}
 			})
 		}
-		wg.Go(func() { // the truncator
-			for done.Load() < appenders {
+		go func() { awg.Wait(); stopAll() }()
+		wg.Go(func() { // the truncator: a Truncate after every 20 new records
+			for appended.Err() == nil {
+				// Wait for 20 records past the end the last Truncate left.
+				if err := p.Follow(p.HighWatermark()+20).Wait(appended); err != nil {
+					return
+				}
 				mu.Lock()
 				hw := p.HighWatermark()
 				if hw > 50 {
@@ -90,14 +103,17 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 					}
 				}
 				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
 			}
 		})
 		wg.Go(func() { // the cleaner
-			for done.Load() < appenders {
+			for {
 				_, err := tp.Compact(time.Now())
 				require.NoError(t, err)
 				passes.Add(1)
+				firstOnce.Do(func() { close(firstPass) })
+				if appended.Err() != nil {
+					return
+				}
 			}
 		})
 		follow := func(name string, part *log.Partition) {
@@ -117,9 +133,7 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 		}
 		follow("writer's log", p)
 		follow("read-only log", rp)
-		for done.Load() < appenders {
-			time.Sleep(10 * time.Millisecond)
-		}
+		<-appended.Done()
 		_, err = tp.Compact(time.Now())
 		require.NoError(t, err)
 		cancel()

@@ -370,6 +370,18 @@ func (l *Log) startRetention() {
 // enforceRetention runs Topic.EnforceRetention on every topic open in l, in
 // name order, and hands what each did to the observer.
 func (l *Log) enforceRetention(now time.Time, stop <-chan struct{}) {
+	l.eachWrittenTopic(stop, func(t *Topic) {
+		rep, err := t.EnforceRetention(now)
+		if obs := l.cfg.retentionObserver; obs != nil && (err != nil || len(rep.Partitions) > 0) {
+			obs(rep, err)
+		}
+	})
+}
+
+// eachWrittenTopic runs fn on every topic open in l that this process
+// writes (a topic only read here is its writer's to clean), in name order,
+// until stop is closed: the background retention check's and cleaner's walk.
+func (l *Log) eachWrittenTopic(stop <-chan struct{}, fn func(*Topic)) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -377,7 +389,7 @@ func (l *Log) enforceRetention(now time.Time, stop <-chan struct{}) {
 	}
 	topics := make([]*Topic, 0, len(l.topics))
 	for _, t := range l.topics {
-		if t.locked.Load() { // a topic only read here is its writer's to clean
+		if t.locked.Load() {
 			topics = append(topics, t)
 		}
 	}
@@ -389,9 +401,6 @@ func (l *Log) enforceRetention(now time.Time, stop <-chan struct{}) {
 			return
 		default:
 		}
-		rep, err := t.EnforceRetention(now)
-		if obs := l.cfg.retentionObserver; obs != nil && (err != nil || len(rep.Partitions) > 0) {
-			obs(rep, err)
-		}
+		fn(t)
 	}
 }

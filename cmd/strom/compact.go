@@ -37,47 +37,16 @@ is then 1.`,
 }
 
 func (a *app) compact(topics []string) error {
-	for _, name := range topics {
-		if err := log.ValidateTopicName(name); err != nil {
-			return err
-		}
-	}
-	dir, err := a.logDir()
-	if err != nil {
-		return err
-	}
-	if len(topics) == 0 {
-		if topics, err = listTopics(dir); err != nil {
-			return err
-		}
-	}
-	lg, err := log.Open(dir, log.WithRetentionCheckInterval(0), log.WithCleanerInterval(0))
-	if err != nil {
-		return err
-	}
-	defer lg.Close()
 	now := time.Now()
-	failed := 0
-	for _, name := range topics {
-		t, err := lg.Topic(name)
-		if err == nil {
-			if !t.CleanupPolicy().Compacts() {
-				fmt.Fprintf(a.stdout, "%s: not compacted (cleanup policy %s)\n", name, t.CleanupPolicy())
-				continue
-			}
-			var rep log.CompactionReport
-			rep, err = t.Compact(now)
-			printCompaction(a, name, rep)
+	return a.eachTopic(topics, "compact", func(t *log.Topic) error {
+		if !t.CleanupPolicy().Compacts() {
+			fmt.Fprintf(a.stdout, "%s: not compacted (cleanup policy %s)\n", t.Name(), t.CleanupPolicy())
+			return nil
 		}
-		if err != nil {
-			failed++
-			fmt.Fprintf(a.stderr, "strom: compact topic %s: %v\n", name, err)
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("compaction failed for %d of %d topic(s)", failed, len(topics))
-	}
-	return nil
+		rep, err := t.Compact(now)
+		printCompaction(a, t.Name(), rep)
+		return err
+	})
 }
 
 // printCompaction prints what one pass over a topic did.

@@ -39,9 +39,28 @@ is then 1.`,
 }
 
 func (a *app) retention(topics []string) error {
+	now := time.Now()
+	return a.eachTopic(topics, "retention of", func(t *log.Topic) error {
+		if pol := t.Retention(); pol.Bytes < 0 && pol.Age < 0 {
+			printRetention(a, t, log.RetentionReport{}) // unlimited: nothing to lock for
+			return nil
+		}
+		rep, err := t.EnforceRetention(now)
+		printRetention(a, t, rep)
+		return err
+	})
+}
+
+// eachTopic opens the log for writing, with no background retention check
+// or cleaner, and runs fn on each topic named, or every topic: a write
+// command over topics (retention, compact). A name that is not a topic name
+// is a usage error before any topic is touched; a topic that fails is
+// reported on stderr ("strom: VERB topic NAME: ...") and the others are
+// still done, the command then failing with the count.
+func (a *app) eachTopic(topics []string, verb string, fn func(*log.Topic) error) error {
 	for _, name := range topics {
 		if err := log.ValidateTopicName(name); err != nil {
-			return err // a usage error, before any topic is touched
+			return err
 		}
 	}
 	dir, err := a.logDir()
@@ -53,31 +72,24 @@ func (a *app) retention(topics []string) error {
 			return err
 		}
 	}
-	lg, err := log.Open(dir, log.WithRetentionCheckInterval(0))
+	lg, err := log.Open(dir, log.WithRetentionCheckInterval(0), log.WithCleanerInterval(0))
 	if err != nil {
 		return err
 	}
 	defer lg.Close()
-	now := time.Now()
 	failed := 0
 	for _, name := range topics {
 		t, err := lg.Topic(name)
 		if err == nil {
-			if pol := t.Retention(); pol.Bytes < 0 && pol.Age < 0 {
-				printRetention(a, t, log.RetentionReport{}) // unlimited: nothing to lock for
-				continue
-			}
-			var rep log.RetentionReport
-			rep, err = t.EnforceRetention(now)
-			printRetention(a, t, rep)
+			err = fn(t)
 		}
 		if err != nil {
 			failed++
-			fmt.Fprintf(a.stderr, "strom: retention of topic %s: %v\n", name, err)
+			fmt.Fprintf(a.stderr, "strom: %s topic %s: %v\n", verb, name, err)
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("retention failed for %d of %d topic(s)", failed, len(topics))
+		return fmt.Errorf("%s failed for %d of %d topic(s)", strings.Fields(verb)[0], failed, len(topics))
 	}
 	return nil
 }
