@@ -86,7 +86,7 @@ func TestCompactionBesideAppendsFollowersAndTruncateUnderTheRaceDetector(t *test
 		wg.Go(func() { // the truncator: a Truncate after every 20 new records
 			for appended.Err() == nil {
 				// Wait for 20 records past the end the last Truncate left.
-				if err := p.Follow(p.HighWatermark()+20).Wait(appended); err != nil {
+				if err := p.Follow(p.HighWatermark() + 20).Wait(appended); err != nil {
 					return
 				}
 				mu.Lock()
