@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -432,46 +433,38 @@ func openCleaned(dir, path string, s *segment) (*segment, error) {
 }
 
 // eachFrame calls fn with the offset, the whole frame (header, body and
-// padding) and the body of every frame of s, a sealed segment, in order.
-// The slices alias a buffer reused for the next frames.
+// zero padding, as written) and the body of every frame of s, a sealed
+// segment, in order, through the walk that verifies frames (walkFrames, on
+// a copy of s). The slices are reused for the next frame. Frames that no
+// longer verify up to s.size are a *CorruptError: the file changed since
+// it was walked.
 func (s *segment) eachFrame(fn func(off int64, frame, body []byte) error) error {
-	buf := make([]byte, walkBufferBytes)
-	pos := int64(0)
-	for pos < s.size {
-		n, err := s.f.ReadAt(buf, pos)
-		if n == 0 && err != nil {
-			return fmt.Errorf("read segment %s at byte %d: %w", s.path, pos, err)
-		}
-		chunk := buf[:min(int64(n), s.size-pos)]
-		used := 0
-		for len(chunk)-used >= frameHeaderBytes {
-			bodyLen, crc := frameHeader(chunk[used:])
-			need := padded(frameHeaderBytes + int(bodyLen))
-			if bodyLen == 0 {
-				return &CorruptError{Segment: s.path, Position: pos + int64(used), Reason: "frame changed after it was verified"}
-			}
-			if need > len(chunk)-used {
-				break
-			}
-			body := chunk[used+frameHeaderBytes : used+frameHeaderBytes+int(bodyLen)]
-			if crcOf(body) != crc || len(body) < bodyFixedBytes {
-				return &CorruptError{Segment: s.path, Position: pos + int64(used), Reason: "frame changed after it was verified"}
-			}
-			if err := fn(bodyOffset(body), chunk[used:used+need], body); err != nil {
-				return err
-			}
-			used += need
-		}
-		if used == 0 {
-			// One frame larger than the buffer.
-			bodyLen, _ := frameHeader(chunk)
-			buf = make([]byte, padded(frameHeaderBytes+int(bodyLen)))
-			continue
-		}
-		pos += int64(used)
+	w := &segment{base: s.base, path: s.path, f: s.f, next: s.base, indexedAt: -1, gaps: s.gaps, ends: s.ends}
+	var (
+		frame []byte
+		ferr  error
+	)
+	why, _, err := w.walkFrames(nil, math.MaxInt, func(_ int64, crc uint32, body []byte) bool {
+		frame = binary.LittleEndian.AppendUint32(frame[:0], uint32(len(body)))
+		frame = binary.LittleEndian.AppendUint32(frame, crc)
+		frame = append(frame, body...)
+		frame = append(frame, zeroPad[:padded(len(frame))-len(frame)]...)
+		ferr = fn(bodyOffset(body), frame, body)
+		return ferr == nil && w.size < s.size
+	})
+	switch {
+	case err != nil:
+		return err
+	case ferr != nil:
+		return ferr
+	case w.size != s.size || why != stopEOF && why != stopHalted:
+		return &CorruptError{Segment: s.path, Position: w.size, Offset: w.next, Reason: "frame changed after it was verified"}
 	}
 	return nil
 }
+
+// zeroPad is the padding a frame ends with (frameAlign).
+var zeroPad [frameAlign]byte
 
 // bodyKey returns the key of a verified frame body, whether its value is
 // nil (a tombstone), and false for a record without a key.
