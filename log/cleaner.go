@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -263,16 +264,11 @@ func (c *cleaner) pass(now time.Time, tombstoneRetention time.Duration, minRatio
 
 	// 2 and 3. Clean and swap each segment below the end of the section.
 	for _, s := range segs[:mapped] {
-		removeTombstones := false
-		if s.gaps {
-			if fi, err := os.Stat(filepath.Join(c.dir, compactedName(s.base))); err == nil {
-				removeTombstones = now.Sub(fi.ModTime()) > tombstoneRetention
-			}
-		}
+		removeTombstones := s.tombAt > 0 && now.UnixMilli()-s.tombAt > tombstoneRetention.Milliseconds()
 		if len(latest) == 0 && !removeTombstones {
 			continue // nothing in it can go
 		}
-		done, err := c.cleanSegment(s, gen, latest, removeTombstones, &rep)
+		done, err := c.cleanSegment(s, gen, latest, now, removeTombstones, &rep)
 		if err != nil {
 			return rep, err
 		}
@@ -296,10 +292,10 @@ func (c *cleaner) pass(now time.Time, tombstoneRetention time.Duration, minRatio
 // the copy in (steps 2 and 3 of a pass). It reports false when the swap
 // did not happen because the partition changed under it (a Truncate, a
 // close): the pass stops.
-func (c *cleaner) cleanSegment(s *segment, gen uint64, latest map[string]int64, removeTombstones bool, rep *PartitionCompaction) (bool, error) {
+func (c *cleaner) cleanSegment(s *segment, gen uint64, latest map[string]int64, now time.Time, removeTombstones bool, rep *PartitionCompaction) (bool, error) {
 	mappedTo := rep.CleanedTo
 	var kept []byte
-	removed, tombstones := int64(0), int64(0)
+	removed, tombstones, keptTombstones := int64(0), int64(0), int64(0)
 	err := s.eachFrame(func(off int64, frame, body []byte) error {
 		key, tomb, ok := bodyKey(body)
 		switch {
@@ -316,19 +312,39 @@ func (c *cleaner) cleanSegment(s *segment, gen uint64, latest map[string]int64, 
 			removed++
 			tombstones++
 			return nil
+		case tomb:
+			keptTombstones++
 		}
 		kept = append(kept, frame...)
 		return nil
 	})
-	if err != nil || removed == 0 {
-		return true, err
+	if err != nil {
+		return false, err
+	}
+	// The tombstones' clock starts at the first pass that keeps them and
+	// is never restarted (the flag carries it across rewrites).
+	tombAt := int64(0)
+	if keptTombstones > 0 {
+		tombAt = cmp.Or(s.tombAt, now.UnixMilli())
+	}
+	if removed == 0 {
+		if tombAt != s.tombAt {
+			// Nothing to rewrite, but the clock must start now: the flag
+			// alone (it allows gaps the segment does not have).
+			cleanerStep("flag")
+			if err := writeCompactedFlag(c.dir, s.base, s.next, s.mapped, tombAt); err != nil {
+				return false, err
+			}
+			s.tombAt = tombAt // read by passes only, under passMu
+		}
+		return true, nil
 	}
 	cleaned := filepath.Join(c.dir, segmentName(s.base)+cleanedSuffix)
 	if err := writeCleaned(cleaned, kept); err != nil {
 		return false, err
 	}
 	cleanerStep("flag")
-	if err := writeCompactedFlag(c.dir, s.base, s.next, mappedTo); err != nil {
+	if err := writeCompactedFlag(c.dir, s.base, s.next, max(mappedTo, s.mapped), tombAt); err != nil {
 		os.Remove(cleaned)
 		return false, err
 	}

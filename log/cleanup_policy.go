@@ -19,7 +19,11 @@ const (
 	// only. It is the zero value and the default.
 	CleanupDelete CleanupPolicy = iota
 	// CleanupCompact keeps the latest record of each key; every record
-	// appended needs a key (ErrKeyRequired).
+	// appended needs a key (ErrKeyRequired). A record with a nil Value is
+	// a tombstone; an empty non-nil Value is data. Records without a key
+	// appended while the topic was not compacted are kept as they are
+	// (Kafka's cleaner drops them; strom removes nothing it cannot tell
+	// is replaced).
 	CleanupCompact
 	// CleanupCompactDelete compacts and applies the retention bounds.
 	CleanupCompactDelete

@@ -95,8 +95,8 @@ func TestCleanupPolicyIsStoredChangedAndSurvivesReopen(t *testing.T) {
 }
 
 // TestTopicJSONCleanupPolicyIsChecked ensures a topic.json of an unknown
-// cleanup policy is ErrCorruptMetadata naming it, and one spelt as this
-// version never writes it ("delete", written as the absent field) too.
+// cleanup policy is ErrCorruptMetadata naming it, and that "delete"
+// (which this version writes as the absent field) reads as delete.
 func TestTopicJSONCleanupPolicyIsChecked(t *testing.T) {
 	dir := t.TempDir()
 	lg := openLog(t, dir, log.WithRetentionCheckInterval(0))
@@ -104,7 +104,13 @@ func TestTopicJSONCleanupPolicyIsChecked(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, lg.Close())
 	meta := filepath.Join(dir, "users", "topic.json")
-	for _, bad := range []string{"shrink", "delete", "compact,compact,delete"} {
+	require.NoError(t, os.WriteFile(meta, []byte(`{"version":1,"name":"users","partitions":1,"cleanupPolicy":"delete"}`+"\n"), 0o644))
+	lg = openLog(t, dir, log.WithRetentionCheckInterval(0))
+	tp, err := lg.Topic("users")
+	require.NoError(t, err, "delete written by hand is delete")
+	assert.Equal(t, log.CleanupDelete, tp.CleanupPolicy())
+	require.NoError(t, lg.Close())
+	for _, bad := range []string{"shrink", "Delete", "compact,compact,delete"} {
 		require.NoError(t, os.WriteFile(meta, []byte(`{"version":1,"name":"users","partitions":1,"cleanupPolicy":"`+bad+`"}`+"\n"), 0o644))
 		lg = openLog(t, dir, log.WithRetentionCheckInterval(0))
 		_, err = lg.Topic("users")

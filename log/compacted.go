@@ -26,38 +26,42 @@ import (
 // with gaps never lacks it; a flag beside a segment without gaps (a crash
 // between the two) only allows what the segment does not use.
 //
-// Its file's modification time is when the segment was last cleaned: a
-// tombstone the cleaner kept is removed by a later pass once
-// tombstone retention has passed since then (Kafka's delete horizon from
-// the segment's last modification).
+// It also records when a pass first kept tombstones of the segment (unix
+// ms, 0 for none): they go in a later pass once tombstone retention has
+// passed since then, however often the segment is rewritten meanwhile
+// (Kafka's delete horizon, KIP-534, kept per segment: a sealed segment
+// gains no tombstones). A pass that keeps tombstones in a segment it does
+// not rewrite writes the flag for that time alone.
 const (
 	compactedSuffix = ".compacted"
 	// compactedMagic is "CMPT" as little-endian bytes.
 	compactedMagic   = 0x54504d43
 	compactedVersion = 1
 	// compactedBytes is the flag's size: magic, version, reserved, next,
-	// mapped and their CRC32C.
-	compactedBytes = 28
+	// mapped, the tombstones' first pass and their CRC32C.
+	compactedBytes = 36
 )
 
 func compactedName(base int64) string { return fmt.Sprintf("%020d%s", base, compactedSuffix) }
 
-func encodeCompactedFlag(next, mapped int64) []byte {
+func encodeCompactedFlag(next, mapped, tombAt int64) []byte {
 	b := make([]byte, 0, compactedBytes)
 	b = binary.LittleEndian.AppendUint32(b, compactedMagic)
 	b = binary.LittleEndian.AppendUint16(b, compactedVersion)
 	b = binary.LittleEndian.AppendUint16(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, uint64(next))
 	b = binary.LittleEndian.AppendUint64(b, uint64(mapped))
+	b = binary.LittleEndian.AppendUint64(b, uint64(tombAt))
 	return binary.LittleEndian.AppendUint32(b, crcOf(b))
 }
 
 // writeCompactedFlag durably records that the segment of base in the
-// partition folder dir may skip offsets, ends at next, and lost records to
-// later ones below mapped (replaceFile: the flag is whole or absent after a
+// partition folder dir may skip offsets, ends at next, lost records to
+// later ones below mapped, and had its tombstones first kept at tombAt
+// (unix ms, 0: none) (replaceFile: the flag is whole or absent after a
 // crash, and its name is on disk when it returns).
-func writeCompactedFlag(dir string, base, next, mapped int64) error {
-	if err := replaceFile(dir, compactedName(base), encodeCompactedFlag(next, mapped)); err != nil {
+func writeCompactedFlag(dir string, base, next, mapped, tombAt int64) error {
+	if err := replaceFile(dir, compactedName(base), encodeCompactedFlag(next, mapped, tombAt)); err != nil {
 		return fmt.Errorf("write compacted flag of segment %d: %w", base, err)
 	}
 	return nil
@@ -72,8 +76,8 @@ func removeCompactedFlag(dir string, base int64) error {
 	return nil
 }
 
-// loadCompacted reads the compacted flag of s, if it has one, into s.ends
-// and s.mapped. A flag that does not decode (damaged: it is written whole
+// loadCompacted reads the compacted flag of s, if it has one, into s.ends,
+// s.mapped and s.tombAt. A flag that does not decode (damaged: it is written whole
 // or not at all) still says the segment may skip offsets, with no end
 // beyond its frames and no cut allowed below the log's end (mapped is the
 // largest offset): reads stay possible, the gap it leaves before the
@@ -90,11 +94,12 @@ func (s *segment) loadCompacted(dir string) error {
 	s.gaps, s.mapped = true, math.MaxInt64
 	if len(b) == compactedBytes && binary.LittleEndian.Uint32(b) == compactedMagic &&
 		binary.LittleEndian.Uint16(b[4:]) == compactedVersion && binary.LittleEndian.Uint16(b[6:]) == 0 &&
-		binary.LittleEndian.Uint32(b[24:]) == crcOf(b[:24]) {
+		binary.LittleEndian.Uint32(b[32:]) == crcOf(b[:32]) {
 		if next := int64(binary.LittleEndian.Uint64(b[8:])); next >= s.base {
 			s.ends = next
 		}
 		s.mapped = int64(binary.LittleEndian.Uint64(b[16:]))
+		s.tombAt = int64(binary.LittleEndian.Uint64(b[24:]))
 	}
 	return nil
 }

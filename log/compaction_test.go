@@ -382,3 +382,64 @@ func TestTruncateBelowWhatCompactionReliedOnIsRefused(t *testing.T) {
 	require.NoError(t, p.Truncate(mapped), "at the mapped end: allowed")
 	assert.Equal(t, mapped, p.HighWatermark())
 }
+
+// TestTombstonesExpireFromTheirFirstPassWhateverTheirSegmentDoes is the
+// loss of two cases a new user's trial found: tombstones in a segment
+// from which a pass removes nothing (never rewritten, they were kept
+// forever), and tombstones in a segment rewritten by every pass (their
+// clock restarted at each rewrite). Both now go once TombstoneRetention has
+// passed since the pass that first kept them.
+func TestTombstonesExpireFromTheirFirstPassWhateverTheirSegmentDoes(t *testing.T) {
+	lg := openLog(t, t.TempDir(), log.WithSegmentBytes(4<<10), log.WithRetentionCheckInterval(0), log.WithCleanerInterval(0))
+	tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact), log.TombstoneRetention(time.Hour))
+	require.NoError(t, err)
+	p, err := tp.Partition(0)
+	require.NoError(t, err)
+	ctx := context.Background()
+	appendAll := func(recs ...log.Record) {
+		t.Helper()
+		_, err := p.Append(ctx, recs...)
+		require.NoError(t, err)
+	}
+	var profiles, deletes []log.Record
+	for i := range 300 {
+		profiles = append(profiles, log.Record{Key: fmt.Appendf(nil, "u%d", i), Value: []byte("profile")})
+		deletes = append(deletes, log.Record{Key: fmt.Appendf(nil, "u%d", i)})
+	}
+	appendAll(profiles...)
+	appendAll(deletes...)
+	tombstones := func() (n int) {
+		for _, r := range readAll(t, p) {
+			if r.Value == nil {
+				n++
+			}
+		}
+		return n
+	}
+	// Each pass sees new records of another key (the partition is dirty),
+	// which a later one replaces: the segments holding them are rewritten
+	// at every pass.
+	t0 := time.Now()
+	for i, at := range []time.Duration{0, 20 * time.Minute, 40 * time.Minute, 59 * time.Minute} {
+		for j := range 100 {
+			appendAll(log.Record{Key: []byte("other"), Value: fmt.Appendf(nil, "x%d-%d", i, j)})
+		}
+		_, err := tp.Compact(t0.Add(at))
+		require.NoError(t, err)
+		require.Equal(t, 300, tombstones(), "pass at +%v: within the hour, every tombstone stays", at)
+	}
+	appendAll(log.Record{Key: []byte("other"), Value: []byte("last")})
+	rep, err := tp.Compact(t0.Add(61 * time.Minute))
+	require.NoError(t, err)
+	left := tombstones()
+	require.Len(t, rep.Partitions, 1)
+	assert.EqualValues(t, 300-left, rep.Partitions[0].TombstonesRemoved)
+	segs, err := p.Segments()
+	require.NoError(t, err)
+	active := segs[len(segs)-1].BaseOffset
+	for _, r := range readAll(t, p) {
+		if r.Value == nil {
+			assert.GreaterOrEqual(t, r.Offset, active, "offset %d: a tombstone past its hour is left outside the active segment", r.Offset)
+		}
+	}
+}

@@ -494,8 +494,10 @@
 //     one).
 //  2. Clean: rewrite every sealed segment from the log start to the end of
 //     the mapped section, keeping a record unless the map holds a later
-//     offset for its key, and unless it is a tombstone (a nil Value) in a
-//     segment cleaned before more than TombstoneRetention ago. Kept frames
+//     offset for its key, and unless it is a tombstone (a nil Value) that
+//     a pass first kept more than TombstoneRetention ago (the compacted
+//     flag carries that time; a pass that keeps tombstones in a segment it
+//     does not rewrite writes the flag for it). Kept frames
 //     are copied byte for byte: offsets, CRCs, timestamps and headers are
 //     unchanged. A segment that loses nothing is left as it is.
 //  3. Swap, per segment: the cleaned copy is written to <base>.cleaned and

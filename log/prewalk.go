@@ -111,7 +111,7 @@ func (pw *prewalk) take(i int, s *segment) bool {
 		return false // another file under the name since: walk the one s holds
 	}
 	s.size, s.next, s.index, s.indexedAt, s.lazy = j.seg.size, j.seg.next, j.seg.index, j.seg.indexedAt, j.seg.lazy
-	s.gaps, s.ends, s.mapped, s.records = j.seg.gaps, j.seg.ends, j.seg.mapped, j.seg.records
+	s.gaps, s.ends, s.mapped, s.tombAt, s.records = j.seg.gaps, j.seg.ends, j.seg.mapped, j.seg.tombAt, j.seg.records
 	s.maxTimestamp, s.hasTimestamp = j.seg.maxTimestamp, j.seg.hasTimestamp
 	return true
 }

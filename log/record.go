@@ -16,7 +16,9 @@ type Record struct {
 	// empty slice are different: nil means "no key" (round-robin), an empty
 	// key hashes like any other.
 	Key []byte
-	// Value is the payload. It may be empty (a tombstone is legal).
+	// Value is the payload. It may be empty. On a compacted topic a nil
+	// Value is a tombstone (it deletes its key, see "Compaction" in the
+	// package doc); an empty non-nil one is data.
 	Value []byte
 	// Timestamp is in milliseconds since the Unix epoch, as Kafka's. Zero on
 	// append means "now".

@@ -106,6 +106,7 @@ type segment struct {
 	gaps   bool
 	ends   int64
 	mapped int64 // the flag's mapped offset: no Truncate below it (compacted.go)
+	tombAt int64 // when a pass first kept its tombstones, unix ms; 0: none (compacted.go)
 	// records counts the frames walked: the segment's record count when it
 	// has gaps (recordCount). A compacted segment is always walked.
 	records int64

@@ -58,7 +58,8 @@ type topicMeta struct {
 	TimestampType string `json:"timestampType,omitempty"`
 	// CleanupPolicy is "compact" or "compact,delete" for a compacted topic
 	// (WithCleanupPolicy); absent (empty) means delete, so a topic that
-	// never compacted keeps the topic.json of versions before the field.
+	// never compacted keeps the topic.json of versions before the field
+	// ("delete", written by hand, is read as delete too).
 	CleanupPolicy string `json:"cleanupPolicy,omitempty"`
 	// DeleteRetentionMs is how long a compacted topic keeps a tombstone
 	// after the cleaner pass that first kept it (Kafka's
@@ -146,8 +147,8 @@ func loadTopicMeta(name, tdir string) (topicMeta, error) {
 		why = fmt.Sprintf("%d partitions, want 1 to %d", m.Partitions, MaxPartitions)
 	case m.TimestampType != "" && m.TimestampType != LogAppendTime.String():
 		why = fmt.Sprintf("timestamp type %q, want %q or none", m.TimestampType, LogAppendTime.String())
-	case m.CleanupPolicy != "" && m.CleanupPolicy != CleanupCompact.String() && m.CleanupPolicy != CleanupCompactDelete.String():
-		why = fmt.Sprintf("cleanup policy %q, want %q, %q or none", m.CleanupPolicy, CleanupCompact.String(), CleanupCompactDelete.String())
+	case m.CleanupPolicy != "" && m.CleanupPolicy != CleanupDelete.String() && m.CleanupPolicy != CleanupCompact.String() && m.CleanupPolicy != CleanupCompactDelete.String():
+		why = fmt.Sprintf("cleanup policy %q, want %q, %q, %q or none", m.CleanupPolicy, CleanupDelete.String(), CleanupCompact.String(), CleanupCompactDelete.String())
 	case m.DeleteRetentionMs != nil && *m.DeleteRetentionMs < 0:
 		why = fmt.Sprintf("tombstone retention %d ms, want 0 or more", *m.DeleteRetentionMs)
 	}
