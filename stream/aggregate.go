@@ -47,6 +47,9 @@ func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T
 	if cfg.windowOnly != "" {
 		panic(fmt.Sprintf("stream: %s applies to Window, not to %s", cfg.windowOnly, kind))
 	}
+	if cfg.tableOnly != "" {
+		panic(fmt.Sprintf("stream: %s applies to ToTable, not to %s", cfg.tableOnly, kind))
+	}
 	registerState(k, kind, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
 	return chain(k.s, func(rt *runtime, down outlet[KV[K, A]]) outlet[T] {

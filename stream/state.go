@@ -198,9 +198,12 @@ type stateConfig struct {
 	lateSink       any   // Sink[T]
 	dropLate       bool
 	emitUpdates    bool
-	windowOnly     string   // the first Window-only option given, for Aggregate's check
-	timeOpts       []string // EventTime and ProcessingTime as given: Window refuses two
-	lateOpts       []string // LateTo and DropLate as given: Window refuses two
+	windowOnly     string // the first Window-only option given, for Aggregate's check
+	// ToTable's (table.go).
+	tombstone any      // func(V) bool
+	tableOnly string   // the first ToTable-only option given, for the others' check
+	timeOpts  []string // EventTime and ProcessingTime as given: Window refuses two
+	lateOpts  []string // LateTo and DropLate as given: Window refuses two
 }
 
 func newStateConfig(name string, opts []StateOption) *stateConfig {
@@ -468,6 +471,11 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 		if cl, ok := s.(checkpoint.ChangelogStore); ok && rt.changelog == nil {
 			rt.changelog = cl
 		}
+	}
+	if rt.partitioned && len(rt.p.tables) > 0 {
+		return fmt.Errorf("%w: table %q is read whole by every process that joins with it (a global table), so its state belongs to no partition of the consumer group "+
+			"the pipeline reads, and it could not move with them: tables are not supported on a source whose partitions move between processes; "+
+			"keep the table in a pipeline on a log topic or a Kafka source without a group", ErrNotPerPartition, rt.p.tables[0])
 	}
 	if rt.partitioned && len(rt.p.afterWindow) > 0 {
 		stage, window, _ := strings.Cut(rt.p.afterWindow[0], "\x00")

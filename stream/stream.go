@@ -76,6 +76,11 @@ type pipeline struct {
 	// buildErr is a fault of the pipeline found while it was built that
 	// Run returns (Repartition of values it cannot encode).
 	buildErr error
+	// tableSources are the sources that feed only a Table (table.go): a
+	// Window does not wait for their partitions' event times. tables
+	// names the pipeline's tables, for Run's checks.
+	tableSources []io.Closer
+	tables       []string
 }
 
 // From returns a Stream reading from src. Nothing is read until [Stream.Run].

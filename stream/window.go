@@ -349,6 +349,9 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 	if len(cfg.lateOpts) > 1 {
 		panic(fmt.Sprintf("stream: Window given %s: give one of LateTo and DropLate, once", strings.Join(cfg.lateOpts, " and ")))
 	}
+	if cfg.tableOnly != "" {
+		panic(fmt.Sprintf("stream: %s applies to ToTable, not to Window", cfg.tableOnly))
+	}
 	var evTime func(T) time.Time
 	if cfg.eventTime != nil {
 		fn, ok := cfg.eventTime.(func(T) time.Time)
@@ -379,6 +382,9 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		st.tb = st.one
 		if !cfg.processingTime {
 			for _, src := range rt.p.sources {
+				if rt.p.feedsTable(src) {
+					continue // its records feed a Table, never this window
+				}
 				if l, ok := src.(PartitionLister); ok {
 					st.listers = append(st.listers, l)
 				}
@@ -391,6 +397,9 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		}
 		if cfg.idle > 0 && !cfg.processingTime && !st.core.partitioned {
 			for _, src := range rt.p.sources {
+				if rt.p.feedsTable(src) {
+					continue
+				}
 				if u, ok := src.(CaughtUpReporter); ok {
 					st.ups = append(st.ups, u)
 				}

@@ -12,10 +12,11 @@ type config struct {
 	batchSize int
 	failAt    map[int]error // call number (from 1) -> error
 	follow    bool
+	topic     string
 }
 
 func newConfig(opts []Option) config {
-	c := config{batchSize: defaultBatchSize}
+	c := config{batchSize: defaultBatchSize, topic: Topic}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -56,4 +57,17 @@ func FailAt(n int, err error) Option {
 // such as Batch's linger. Ignored by [Collect].
 func Follow() Option {
 	return func(c *config) { c.follow = true }
+}
+
+// OnTopic makes a [Slice] source's elements carry topic instead of [Topic]
+// (partition [Partition] still), and its Resume load that topic's
+// position: two Slice sources of one pipeline (a [stream.Merge], a join's
+// inputs) must have topics of their own, since positions are tracked per
+// topic-partition. An empty topic keeps the default. Ignored by [Collect].
+func OnTopic(topic string) Option {
+	return func(c *config) {
+		if topic != "" {
+			c.topic = topic
+		}
+	}
 }

@@ -42,7 +42,7 @@ var (
 )
 
 // Slice returns a source yielding values in order, as elements with Topic
-// [Topic], Partition [Partition] and Offset = index in values, in batches of
+// [Topic] (or [OnTopic]'s), Partition [Partition] and Offset = index in values, in batches of
 // [BatchSize] (default 100), then io.EOF ([Follow]: wait for the context to
 // end). [FailAt] makes a chosen Read fail.
 // The source keeps values; the caller must not modify them afterwards.
@@ -81,7 +81,7 @@ func (s *SliceSource[T]) Read(ctx context.Context) ([]stream.Element[T], error) 
 	// slice is reused: a slice source allocates nothing per record.
 	batch := s.buf[:0]
 	for off := s.next; off < end; off++ {
-		batch = append(batch, stream.Element[T]{Value: s.values[off], Topic: Topic, Partition: Partition, Offset: off, Epoch: checkpoint.NoEpoch})
+		batch = append(batch, stream.Element[T]{Value: s.values[off], Topic: s.cfg.topic, Partition: Partition, Offset: off, Epoch: checkpoint.NoEpoch})
 	}
 	s.next = end
 	s.buf = batch
@@ -98,16 +98,16 @@ func (s *SliceSource[T]) Close() error {
 	return nil
 }
 
-// Resume loads the position of ([Topic], [Partition]) from store and makes the
+// Resume loads the position of ([Topic] or [OnTopic]'s, [Partition]) from store and makes the
 // next Read start there (at 0 when none is saved), reopening the source if it
 // was closed. It returns the store's error, wrapped, and then changes nothing.
 func (s *SliceSource[T]) Resume(ctx context.Context, store checkpoint.Store) error {
-	pos, found, err := store.Load(ctx, Topic, Partition)
+	pos, found, err := store.Load(ctx, s.cfg.topic, Partition)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resumes++
 	if err != nil {
-		return fmt.Errorf("streamtest: resume %s/%d: %w", Topic, Partition, err)
+		return fmt.Errorf("streamtest: resume %s/%d: %w", s.cfg.topic, Partition, err)
 	}
 	if !found {
 		pos = checkpoint.At(0)

@@ -1,0 +1,176 @@
+package stream
+
+import (
+	"context"
+	"errors"
+)
+
+// Stage names of the stream-table joins, in [StageStats].
+const (
+	StageJoinTable     = "jointable"     // JoinTable
+	StageLeftJoinTable = "leftjointable" // LeftJoinTable
+)
+
+// ErrNotCopartitioned is returned by [Stream.Run] for a join whose inputs
+// a pipeline cannot bring together correctly on a source whose partitions
+// move between processes; the error names the join and what to change.
+//
+// The rule, Kafka Streams' co-partitioning: on N processes a join sees
+// only the records of the partitions its process owns, so the records of
+// one join key must reach the same process through both inputs. For a
+// windowed stream-stream join both inputs must be partitioned alike by the
+// join key: the same number of partitions, the same partitioner, and the
+// key the one they are partitioned by (declared with
+// [Keyed.FollowsPartitioning], or made so with [Repartition]), and the
+// group must assign partition i of both to one member. A stream-table join
+// needs a table read whole by every process (a global table) instead,
+// which needs no co-partitioning; strom does not yet keep a table on a
+// consumer group (see [Table]).
+var ErrNotCopartitioned = errors.New("stream: a join's inputs are not partitioned alike by the join key")
+
+// JoinTable joins each record of k with the value its key has in t when
+// the join handles it, and emits fn(record, value) in its place, keeping
+// the record's lineage and timestamp; a record whose key t does not hold
+// is dropped (finished). It is Kafka Streams' KStream-KTable inner join:
+// only the stream's records trigger output, a table update emits nothing.
+//
+//	table  t (key u1):  (u1:Ann) ······················· (u1:Bob) ··········· (u1:⌫) ········
+//	stream k:           ··········· (u1:c1) ·· (u2:c2) ··········· (u1:c3) ··········· (u1:c4)
+//	JoinTable:          ··········· [c1,Ann] ······················ [c3,Bob] ··················
+//	LeftJoinTable:      ··········· [c1,Ann] · [c2,∅] ············· [c3,Bob] ··········· [c4,∅]
+//
+// (⌫ is a tombstone, [Tombstone]; ∅ is "not found".)
+//
+// The table's branch and the stream are read by goroutines of their own,
+// so "when the join handles it" is processing time: a record of k and an
+// update of its key in t that were written at about the same moment race,
+// and the record meets the old or the new value depending on which was
+// read first, as in Kafka Streams (which orders them by timestamp, but
+// only across the partitions one task reads, and not at all once
+// max.task.idle.ms passes). One race is removed: the stream waits until
+// the table has caught up with its topic ([Table.Ready]) before the first
+// record is joined, so a pipeline started on a table topic written earlier
+// never joins against a half-read table. After a restart the records of k
+// delivered again are joined with the table as restored, which holds
+// every update up to the checkpoint: their output may carry a newer value
+// than the first delivery's (at-least-once, as every output of strom).
+//
+// No event-time (temporal) variant is offered yet. Joining each record
+// with the version its key had at the record's event time (Flink's FOR
+// SYSTEM_TIME AS OF, Kafka Streams' versioned stores) needs the table to
+// keep every version for a history retention and the stream to hold each
+// record back until the table's watermark has passed its event time: a
+// table that stops changing then stops the stream, which needs the
+// idleness rules of [Window] on the table's side. Two streams of events
+// are joined by event time with a windowed join instead.
+//
+// t is fed by this pipeline from then on: k's pipeline and t's become one,
+// run by running the returned Stream, which also reads and checkpoints the
+// table's input ([Table.Run] then returns [ErrTableJoined]). One table may
+// be joined several times in one pipeline, never with two pipelines. k may
+// follow any stage, Parallel ones included: the join keeps no state of its
+// own. It panics if k, t or fn is nil, or if t is fed by k's own pipeline.
+// On a source whose partitions move between processes Run refuses a
+// pipeline with a table ([ErrNotPerPartition]; see [ErrNotCopartitioned]
+// for the rule).
+func JoinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], fn func(v T, tv V) U) *Stream[U] {
+	mustFunc("JoinTable", fn == nil)
+	return joinTable(k, t, StageJoinTable, func(v T, tv V, ok bool) (U, bool) {
+		if !ok {
+			var zero U
+			return zero, false
+		}
+		return fn(v, tv), true
+	})
+}
+
+// LeftJoinTable is [JoinTable] that keeps every record of k: it emits
+// fn(record, value, true) when t holds the record's key, and fn(record,
+// zero V, false) when it does not (Kafka Streams' KStream-KTable left
+// join). Races, restarts and the rest as for JoinTable. It panics if k, t
+// or fn is nil.
+func LeftJoinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], fn func(v T, tv V, found bool) U) *Stream[U] {
+	mustFunc("LeftJoinTable", fn == nil)
+	return joinTable(k, t, StageLeftJoinTable, func(v T, tv V, ok bool) (U, bool) { return fn(v, tv, ok), true })
+}
+
+func joinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], name string, fn func(T, V, bool) (U, bool)) *Stream[U] {
+	if k == nil || t == nil {
+		panic("stream: " + name + " called with a nil Keyed or Table")
+	}
+	s := k.s
+	p := t.joinInto(name, s.p)
+	ctr := p.counters(name)
+	up := s.connect
+	return &Stream[U]{p: p, reorders: s.reorders, unkeyedBy: s.unkeyedBy, connect: func(rt *runtime, down outlet[U]) {
+		t.wire(rt)
+		up(rt, &tableJoin[K, T, V, U]{rt: rt, t: t, key: k.key, fn: fn, ctr: ctr, down: down})
+	}}
+}
+
+// tableJoin is the stage of JoinTable and LeftJoinTable.
+type tableJoin[K comparable, T, V, U any] struct {
+	rt   *runtime
+	t    *Table[K, V]
+	key  func(T) K
+	fn   func(T, V, bool) (U, bool)
+	ctr  *stageCounters
+	down outlet[U]
+	out  []Element[U]
+	offs []int64
+	drop []Element[T]
+}
+
+func (j *tableJoin[K, T, V, U]) push(ctx context.Context, elems []Element[T]) error {
+	if !j.t.isReady() {
+		select {
+		case <-j.t.ready:
+		case <-j.rt.stop:
+			return nil // stopping: the records stay unfinished, unsaved
+		case <-j.rt.srcCtx.Done():
+			return nil
+		}
+	}
+	j.ctr.in.Add(int64(len(elems)))
+	out, drop := j.out[:0], j.drop[:0]
+	// Looked up under one read lock per batch, which is released before
+	// pushing on: a stateful stage after the join takes its own lock, and
+	// a checkpoint locks the table after it (upstream first).
+	out, drop = j.lookup(elems, out, drop)
+	if len(drop) > 0 {
+		j.offs = finish(drop, j.offs)
+		j.rt.noteFinished(len(drop))
+		clear(drop)
+	}
+	j.drop = drop
+	j.out = out
+	j.ctr.out.Add(int64(len(out)))
+	if len(out) == 0 {
+		return nil
+	}
+	err := j.down.push(ctx, out)
+	clear(out)
+	return err
+}
+
+// lookup joins elems under the table's read lock, released by a defer:
+// a panic in a key or join function must not leave the table locked.
+func (j *tableJoin[K, T, V, U]) lookup(elems []Element[T], out []Element[U], drop []Element[T]) ([]Element[U], []Element[T]) {
+	t := j.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for i := range elems {
+		e := &elems[i]
+		tv, ok := t.m[j.key(e.Value)]
+		u, keep := j.fn(e.Value, tv, ok)
+		if !keep {
+			drop = append(drop, *e)
+			continue
+		}
+		out = append(out, Element[U]{Value: u, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset,
+			Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
+	}
+	return out, drop
+}
+
+func (j *tableJoin[K, T, V, U]) close(ctx context.Context) error { return j.down.close(ctx) }
