@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strom-dev/strom/internal/testutil"
+	"github.com/strom-dev/strom/stream"
+	"github.com/strom-dev/strom/stream/streamtest"
 )
 
 // TestHTTPListensOnLoopbackAndIsReadOnly ensures the projection binds 127.0.0.1 unless
@@ -19,10 +21,12 @@ func TestHTTPListensOnLoopbackAndIsReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:0", cfg.addr)
 
-	p := newProjection("events")
-	p.counts["u1"] = 1
-	p.parts, p.replayed = []partStats{{}}, 1 // replayed: ready to answer
+	p := newProjection("events", nil)
+	rows := streamtest.Slice([]stream.KV[string, userStats]{{Key: "u1", Value: userStats{Events: 1, Last: "{}"}}})
+	p.table = stream.ToTable(stream.KeyBy(stream.From(rows), func(kv stream.KV[string, userStats]) string { return kv.Key }))
+	require.NoError(t, p.table.Run(t.Context())) // ready to answer
+	p.parts = 1
 	base := testutil.ServeHTTP(t, p.routes(http.NotFoundHandler()))
-	testutil.RequireReadOnly(t, base, "/stats", "/health", "/users/u1")
+	testutil.RequireReadOnly(t, base, "/stats", "/health", "/users/u1", "/users")
 	testutil.RequireBodyLimit(t, http.MethodGet, base+"/users/u1")
 }

@@ -1,44 +1,40 @@
-// Command projection keeps a read model of a strom topic, the number of events per user of
-// the demo publisher's topic, and serves it over HTTP.
+// Command projection keeps a read model of a strom topic, each user's number of events and
+// latest event in the demo publisher's topic, in a stream.Table, and serves it over HTTP.
 //
 // Run it beside the publisher (or on a log it left behind) with
 //
-//	go run ./examples/projection --dir /tmp/strom-log
+//	go run ./examples/projection --dir /tmp/strom-log --state /tmp/strom-projection
 //	curl -s http://127.0.0.1:7075/users/user-17
 //
 // The publisher keys every event by its user id ("user-17"); the model maps each key to the
-// number of records with that key in the topic. A record without a key is applied (counted in
-// /stats) but belongs to no user.
+// number of records with that key in the topic and the value of the latest. A record without a
+// key is read (counted in /stats) but belongs to no user.
 //
-// # Rebuilt at every start, then kept current
+// # A table, saved with its positions
 //
-// The model lives in memory only and nothing is checkpointed: each start rebuilds it from the
-// log, so after a crash or kill -9 it is right again as soon as the replay is done, and there
-// is no saved state that could disagree with the log.
+// One pipeline reads every partition of the topic (source.Topic), drops keyless records, folds
+// each user's records into its row (stream.Aggregate) and keeps the rows in a stream.Table, which
+// the HTTP handlers read while the pipeline runs (Table.Get, Table.All).
 //
-// For each partition one goroutine runs two pipelines in turn, each over its own
-// source.Partition:
+// With --state DIR the pipeline checkpoints to a checkpoint.FileStore in DIR: every 200 ms the
+// positions, and with them a snapshot of the table and of the aggregate (the state is saved
+// before the positions it reflects, see the stream package's "State"). After a crash or kill -9
+// the next start restores the table from the snapshot and reads only what the topic got after
+// the last checkpoint; a record read again whose effect is already in the table is recognised and
+// not counted twice. Without --state nothing is saved and each start rebuilds the table by
+// reading the topic from its log start offset.
 //
-//  1. a replay, source.Earliest with source.Replay(): it reads from the log start offset and
-//     ends with io.EOF at the high watermark the partition had when the source opened;
-//  2. a follow from source.At(end), where end is the replay source's Position() after it
-//     ended: the next offset it would have read, which is exactly that high watermark.
-//
-// The follow starts at the first offset the replay did not return, so no record is missed and
-// none is applied twice, whatever the publisher appends meanwhile. This is the simplest correct
-// way with the existing sources: noting the high watermark before opening the replay would not
-// do, because a replay source takes its own high watermark when it opens (lazily, at the first
-// Read), which may be later; asking the replay where it ended leaves no window between the two.
-// A single following reader would be as correct, but would not say when the rebuild is done.
-//
-// Until every partition's replay has ended the model is incomplete: GET /users/ID answers 503
-// ("replaying") then, so a reader never mistakes a partial count for the truth.
+// Until the table has caught up with the topic (Table.Ready: every partition read up to the high
+// watermark it had when the pipeline started), GET /users/ID answers 503 ("replaying"), so a
+// reader never mistakes a partial count for the truth.
 //
 // # Flags and environment
 //
 //	--dir    STROM_DIR    log directory (required); opened read-only, so the publisher may
 //	                      hold the topic's writer lock meanwhile
 //	--topic  STROM_TOPIC  topic to project, default "events"
+//	--state  STROM_STATE  directory of the checkpoint store (positions and the table's
+//	                      snapshot), created if missing; default none: rebuilt at each start
 //	--addr   STROM_ADDR   HTTP address, default 127.0.0.1:7075
 //
 // If the topic does not exist yet the service waits for it, checking every 100 ms; a --dir
@@ -47,21 +43,24 @@
 //
 // # HTTP
 //
-//	GET /users/ID  200 {"user":"user-17","events":42}; 404 {"error":...} for a user with no
-//	               events; 503 {"error":"replaying"} before the rebuild is done
-//	GET /stats     {"topic","ready","applied","users","partitions":[{"partition","replayEnd",
-//	               "position","following"}]}
+//	GET /users/ID  200 {"user":"user-17","events":42,"last":"..."}; 404 {"error":...} for a
+//	               user with no events; 503 {"error":"replaying"} before the table is ready
+//	GET /users     200 {"user-17":{"user","events","last"},...}: every row; 503 before ready
+//	GET /stats     {"topic","ready","read","applied","users","events",
+//	               "partitions":[{"partition","checkpointed"}]}
 //	GET /metrics   the process's OpenTelemetry metrics in Prometheus's text format (see the
-//	               metrics package for the series): the pipelines', named
-//	               "projection-replay-<p>" and "projection-follow-<p>", and the Go runtime's
+//	               metrics package for the series): the pipeline's, named "projection", and
+//	               the Go runtime's
 //	GET /health    200 "ok"
 //
-// applied counts the records applied since start, replay included; replayEnd is the offset
-// where partition p's replay ended (null while it runs), position the next offset it will
-// apply (null before its first record) and following whether it has passed to the follow.
+// read counts the records read from the topic since this process started (after a restore,
+// only those past the checkpoint), applied those that reached the table (keyed ones, replays of
+// records the snapshot held included), users the table's rows, events the sum of their counts
+// (the keyed records in the topic, once caught up), and checkpointed the position last saved of
+// each partition (null before the first save, and without --state).
 //
 // It prints one line to stderr when it starts (with the address it listens on) and one when
-// the rebuild is done, and exits 0 on SIGINT or SIGTERM.
+// the table is ready, and exits 0 on SIGINT or SIGTERM.
 package main
 
 import (
@@ -74,6 +73,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/metrics"
 )
@@ -82,6 +82,7 @@ import (
 type config struct {
 	dir   string
 	topic string
+	state string
 	addr  string
 }
 
@@ -93,6 +94,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("projection", flag.ContinueOnError)
 	dir := fs.String("dir", env.String("STROM_DIR", ""), "log directory (env STROM_DIR)")
 	topic := fs.String("topic", env.String("STROM_TOPIC", "events"), "topic to project (env STROM_TOPIC)")
+	state := fs.String("state", env.String("STROM_STATE", ""), "checkpoint store directory: positions and the table's snapshot (env STROM_STATE; default: none, rebuilt at each start)")
 	addr := fs.String("addr", env.String("STROM_ADDR", "127.0.0.1:7075"), "HTTP address (env STROM_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -106,7 +108,7 @@ func parseFlags(args []string) (config, error) {
 	if *dir == "" {
 		return config{}, errors.New("--dir (or STROM_DIR) is required")
 	}
-	return config{dir: *dir, topic: *topic, addr: *addr}, nil
+	return config{dir: *dir, topic: *topic, state: *state, addr: *addr}, nil
 }
 
 // run projects and serves HTTP until SIGINT or SIGTERM.
@@ -129,7 +131,15 @@ func run(cfg config) error {
 	}
 	defer lg.Close()
 
-	p := newProjection(cfg.topic)
+	var store *savedPositions
+	if cfg.state != "" {
+		fs, err := checkpoint.NewFileStore(cfg.state)
+		if err != nil {
+			return fmt.Errorf("--state: %w", err)
+		}
+		store = newSavedPositions(fs)
+	}
+	p := newProjection(cfg.topic, store)
 	mux := p.routes(metricsHandler)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
 )
@@ -52,7 +53,7 @@ func runMain(m *testing.M) int {
 // TestParseFlagsDefaults ensures the documented defaults, the environment fallbacks and the
 // required --dir.
 func TestParseFlagsDefaults(t *testing.T) {
-	for _, k := range []string{"STROM_DIR", "STROM_TOPIC", "STROM_ADDR"} {
+	for _, k := range []string{"STROM_DIR", "STROM_TOPIC", "STROM_STATE", "STROM_ADDR"} {
 		t.Setenv(k, "")
 	}
 	cfg, err := parseFlags([]string{"--dir", "d"})
@@ -82,11 +83,12 @@ type child struct {
 	out  strings.Builder
 }
 
-// startProjection runs the binary on dir with --addr 127.0.0.1:0 and waits for its address.
-func startProjection(t *testing.T, dir string) *child {
+// startProjection runs the binary on dir with --addr 127.0.0.1:0 and the extra flags, and waits
+// for its address.
+func startProjection(t *testing.T, dir string, extra ...string) *child {
 	t.Helper()
 	c := &child{done: make(chan struct{})}
-	c.cmd = exec.Command(binary, "--dir", dir, "--addr", "127.0.0.1:0")
+	c.cmd = exec.Command(binary, append([]string{"--dir", dir, "--addr", "127.0.0.1:0"}, extra...)...)
 	pipe, err := c.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, c.cmd.Start())
@@ -209,14 +211,14 @@ func TestCountsEqualTheLogAtEveryQuietPointAcrossTwoKills(t *testing.T) {
 		require.Eventually(t, func() bool {
 			var st stats
 			err := service.GetJSON(context.Background(), c.url+"/stats", &st)
-			return err == nil && st.Ready && st.Applied == total
+			return err == nil && st.Ready && st.Events == total && st.Read == total
 		}, 8*time.Second, 10*time.Millisecond, "round %d: projection never applied all %d records", round, total)
 		for i := range users {
 			user := fmt.Sprintf("user-%d", i)
 			var got userCount
 			err := service.GetJSON(context.Background(), c.url+"/users/"+user, &got)
 			require.NoError(t, err, "round %d: %s", round, user)
-			assert.Equal(t, userCount{User: user, Events: want[user]}, got, "round %d", round)
+			assert.Equal(t, want[user], got.Events, "round %d: %s", round, user)
 		}
 		code, _, err := get(c.url + "/users/user-unknown")
 		require.NoError(t, err)
@@ -239,7 +241,7 @@ func TestCountsEqualTheLogAtEveryQuietPointAcrossTwoKills(t *testing.T) {
 			var st stats
 			err := service.GetJSON(context.Background(), c.url+"/stats", &st)
 			// This process applied every record up to before (the quiet point), then these.
-			return err == nil && st.Applied > before+100
+			return err == nil && st.Read > before+100
 		}, 5*time.Second, time.Millisecond)
 		c.kill(t)
 		t.Logf("round %d: killed with %d of 1000 records written", round, written.Load()-before)
@@ -264,4 +266,131 @@ func TestMissingDirIsAStartupError(t *testing.T) {
 	assert.Contains(t, string(out), "start the publisher first")
 	_, err = os.Stat(dir)
 	assert.ErrorIs(t, err, os.ErrNotExist, "nothing created")
+}
+
+// latestOf replays every partition of topic and returns each key's count and latest value, the
+// truth the table must equal, and the number of records.
+func latestOf(t *testing.T, topic *log.Topic) (map[string]userCount, int64) {
+	t.Helper()
+	rows := make(map[string]userCount)
+	var total int64
+	for i := range topic.Partitions() {
+		part, err := topic.Partition(int32(i))
+		require.NoError(t, err)
+		r := part.Replay(part.StartOffset())
+		for {
+			recs, err := r.Next(context.Background(), 1<<20)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			for _, rec := range recs {
+				u := rows[string(rec.Key)]
+				rows[string(rec.Key)] = userCount{User: string(rec.Key), Events: u.Events + 1, Last: string(rec.Value)}
+				total++
+			}
+		}
+	}
+	return rows, total
+}
+
+// TestTableOf100kUsersIsRestoredAfterSIGKILLAndReadsOnlyWhatFollowsTheCheckpoint builds the
+// table of 100,000 users (120,000 records: every user once, then 20,000 updates) with --state,
+// SIGKILLs the projection while 5,000 more records are written, and restarts it: once ready,
+// every user's count and latest value equal a replay of the topic, and the restart read exactly
+// the records past the positions the killed process had saved (restored from the snapshot, not
+// by reading the topic again).
+func TestTableOf100kUsersIsRestoredAfterSIGKILLAndReadsOnlyWhatFollowsTheCheckpoint(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	lg, err := log.Open(dir)
+	require.NoError(t, err)
+	defer lg.Close()
+	topic, err := lg.CreateTopic("events", 3)
+	require.NoError(t, err)
+	const users = 100_000
+	rng := rand.New(rand.NewPCG(3, 4))
+	var seq atomic.Int64
+	write := func(n int, user func(i int) int) {
+		recs := make([]log.Record, 0, 1000)
+		flush := func() {
+			err := topic.AppendBatch(context.Background(), recs)
+			require.NoError(t, err)
+			recs = recs[:0]
+		}
+		for i := range n {
+			u := fmt.Sprintf("user-%d", user(i))
+			recs = append(recs, log.Record{Key: []byte(u), Value: fmt.Appendf(nil, `{"user":%q,"seq":%d}`, u, seq.Add(1))})
+			if len(recs) == cap(recs) {
+				flush()
+			}
+		}
+		if len(recs) > 0 {
+			flush()
+		}
+	}
+	write(users, func(i int) int { return i })
+	write(20_000, func(int) int { return rng.IntN(users) })
+
+	caughtUp := func(c *child, total int64) stats {
+		var st stats
+		require.Eventually(t, func() bool {
+			st = stats{}
+			err := service.GetJSON(context.Background(), c.url+"/stats", &st)
+			return err == nil && st.Ready && st.Events == total
+		}, time.Minute, 10*time.Millisecond, "the projection never caught up with %d records", total)
+		return st
+	}
+
+	c := startProjection(t, dir, "--state", state)
+	_, total := latestOf(t, topic)
+	caughtUp(c, total)
+	require.Eventually(t, func() bool { // a checkpoint saved the table
+		var st stats
+		if err := service.GetJSON(context.Background(), c.url+"/stats", &st); err != nil {
+			return false
+		}
+		var sum int64
+		for _, p := range st.Partitions {
+			if p.Checkpointed != nil {
+				sum += *p.Checkpointed
+			}
+		}
+		return sum == total
+	}, time.Minute, 10*time.Millisecond)
+	// Kill it while it reads 5,000 more, once it has read some of them.
+	var wg sync.WaitGroup
+	wg.Go(func() { write(5000, func(int) int { return rng.IntN(users) }) })
+	require.Eventually(t, func() bool {
+		var st stats
+		err := service.GetJSON(context.Background(), c.url+"/stats", &st)
+		return err == nil && st.Read > total+500
+	}, time.Minute, time.Millisecond)
+	c.kill(t)
+	wg.Wait()
+
+	store, err := checkpoint.NewFileStore(state)
+	require.NoError(t, err)
+	var saved int64
+	for p := range int32(3) {
+		pos, found, err := store.Load(context.Background(), "events", p)
+		require.NoError(t, err)
+		require.True(t, found, "partition %d has a saved position", p)
+		saved += pos.Offset
+	}
+	require.Greater(t, saved, int64(users), "the killed process had checkpointed the first table")
+
+	want, total := latestOf(t, topic)
+	require.Len(t, want, users)
+	c = startProjection(t, dir, "--state", state)
+	st := caughtUp(c, total)
+	assert.Equal(t, total-saved, st.Read, "the restart reads only the records after the saved positions")
+	assert.Equal(t, users, st.Users)
+	var got map[string]userCount
+	require.NoError(t, service.GetJSON(context.Background(), c.url+"/users", &got))
+	require.Len(t, got, users)
+	for u, w := range want {
+		if !assert.Equal(t, w, got[u], u) {
+			break
+		}
+	}
 }
