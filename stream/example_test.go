@@ -198,10 +198,11 @@ func ExampleBatch() {
 	// Output: [[1 2] [3 4] [5]] <nil>
 }
 
-// Merge reads several sources in one pipeline.
+// Merge reads several sources in one pipeline. Positions are tracked per
+// topic-partition, so each slice gets a topic of its own.
 func ExampleMerge() {
-	a := stream.From[int](streamtest.Slice([]int{1, 2, 3}))
-	b := stream.From[int](streamtest.Slice([]int{10, 20}))
+	a := stream.From[int](streamtest.Slice([]int{1, 2, 3}, streamtest.OnTopic("a")))
+	b := stream.From[int](streamtest.Slice([]int{10, 20}, streamtest.OnTopic("b")))
 	out := streamtest.Collect[int]()
 
 	err := stream.Merge(a, b).To(out).Run(context.Background())

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/stream"
+	"github.com/strom-dev/strom/stream/streamtest"
 )
 
 // groupSource is a fake consumer-group member over in-memory partitions:
@@ -446,4 +447,15 @@ func TestAStatefulStageAfterAWindowOnAGroupIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, stream.ErrNotPerPartition)
 	require.ErrorContains(t, err, `"busiest"`)
 	require.ErrorContains(t, err, `"per-minute"`)
+}
+
+func TestRunRefusesATableJoinedWithAConsumerGroupSource(t *testing.T) {
+	g := &groupSource{topic: "events", parts: groupData(1, 10, 2), store: checkpoint.NewMemoryStore(), batch: 10, next: map[int32]int64{},
+		ops: map[int]func(*groupSource){0: func(g *groupSource) { g.assign(0) }}}
+	k := stream.KeyBy(stream.From[groupRec](g).Checkpointing(g.store), func(r groupRec) string { return r.key }).FollowsPartitioning()
+	tbl := stream.ToTable(stream.KeyBy(stream.From(streamtest.Slice([]string{"a"}, streamtest.OnTopic("users"))), func(s string) string { return s }),
+		stream.Name("users"))
+	err := stream.JoinTable(k, tbl, func(r groupRec, _ string) groupRec { return r }).Run(context.Background())
+	require.ErrorIs(t, err, stream.ErrNotPerPartition)
+	require.ErrorContains(t, err, `table "users"`)
 }

@@ -200,3 +200,48 @@ func TestToTableAndJoinTablePanicOnMisuse(t *testing.T) {
 	assert.Panics(t, func() { stream.JoinTable(other, tbl, func(c click, u user) click { return c }) },
 		"a table feeds one pipeline")
 }
+
+// A table of users, its tombstones deleting, read from outside the pipeline.
+func ExampleToTable() {
+	updates := []user{
+		{ID: "u1", Name: "Ann", Country: "NO"},
+		{ID: "u2", Name: "Bo", Country: "SE"},
+		{ID: "u1", Name: "Ann", Country: "FR"}, // u1 moved
+		{ID: "u2", Deleted: true},              // u2 left
+	}
+	users := stream.ToTable(stream.KeyBy(stream.From(streamtest.Slice(updates)), func(u user) string { return u.ID }),
+		stream.Tombstone(func(u user) bool { return u.Deleted }))
+	if err := users.Run(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	u1, _ := users.Get("u1")
+	_, found := users.Get("u2")
+	fmt.Println(users.Len(), u1.Country, found)
+	// Output: 1 FR false
+}
+
+// Clicks enriched with their user's country; a click of an unknown user is
+// kept by the left join.
+func ExampleLeftJoinTable() {
+	users := stream.ToTable(stream.KeyBy(stream.From(streamtest.Slice([]user{{ID: "u1", Name: "Ann", Country: "NO"}}, streamtest.OnTopic("users"))),
+		func(u user) string { return u.ID }))
+	clicks := stream.KeyBy(stream.From(streamtest.Slice([]click{{User: "u1", N: 1}, {User: "u9", N: 2}}, streamtest.OnTopic("clicks"))),
+		func(c click) string { return c.User })
+	enriched := stream.LeftJoinTable(clicks, users, func(c click, u user, found bool) string {
+		if !found {
+			return fmt.Sprintf("click %d: unknown user %s", c.N, c.User)
+		}
+		return fmt.Sprintf("click %d: %s from %s", c.N, u.Name, u.Country)
+	})
+	out := streamtest.Collect[string]()
+	if err := enriched.To(out).Run(context.Background()); err != nil {
+		fmt.Println(err)
+	}
+	for _, line := range out.Values() {
+		fmt.Println(line)
+	}
+	// Output:
+	// click 1: Ann from NO
+	// click 2: unknown user u9
+}
