@@ -220,6 +220,7 @@ func rows() []row {
 	rs = append(rs, compactionRows()...)
 	rs = append(rs, pipelineRows()...)
 	rs = append(rs, statefulRows()...)
+	rs = append(rs, joinRows()...)
 	rs = append(rs, scaleOutRows()...)
 	rs = append(rs, exactlyOnceRows()...)
 	rs = append(rs, relayRows()...)
@@ -401,6 +402,22 @@ func exactlyOnceRows() []row {
 		{figure: "exactly-once visibility latency, read_committed, p50", bench: "BenchmarkKafkaVisibility", unit: "p50-ms", formatter: msf},
 		{figure: "  same, p99", bench: "BenchmarkKafkaVisibility", unit: "p99-ms", target: "<= 150 ms", formatter: msf,
 			meets: func(v float64) bool { return v <= 150 }},
+	}
+}
+
+// joinRows are issue 21's join figures, from internal/bench: a stream-table
+// join over a table of 100,000 keys beside the stateless three stages over
+// the same kind of records in the same run (BenchmarkJoin/stateless), and
+// the bytes the table costs per key in a snapshot.
+func joinRows() []row {
+	const stateless = "BenchmarkJoin/stateless"
+	return []row{
+		{figure: "stream-table join, 100,000 keys in the table (64 B), vs the stateless 3 stages", bench: "BenchmarkJoin/table/none", unit: "records/s",
+			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		{figure: "  same, allocations", bench: "BenchmarkJoin/table/none", unit: "allocs/record", formatter: allocs},
+		{figure: "  same, table checkpointed to a MemoryStore", bench: "BenchmarkJoin/table/memory", unit: "records/s",
+			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		{figure: "  table state per key (snapshot / 100,000 keys)", bench: "BenchmarkJoin/table/memory", unit: "state-B/key", formatter: bytesPerKey},
 	}
 }
 
