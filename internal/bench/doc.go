@@ -50,6 +50,12 @@
 //     without a store and with a MemoryStore or FileStore (default policy
 //     or CheckpointEachBatch); allocs/record is allocs/op unrounded, and
 //     state-B/key the last snapshot's size over the 1,000 keys in it.
+//   - BenchmarkJoin/{stateless,table/*} (issue 21, join_test.go): one op
+//     is one stream record: a stream-table join of 64 B records with a
+//     table of 100,000 rows read in the same pipeline (every record finds
+//     its row), without a store and with a MemoryStore, beside the
+//     stateless three stages over the same kind of source; state-B/key is
+//     the table's snapshot over its 100,000 keys.
 //   - BenchmarkFirstCheckpoint (issue 17, firstcheckpoint_test.go): one
 //     stream.ConsumeForever with default options from an empty FileStore
 //     over a partition of 2,000 records of 100 B (about one 256 KiB source
