@@ -165,3 +165,46 @@ func TestJoinTableOnLogTopicsEqualsAnIndependentLookupAlsoWhenCompactedMidway(t 
 		})
 	}
 }
+
+// TestWindowAfterAJoinIsNotHeldBackByTheTablesPartitions runs a tumbling
+// window after a stream-table join, both topics followed: the table's
+// partitions deliver nothing to the window, so they must not hold its
+// watermark back (a window whose input never ends fires only on its
+// watermark). A result while both sources still follow shows they do not.
+func TestWindowAfterAJoinIsNotHeldBackByTheTablesPartitions(t *testing.T) {
+	lg, err := log.Open(t.TempDir())
+	require.NoError(t, err)
+	defer lg.Close()
+	users, err := lg.CreateTopic("users", 2)
+	require.NoError(t, err)
+	events, err := lg.CreateTopic("events", 1)
+	require.NoError(t, err)
+	_, _, err = users.Append(t.Context(), log.Record{Key: []byte("u1"), Value: []byte("NO")})
+	require.NoError(t, err)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	for i := range 50 {
+		_, _, err := events.Append(t.Context(), log.Record{Key: []byte("u1"), Value: []byte("click"), Timestamp: base + int64(i)*100})
+		require.NoError(t, err)
+	}
+	table := stream.ToTable(stream.KeyBy(stream.From(source.Topic(lg, "users", source.Earliest)),
+		func(r log.Record) string { return string(r.Key) }))
+	clicks := stream.KeyBy(stream.From(source.Topic(lg, "events", source.Earliest)), func(r log.Record) string { return string(r.Key) })
+	byCountry := stream.JoinTable(clicks, table, func(c log.Record, u log.Record) log.Record {
+		c.Key = u.Value
+		return c
+	})
+	counts := stream.Window(stream.KeyBy(byCountry, func(r log.Record) string { return string(r.Key) }),
+		stream.Tumbling(time.Second), stream.Count[log.Record]())
+	sink := streamtest.Collect[stream.WindowResult[string, int64]]()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- counts.To(sink).Run(ctx) }()
+	require.Eventually(t, func() bool { return len(sink.Values()) >= 4 }, time.Minute, time.Millisecond,
+		"the windows of the first 4 s fire on the watermark while both topics are followed")
+	cancel()
+	require.NoError(t, <-done)
+	for _, r := range sink.Values()[:4] {
+		assert.Equal(t, "NO", r.Key)
+		assert.Equal(t, int64(10), r.Value)
+	}
+}
