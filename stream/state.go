@@ -475,7 +475,7 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 	if rt.partitioned && len(rt.p.tables) > 0 {
 		return fmt.Errorf("%w: table %q is read whole by every process that joins with it (a global table), so its state belongs to no partition of the consumer group "+
 			"the pipeline reads, and it could not move with them: tables are not supported on a source whose partitions move between processes; "+
-			"keep the table in a pipeline on a log topic or a Kafka source without a group", ErrNotPerPartition, rt.p.tables[0])
+			"run the join on log topics (source.Topic, source.Partition), relaying a Kafka topic into the log first (examples/relay) if it lives in Kafka", ErrNotPerPartition, rt.p.tables[0])
 	}
 	if rt.partitioned && len(rt.p.afterWindow) > 0 {
 		stage, window, _ := strings.Cut(rt.p.afterWindow[0], "\x00")
