@@ -53,3 +53,13 @@ func waitFor(cond func() bool) {
 func MarkRevoked(h RebalanceHooks, parts ...TopicPartition) {
 	h.(*runtime).revoke(parts)
 }
+
+// TableLocked reports whether a writer holds t's lock or waits for it (a
+// read lock could not be taken now).
+func TableLocked[K comparable, V any](t *Table[K, V]) bool {
+	if t.mu.TryRLock() {
+		t.mu.RUnlock()
+		return false
+	}
+	return true
+}

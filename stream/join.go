@@ -119,6 +119,8 @@ type tableJoin[K comparable, T, V, U any] struct {
 	out  []Element[U]
 	offs []int64
 	drop []Element[T]
+	// found is scratch: the table's value of each element's key.
+	found []lookedUp[V]
 }
 
 func (j *tableJoin[K, T, V, U]) push(ctx context.Context, elems []Element[T]) error {
@@ -153,16 +155,17 @@ func (j *tableJoin[K, T, V, U]) push(ctx context.Context, elems []Element[T]) er
 	return err
 }
 
-// lookup joins elems under the table's read lock, released by a defer:
-// a panic in a key or join function must not leave the table locked.
+// lookup joins elems: their keys are looked up under the table's read
+// lock, released (by a defer: a panic in a key function must not leave the
+// table locked) before fn is called, so that fn may read the table itself
+// (Get): a second read lock of one goroutine deadlocks once the table's
+// writer waits between the two.
 func (j *tableJoin[K, T, V, U]) lookup(elems []Element[T], out []Element[U], drop []Element[T]) ([]Element[U], []Element[T]) {
-	t := j.t
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	j.found = j.lookupLocked(elems, j.found[:0])
 	for i := range elems {
 		e := &elems[i]
-		tv, ok := t.m[j.key(e.Value)]
-		u, keep := j.fn(e.Value, tv, ok)
+		f := &j.found[i]
+		u, keep := j.fn(e.Value, f.v, f.ok)
 		if !keep {
 			drop = append(drop, *e)
 			continue
@@ -170,7 +173,26 @@ func (j *tableJoin[K, T, V, U]) lookup(elems []Element[T], out []Element[U], dro
 		out = append(out, Element[U]{Value: u, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset,
 			Epoch: e.Epoch, Timestamp: e.Timestamp, owner: e.owner})
 	}
+	clear(j.found)
 	return out, drop
+}
+
+// lookupLocked appends the table's value of each element's key to found.
+func (j *tableJoin[K, T, V, U]) lookupLocked(elems []Element[T], found []lookedUp[V]) []lookedUp[V] {
+	t := j.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for i := range elems {
+		v, ok := t.m[j.key(elems[i].Value)]
+		found = append(found, lookedUp[V]{v, ok})
+	}
+	return found
+}
+
+// lookedUp is a key's value in the table, and whether it had one.
+type lookedUp[V any] struct {
+	v  V
+	ok bool
 }
 
 func (j *tableJoin[K, T, V, U]) close(ctx context.Context) error { return j.down.close(ctx) }

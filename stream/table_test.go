@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -244,4 +245,47 @@ func ExampleLeftJoinTable() {
 	// Output:
 	// click 1: Ann from NO
 	// click 2: unknown user u9
+}
+
+// TestAJoinFunctionMayReadItsOwnTable has the join function read the table
+// (Get) once a checkpoint is taking the table's write lock for its
+// snapshot: the function runs outside the table's read lock, so its read
+// never waits behind a writer that waits for the join's own read lock (a
+// goroutine's second read lock deadlocks once a writer waits between).
+func TestAJoinFunctionMayReadItsOwnTable(t *testing.T) {
+	rows := make([]user, 100)
+	for i := range rows {
+		rows[i] = user{ID: fmt.Sprintf("u%d", i), Name: fmt.Sprintf("n%d", i)}
+	}
+	clicks := make([]click, 2000)
+	for i := range clicks {
+		clicks[i] = click{User: fmt.Sprintf("u%d", i%100), N: i}
+	}
+	tbl := usersOf(rows)
+	ks := stream.KeyBy(stream.From(streamtest.Slice(clicks, streamtest.OnTopic("clicks"))), func(c click) string { return c.User })
+	var out *stream.Stream[string]
+	saved := make(chan error, 1)
+	out = stream.JoinTable(ks, tbl, func(c click, u user) string {
+		if c.N == 500 {
+			go func() { saved <- out.Checkpoint(context.Background()) }()
+			for !stream.TableLocked(tbl) && len(saved) == 0 {
+				runtime.Gosched() // until the save holds or waits for the table's lock, or is done
+			}
+		}
+		boss, _ := tbl.Get("u0")
+		return u.Name + "/" + boss.Name
+	})
+	sink := streamtest.Collect[string]()
+	out = out.To(sink).Checkpointing(checkpoint.NewMemoryStore())
+	done := make(chan error, 1)
+	go func() { done <- out.Run(t.Context()) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the pipeline is stuck: the join function's Get waits behind the checkpoint's write lock")
+	}
+	require.NoError(t, <-saved)
+	require.Len(t, sink.Values(), len(clicks))
+	assert.Equal(t, "n7/n0", sink.Values()[7])
 }
