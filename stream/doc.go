@@ -294,9 +294,12 @@
 // The state of a pipeline is one snapshot of all its stateful stages,
 // taken at one cut (every stateful stage locked at once, so that no record
 // or result is between two of them) and saved in one piece under the
-// stages' names joined by ".". A stateful stage with no saved state, one
-// added to a pipeline that already saved positions or renamed, starts
-// empty at those positions: its first windows hold only what follows.
+// stages' names joined by ".". Adding, removing or renaming a stateful
+// stage of a pipeline that already saved positions therefore changes that
+// name: every stateful stage then finds no state and starts empty at the
+// saved positions (a Window's first windows hold only what follows), except
+// a [Table], which would miss every key written before and which Run
+// refuses instead ([ErrStateMismatch]).
 //
 // # Scaling out
 //

@@ -42,15 +42,25 @@ var ErrNotCopartitioned = errors.New("stream: a join's inputs are not partitione
 // (⌫ is a tombstone, [Tombstone]; ∅ is "not found".)
 //
 // The table's branch and the stream are read by goroutines of their own,
-// so "when the join handles it" is processing time: a record of k and an
-// update of its key in t that were written at about the same moment race,
-// and the record meets the old or the new value depending on which was
-// read first, as in Kafka Streams (which orders them by timestamp, but
-// only across the partitions one task reads, and not at all once
-// max.task.idle.ms passes). One race is removed: the stream waits until
-// the table has caught up with its topic ([Table.Ready]) before the first
-// record is joined, so a pipeline started on a table topic written earlier
-// never joins against a half-read table. After a restart the records of k
+// so "when the join handles it" is processing time: a record meets what
+// the table's reader has applied by then. A table update written before a
+// stream record is not always applied before the record is joined: the
+// two race, and the record may meet the older value for as long as the
+// table's reader lags behind its topic (a burst of updates, large values),
+// as in Kafka Streams (which orders the two by timestamp, but only across
+// the partitions one task reads, and not at all once max.task.idle.ms
+// passes). One race is removed: the stream waits until the table has
+// caught up with its topic ([Table.Ready]) before the first record is
+// joined, so a pipeline started on a table topic written earlier never
+// joins against a half-read table. With a table source that cannot tell
+// when it caught up (one that is not a [CaughtUpReporter]: a file's lines,
+// a fake that follows) that wait lasts until the table's input ends.
+//
+// The pipeline ends when both inputs have ended (or ctx is cancelled): a
+// table that follows its topic keeps Run going after a replayed stream
+// ended.
+//
+// fn is called outside the table's lock, so it may read the table (Get). After a restart the records of k
 // delivered again are joined with the table as restored, which holds
 // every update up to the checkpoint: their output may carry a newer value
 // than the first delivery's (at-least-once, as every output of strom).
@@ -75,7 +85,7 @@ var ErrNotCopartitioned = errors.New("stream: a join's inputs are not partitione
 // for the rule).
 func JoinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], fn func(v T, tv V) U) *Stream[U] {
 	mustFunc("JoinTable", fn == nil)
-	return joinTable(k, t, StageJoinTable, func(v T, tv V, ok bool) (U, bool) {
+	return joinTable(k, t, "JoinTable", StageJoinTable, func(v T, tv V, ok bool) (U, bool) {
 		if !ok {
 			var zero U
 			return zero, false
@@ -91,15 +101,18 @@ func JoinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], fn fun
 // or fn is nil.
 func LeftJoinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], fn func(v T, tv V, found bool) U) *Stream[U] {
 	mustFunc("LeftJoinTable", fn == nil)
-	return joinTable(k, t, StageLeftJoinTable, func(v T, tv V, ok bool) (U, bool) { return fn(v, tv, ok), true })
+	return joinTable(k, t, "LeftJoinTable", StageLeftJoinTable, func(v T, tv V, ok bool) (U, bool) { return fn(v, tv, ok), true })
 }
 
-func joinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], name string, fn func(T, V, bool) (U, bool)) *Stream[U] {
-	if k == nil || t == nil {
-		panic("stream: " + name + " called with a nil Keyed or Table")
+func joinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], op, name string, fn func(T, V, bool) (U, bool)) *Stream[U] {
+	if k == nil {
+		panic("stream: " + op + " called with a nil Keyed")
+	}
+	if t == nil {
+		panic("stream: " + op + " called with a nil Table")
 	}
 	s := k.s
-	p := t.joinInto(name, s.p)
+	p := t.joinInto(op, s.p)
 	ctr := p.counters(name)
 	up := s.connect
 	return &Stream[U]{p: p, reorders: s.reorders, unkeyedBy: s.unkeyedBy, connect: func(rt *runtime, down outlet[U]) {

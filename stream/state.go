@@ -52,7 +52,9 @@ func (k *Keyed[K, T]) FollowsPartitioning() *Keyed[K, T] {
 // stage fed by a [Window]'s results: they belong to no source partition,
 // so that stage's state could not be saved with a partition and would be
 // lost when the partitions move. Write the results to a topic and
-// aggregate them in a pipeline that reads it.
+// aggregate them in a pipeline that reads it. Run returns it too for a
+// pipeline with a [Table] on such a source: a table is read whole by the
+// process that joins with it, so its state belongs to no partition either.
 var ErrNotPerPartition = errors.New("stream: a stateful stage's state cannot be kept per source partition")
 
 // ErrKeyNotPartitioned is returned by [Stream.Run] for a pipeline on a
@@ -165,7 +167,9 @@ var ErrNoStateStore = errors.New("stream: a stateful stage needs a store for its
 // definition, or start afresh: a new checkpoint store (or the state and
 // positions removed from it) replays the input into the new definition. A
 // stage renamed ([Name]) finds no state and starts empty at the saved
-// positions, which gives partial first windows.
+// positions, which gives partial first windows; a [Table] that finds no
+// state while a position of its input is saved is refused with
+// ErrStateMismatch too, since it would miss every key written before.
 var ErrStateMismatch = errors.New("stream: saved state does not match the stage")
 
 // ErrOutOfOrder is returned by [Stream.Run] when a stateful stage receives

@@ -70,10 +70,17 @@ type Table[K comparable, V any] struct {
 }
 
 // Tombstone makes a [ToTable] table delete a key when fn(value) is true,
-// as Kafka deletes a key for a record with a null value (a tombstone:
-// log.Record's empty Value on a compacted topic). Without it every value
-// is stored. It panics if fn is nil; ToTable panics if V is not the
+// as Kafka deletes a key for a record with a null value (a tombstone: a
+// log.Record with a nil Value; a decoding stage before the table must map
+// it to a value fn recognises rather than fail on it). Without it every
+// value is stored. It panics if fn is nil; ToTable panics if V is not the
 // table's value type.
+//
+// A tombstone the log's cleaner removed while the table's pipeline was
+// stopped (older than the topic's log.TombstoneRetention, Kafka's
+// delete.retention.ms, 24 hours by default) is never read by the restored
+// table, which keeps the deleted key: keep the retention longer than the
+// pipeline may be down, as Kafka asks of its consumers.
 func Tombstone[V any](fn func(V) bool) StateOption {
 	mustFunc("Tombstone", fn == nil)
 	return stateOptionFunc(func(c *stateConfig) {
@@ -271,17 +278,65 @@ type tableStage[K comparable, V any] struct {
 
 	closed    chan struct{} // the branch's sources all ended
 	closeOnce sync.Once
+
+	// restored: a snapshot of the table was found and restored. checked
+	// holds the partitions whose saved positions were looked at, when
+	// none was (startsEmpty).
+	restored bool
+	checked  map[partKey]bool
 }
 
-func (st *tableStage[K, V]) push(_ context.Context, elems []Element[V]) error {
+func (st *tableStage[K, V]) push(ctx context.Context, elems []Element[V]) error {
 	c := &st.core
 	c.ctr.in.Add(int64(len(elems)))
+	if !st.restored {
+		if err := st.startsEmpty(ctx, elems); err != nil {
+			return err
+		}
+	}
 	if err := st.apply(elems); err != nil {
 		return err
 	}
 	c.ctr.out.Add(int64(len(elems)))
 	st.offs = finish(elems, st.offs)
 	c.rt.noteFinished(len(elems))
+	return nil
+}
+
+// startsEmpty refuses a table that found no snapshot to restore while a
+// position of its input is saved: it would start empty there and miss
+// every key written below, for good, where a Window only gets partial
+// first windows. It happens when the pipeline's stateful stages changed
+// (their names, joined, name the saved state) or the table was renamed.
+// Each partition is looked at once, at its first record.
+func (st *tableStage[K, V]) startsEmpty(ctx context.Context, elems []Element[V]) error {
+	rt := st.core.rt
+	if len(rt.p.stores) == 0 {
+		return nil
+	}
+	for i := range elems {
+		pk := partKey{elems[i].Topic, elems[i].Partition}
+		if pk.topic == "" || st.checked[pk] {
+			continue
+		}
+		if st.checked == nil {
+			st.checked = make(map[partKey]bool)
+		}
+		st.checked[pk] = true
+		for _, store := range rt.p.stores {
+			pos, found, err := store.Load(ctx, pk.topic, pk.partition)
+			if err != nil {
+				return fmt.Errorf("stream: table %q: load the position of %s/%d: %w", st.core.name, pk.topic, pk.partition, err)
+			}
+			if found && pos.Offset > 0 {
+				return fmt.Errorf("%w: table %q found no saved state under %q, but the position of %s/%d is saved (%d): "+
+					"the table would start empty there and miss every key written before it. The state of a pipeline is saved under its stateful "+
+					"stages' names joined by \".\", so adding, removing or renaming one looks for another; restore the old stages, or rebuild "+
+					"the table from a store without positions for its topic",
+					ErrStateMismatch, st.core.name, rt.stateName, pk.topic, pk.partition, pos.Offset)
+			}
+		}
+	}
 	return nil
 }
 
@@ -456,6 +511,7 @@ func (st *tableStage[K, V]) restore(data []byte) error {
 	}
 	st.t.mu.Lock()
 	defer st.t.mu.Unlock()
+	st.restored = true
 	st.core.restoreParts(f.Parts)
 	clear(st.t.m)
 	for _, e := range f.Keys {

@@ -289,3 +289,43 @@ func TestAJoinFunctionMayReadItsOwnTable(t *testing.T) {
 	require.Len(t, sink.Values(), len(clicks))
 	assert.Equal(t, "n7/n0", sink.Values()[7])
 }
+
+// TestATableWithoutItsStateOverSavedPositionsIsRefused renames a
+// checkpointed table, and adds a stateful stage beside it: either way the
+// pipeline's state is looked up under another name and not found, and the
+// table would start empty at the saved positions, missing every key below
+// them. Run refuses it with ErrStateMismatch instead.
+func TestATableWithoutItsStateOverSavedPositionsIsRefused(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	rows, _ := randomUsers(r, 500, 50)
+	store := checkpoint.NewMemoryStore()
+	build := func(name string, withAgg bool) *stream.Table[string, user] {
+		src := streamtest.Slice(rows, streamtest.OnTopic("users"))
+		require.NoError(t, src.Resume(t.Context(), store))
+		s := stream.From(src).Checkpointing(store)
+		if withAgg {
+			counts := stream.Aggregate(stream.KeyBy(s, func(u user) string { return u.ID }), stream.Count[user](), stream.Name("count"))
+			s = stream.MapTo(counts, func(_ context.Context, kv stream.KV[string, int64]) (user, error) { return user{ID: kv.Key}, nil })
+		}
+		return stream.ToTable(stream.KeyBy(s, func(u user) string { return u.ID }), stream.Name(name))
+	}
+	require.NoError(t, build("users", false).Run(t.Context()))
+	rows = append(rows, user{ID: "late", Name: "new"})
+	for _, tc := range []struct {
+		name    string
+		table   string
+		withAgg bool
+	}{{"renamed", "people", false}, {"stage added", "users", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := build(tc.table, tc.withAgg).Run(t.Context())
+			require.ErrorIs(t, err, stream.ErrStateMismatch)
+			assert.ErrorContains(t, err, "position of users/0 is saved (500)")
+			assert.ErrorContains(t, err, "miss every key written before it")
+		})
+	}
+	tbl := build("users", false)
+	require.NoError(t, tbl.Run(t.Context()), "the old stages find their state")
+	u, ok := tbl.Get("late")
+	assert.True(t, ok)
+	assert.Equal(t, "new", u.Name)
+}

@@ -52,7 +52,7 @@ func (a *app) compact(topics []string) error {
 // printCompaction prints what one pass over a topic did.
 func printCompaction(a *app, topic string, rep log.CompactionReport) {
 	if len(rep.Partitions) == 0 {
-		fmt.Fprintf(a.stdout, "%s: nothing to compact\n", topic)
+		fmt.Fprintf(a.stdout, "%s: nothing to compact (only sealed segments are compacted, never the active one)\n", topic)
 		return
 	}
 	for _, p := range rep.Partitions {

@@ -85,6 +85,11 @@ func (p *projection) run(ctx context.Context, lg *log.Log, poll time.Duration) e
 	start := source.Earliest
 	if p.store != nil {
 		start = source.FromStore(p.store)
+		for i := range int32(n) {
+			if err := p.store.note(ctx, p.topic, i); err != nil {
+				return err
+			}
+		}
 	}
 	events := stream.From(source.Topic(lg, p.topic, start), stream.WithName("projection")).
 		Filter(func(_ context.Context, r log.Record) (bool, error) { return r.Key != nil, nil }, stream.Name("keyed"))
@@ -224,6 +229,18 @@ func (s *savedPositions) SaveBatch(ctx context.Context, positions []checkpoint.T
 	for _, p := range positions {
 		s.pos[partKey{p.Topic, p.Partition}] = p.Position.Offset
 	}
+	s.mu.Unlock()
+	return nil
+}
+
+// note remembers the position of topic/partition the store holds from an earlier run.
+func (s *savedPositions) note(ctx context.Context, topic string, partition int32) error {
+	pos, found, err := s.Load(ctx, topic, partition)
+	if err != nil || !found {
+		return err
+	}
+	s.mu.Lock()
+	s.pos[partKey{topic, partition}] = pos.Offset
 	s.mu.Unlock()
 	return nil
 }
