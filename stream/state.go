@@ -199,6 +199,10 @@ type stateConfig struct {
 	dropLate       bool
 	emitUpdates    bool
 	windowOnly     string // the first Window-only option given, for Aggregate's check
+	// The windowed joins' (joinwindow.go).
+	joinTimeL, joinTimeR any    // func(L) time.Time, func(R) time.Time (JoinTimes)
+	lateLeft, lateRight  any    // Sink[L], Sink[R] (LateLeftTo, LateRightTo)
+	joinOnly             string // the first join-only option given, for the others' check
 	// ToTable's (table.go).
 	tombstone any      // func(V) bool
 	tableOnly string   // the first ToTable-only option given, for the others' check
@@ -470,6 +474,13 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 		}
 		if cl, ok := s.(checkpoint.ChangelogStore); ok && rt.changelog == nil {
 			rt.changelog = cl
+		}
+	}
+	if rt.partitioned {
+		for _, st := range rt.stateful {
+			if j, ok := st.(interface{ copartitionError() error }); ok {
+				return j.copartitionError()
+			}
 		}
 	}
 	if rt.partitioned && len(rt.p.tables) > 0 {
