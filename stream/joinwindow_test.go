@@ -562,8 +562,11 @@ func TestJoinWindowPanicsOnMisuse(t *testing.T) {
 			stream.JoinWindow(stream.KeyBy(s, func(o order) string { return o.Key }), stream.KeyBy(s, func(o order) string { return o.Key }), time.Second,
 				func(a, b order) int { return 0 })
 		},
-		"EventTime":   func() { l, r := keyed(); stream.JoinWindow(l, r, time.Second, fn, stream.EventTime(orderTime)) },
-		"LateTo":      func() { l, r := keyed(); stream.JoinWindow(l, r, time.Second, fn, stream.LateTo[order](streamtest.Collect[order]())) },
+		"EventTime": func() { l, r := keyed(); stream.JoinWindow(l, r, time.Second, fn, stream.EventTime(orderTime)) },
+		"LateTo": func() {
+			l, r := keyed()
+			stream.JoinWindow(l, r, time.Second, fn, stream.LateTo[order](streamtest.Collect[order]()))
+		},
 		"EmitUpdates": func() { l, r := keyed(); stream.JoinWindow(l, r, time.Second, fn, stream.EmitUpdates()) },
 		"DropLate and LateLeftTo": func() {
 			l, r := keyed()
