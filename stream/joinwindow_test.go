@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -351,6 +352,65 @@ func (s *endSignal[T]) Read(ctx context.Context) ([]stream.Element[T], error) {
 		s.once.Do(func() { close(s.ended) })
 	}
 	return elems, err
+}
+
+func TestJoinWindowInputThatEndedStopsHoldingTheWatermark(t *testing.T) {
+	// The orders end at 2s; the payments go on (followed, never ending)
+	// to 10s, matching none. Once the orders ended, the payments' watermark
+	// alone releases both orders without a partner; while the orders held
+	// it at 2s, neither was (2s is not past 1s + within 1s).
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		l := streamtest.Slice([]order{{0, "a", 1000}, {1, "b", 2000}}, streamtest.OnTopic("left"))
+		r := streamtest.Slice([]payment{{0, "c", 1500}, {1, "c", 3000}, {2, "c", 10_000}}, streamtest.OnTopic("right"), streamtest.Follow())
+		sink := streamtest.Collect[joined]()
+		done := make(chan error, 1)
+		go func() {
+			done <- buildJoin("left", stream.From[order](l), stream.From[payment](r), time.Second).To(sink).Run(ctx)
+		}()
+		synctest.Wait()
+		assert.Equal(t, []joined{{0, -1}, {1, -1}}, sorted(sink.Values()))
+		cancel()
+		require.NoError(t, <-done)
+		assert.Len(t, sink.Values(), 2, "a cancelled run emits nothing more")
+	})
+}
+
+func TestJoinWindowIdlenessLetsAnInputThatDeliversNothingStopHoldingTheWatermark(t *testing.T) {
+	// The payments never deliver (a followed topic with nothing in it).
+	// Without Idleness they hold the watermark back for ever; with
+	// Idleness(1m), a minute on the pipeline's clock later they (and the
+	// orders, silent too) are idle, the watermark goes to the orders' 5s
+	// and releases the order at 1s without a partner.
+	for _, idle := range []bool{false, true} {
+		t.Run(fmt.Sprint("idleness=", idle), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				l := streamtest.Slice([]order{{0, "a", 1000}, {1, "b", 5000}}, streamtest.OnTopic("left"), streamtest.Follow())
+				r := streamtest.Slice([]payment{}, streamtest.OnTopic("right"), streamtest.Follow())
+				sink := streamtest.Collect[joined]()
+				var opts []stream.StateOption
+				if idle {
+					opts = append(opts, stream.Idleness(time.Minute))
+				}
+				done := make(chan error, 1)
+				go func() {
+					done <- buildJoin("left", stream.From[order](l), stream.From[payment](r), time.Second, opts...).To(sink).Run(ctx)
+				}()
+				synctest.Wait()
+				assert.Empty(t, sink.Values(), "the payments hold the watermark back")
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				if idle {
+					assert.Equal(t, []joined{{0, -1}}, sink.Values())
+				} else {
+					assert.Empty(t, sink.Values())
+				}
+				cancel()
+				require.NoError(t, <-done)
+			})
+		})
+	}
 }
 
 func TestJoinWindowStateStaysBoundedOnALongStream(t *testing.T) {
