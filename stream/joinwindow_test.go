@@ -309,6 +309,25 @@ func stage(stats []stream.StageStats, name string) stream.StageStats {
 	return stream.StageStats{}
 }
 
+func TestJoinWindowRecordWhosePartnerWasReleasedIsLateNotJoinedWrong(t *testing.T) {
+	// within 1s. Order a at 1s; then both inputs reach 2.5s, and the
+	// watermark passes a's 1s + within: a is released, without a partner.
+	// Then payment a at 1.9s comes: it would have joined order a, which is
+	// gone (and emitted alone). Its own window has not closed (1.9s + 1s
+	// is past the watermark), but it is late: 1.9s is behind the watermark
+	// by more than the allowed lateness (0). Taken as on time, the outer
+	// join would emit [a,∅] and [∅,a] where a nested loop has [a,a].
+	os := []order{{0, "a", 1000}, {1, "x", 2500}}
+	ps := []payment{{0, "c", 1000}, {1, "c", 2500}, {2, "a", 1900}}
+	l, r := stepped(os, ps, 1)
+	late := streamtest.Collect[payment]()
+	sink := streamtest.Collect[joined]()
+	out := buildJoin("outer", stream.From[order](l), stream.From[payment](r), time.Second, stream.LateRightTo[payment](late))
+	require.NoError(t, out.To(sink).Run(t.Context()))
+	assert.Equal(t, []payment{ps[2]}, late.Values())
+	assert.Equal(t, nestedLoop("outer", os, ps[:2], 1000), sorted(sink.Values()), "the nested loop over the records that are not late")
+}
+
 func TestJoinWindowWatermarkWaitsForAnInputThatHasNotDeliveredYet(t *testing.T) {
 	// Every order is read and joined before the first payment is read:
 	// the orders alone must not move the watermark, or the payments
