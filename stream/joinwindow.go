@@ -89,17 +89,19 @@ func cmpOr(a, b string) string {
 // the other input emits nothing. Each output's Timestamp is the later of
 // the pair's event times.
 //
-//	within 2s, watermark = event time (no out-of-orderness):
-//	left  (key:event time):  (a:1) ······ (b:2) ········· (a:4) ·········· (a:9) ···············
-//	right (key:event time):  ······ (a:2) ······· (b:7) ········· (a:5) ········ (c:9) · (a:12)
-//	JoinWindow:              ······ [1,2] ···················· [4,5] ·························
-//	LeftJoinWindow:          ······ [1,2] ········ [2,∅] ······ [4,5] ········ [9,∅] ··········
-//	OuterJoinWindow:         ······ [1,2] ········ [2,∅] ······ [4,5] ········ [9,∅]·[∅,7]·····
+//	within 2 (event times in seconds, no out-of-orderness); the watermark is the least of the inputs' newest times:
+//	left:            (a:1) ············(b:3) ············(a:10) ···········(c:14) ···········|
+//	right:           ·········(a:2) ············(b:9) ············(a:11) ···········(d:15) ··|
+//	watermark:       ·········1 ·······2 ·······3 ·······9 ·······10 ······11 ······14 ······|
+//	JoinWindow:      ·········[1,2] ······························[10,11] ···················|
+//	LeftJoinWindow:  ·········[1,2] ·····················[3,∅] ···[10,11] ···················| [14,∅]
+//	OuterJoinWindow: ·········[1,2] ·····················[3,∅] ···[10,11] ··········[∅,9] ···| [14,∅] [∅,15]
 //
-// (∅ is "no partner". (b:2) found no b within 2s of it once the watermark
-// passed 2+2s, which the right record (b:7) told; (b:7) itself found none
-// once the watermark passed 7+2s, which (c:9)... and (a:12) told, and so
-// on: a record's result without a partner waits for the watermark.)
+// (∅ is "no partner", | the end of both inputs. (b:3) found no b within 2
+// of it: [3,∅] comes once the watermark has passed 3+2, when (a:10) moves
+// it to 9, not before; (b:9) waits until the watermark passes 11, which
+// (d:15) makes 14; [14,∅] and [∅,15] come at the end of the input, which
+// emits every record still waiting.)
 //
 // Event time is each record's Timestamp unless [JoinTimes] reads it from
 // the values. The watermark is Window's (see [Window]): per source

@@ -193,6 +193,25 @@ func TestJoinWindowInnerLeftAndOuterEqualANestedLoopOverTheInputs(t *testing.T) 
 	}
 }
 
+func TestJoinWindowDocDiagram(t *testing.T) {
+	// The marble diagram of JoinWindow's doc, IDs the event times in
+	// seconds, read in rounds of one record of each input.
+	os := []order{{1, "a", 1000}, {3, "b", 3000}, {10, "a", 10_000}, {14, "c", 14_000}}
+	ps := []payment{{2, "a", 2000}, {9, "b", 9000}, {11, "a", 11_000}, {15, "d", 15_000}}
+	want := map[string][]joined{
+		"inner": {{1, 2}, {10, 11}},
+		"left":  {{1, 2}, {3, -1}, {10, 11}, {14, -1}},
+		"outer": {{-1, 9}, {-1, 15}, {1, 2}, {3, -1}, {10, 11}, {14, -1}},
+	}
+	for _, kind := range joinKinds {
+		l, r := stepped(os, ps, 1)
+		sink := streamtest.Collect[joined]()
+		require.NoError(t, buildJoin(kind, stream.From[order](l), stream.From[payment](r), 2*time.Second).To(sink).Run(t.Context()))
+		assert.Equal(t, want[kind], sorted(sink.Values()), kind)
+		assert.Equal(t, nestedLoop(kind, os, ps, 2000), want[kind], kind)
+	}
+}
+
 // lockstep makes two sources read in rounds: the n-th Read of one returns
 // only once the other has begun its n-th Read (so its n-1 batches went
 // through the pipeline's sequential stages) or has ended. The join then

@@ -179,7 +179,9 @@ var ErrOutOfOrder = errors.New("stream: records of a partition reached a statefu
 // StateOption configures a stateful stage: [Name] for all of them, and for
 // [Window] the options of event time and lateness ([EventTime],
 // [ProcessingTime], [OutOfOrderness], [AllowedLateness], [LateTo],
-// [DropLate], [EmitUpdates]).
+// [DropLate], [EmitUpdates]), for the windowed joins ([JoinWindow]) those
+// of event time and lateness they share with Window and their own
+// ([JoinTimes], [LateLeftTo], [LateRightTo]), for [ToTable] [Tombstone].
 type StateOption interface{ applyState(*stateConfig) }
 
 type stateOptionFunc func(*stateConfig)

@@ -152,7 +152,8 @@ var ErrNoEventTime = errors.New("stream: record without an event time")
 
 // ErrLateRecord is the error of a late record under [Window]'s default
 // policy: a record whose every window has closed (End + allowed lateness
-// at or below the watermark). The *RecordError Run returns wraps it and
+// at or below the watermark); and under a windowed join's ([JoinWindow]),
+// a record more than the allowed lateness behind the watermark. The *RecordError Run returns wraps it and
 // names the record. Route late records with [LateTo], drop them counted
 // with [DropLate], or make fewer records late with [OutOfOrderness] and
 // [AllowedLateness].
@@ -189,8 +190,8 @@ func ProcessingTime() StateOption {
 	})
 }
 
-// OutOfOrderness sets the bounded out-of-orderness of [Window]'s event
-// time (default 0): the watermark of a partition is its greatest event
+// OutOfOrderness sets the bounded out-of-orderness of [Window]'s (and a
+// windowed join's, [JoinWindow]) event time (default 0): the watermark of a partition is its greatest event
 // time so far minus d, so records up to d behind the newest of their
 // partition are on time. It is Flink's
 // WatermarkStrategy.forBoundedOutOfOrderness. d < 0 is 0.
@@ -201,8 +202,9 @@ func OutOfOrderness(d time.Duration) StateOption {
 	})
 }
 
-// Idleness makes a partition that has delivered no record to [Window] for
-// d (on the pipeline's [Clock]) stop holding the watermark back until it
+// Idleness makes a partition that has delivered no record to [Window] (or
+// a windowed join, [JoinWindow], where an input that has delivered nothing
+// since Run began is idle after d too) for d (on the pipeline's [Clock]) stop holding the watermark back until it
 // delivers again (Flink's WatermarkStrategy.withIdleness): without it, a
 // partition of a followed topic that receives nothing, or whose records
 // are all filtered out before the window, stops every window from firing.
@@ -234,7 +236,9 @@ func Idleness(d time.Duration) StateOption {
 // AllowedLateness keeps a [Window]'s windows d past the watermark passing
 // their end (default 0): a record that arrives for one in that time
 // updates it and its result is emitted again (Final). Past End + d the
-// window is dropped and its records are late. d < 0 is 0.
+// window is dropped and its records are late. A windowed join
+// ([JoinWindow]) holds each record d longer, and takes records up to d
+// behind its watermark. d < 0 is 0.
 func AllowedLateness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.lateness = max(d, 0).Milliseconds()
@@ -258,8 +262,9 @@ func LateTo[T any](sink Sink[T]) StateOption {
 	})
 }
 
-// DropLate drops [Window]'s late records, counted in [StageStats].Late and
-// Skipped, instead of stopping Run with [ErrLateRecord].
+// DropLate drops [Window]'s late records (or a windowed join's, of both
+// inputs: [JoinWindow]), counted in [StageStats].Late and Skipped, instead
+// of stopping Run with [ErrLateRecord].
 func DropLate() StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.dropLate, c.lateSink = true, nil
