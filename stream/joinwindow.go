@@ -236,21 +236,21 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 			panic(fmt.Sprintf("stream: %s given %s: give DropLate, or LateLeftTo and LateRightTo once each", op, strings.Join(cfg.lateOpts, " and ")))
 		}
 	}
-	st := &joinStage[K, L, R, U]{kind: kj, within: within.Milliseconds(), cfg: cfg, emitFn: fn,
-		wake: make(chan struct{}, 1), quit: make(chan struct{})}
+	// proto holds the join's settings; each run works on a fresh copy.
+	proto := &joinStage[K, L, R, U]{kind: kj, within: within.Milliseconds(), cfg: cfg, emitFn: fn}
 	if cfg.joinTimeL != nil {
 		f, ok := cfg.joinTimeL.(func(L) time.Time)
 		if !ok {
 			panic(fmt.Sprintf("stream: JoinTimes's left function is a %T, the left input of %s needs a func(%s) time.Time", cfg.joinTimeL, op, reflect.TypeFor[L]()))
 		}
-		st.timeL = f
+		proto.timeL = f
 	}
 	if cfg.joinTimeR != nil {
 		f, ok := cfg.joinTimeR.(func(R) time.Time)
 		if !ok {
 			panic(fmt.Sprintf("stream: JoinTimes's right function is a %T, the right input of %s needs a func(%s) time.Time", cfg.joinTimeR, op, reflect.TypeFor[R]()))
 		}
-		st.timeR = f
+		proto.timeR = f
 	}
 	var lateL Sink[L]
 	var lateR Sink[R]
@@ -289,7 +289,7 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 	ctr := p.counters(cfg.name)
 	upL, upR := left.s.connect, right.s.connect
 	return &Stream[U]{p: p, unkeyedBy: cfg.name, connect: func(rt *runtime, down outlet[U]) {
-		st := st.fresh()
+		st := proto.fresh()
 		st.down = down
 		st.core.init(rt, cfg.name, ctr)
 		st.idleness = idleness{idleMs: cfg.idle, rt: rt}
