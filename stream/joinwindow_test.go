@@ -637,6 +637,16 @@ func TestJoinWindowRefusesAConsumerGroupSourceWithErrNotCopartitioned(t *testing
 	assert.ErrorContains(t, err, "one process")
 }
 
+func TestJoinWindowRefusesAPartitionReachingBothInputs(t *testing.T) {
+	// Two slices on one topic-partition: positions are kept per
+	// topic-partition, so one input would finish the other's records.
+	os, ps := joinInputs(1, 50, 50, 3, 10, 0)
+	err := buildJoin("inner", stream.From(streamtest.Slice(os)), stream.From(streamtest.Slice(ps)), time.Second).Run(t.Context())
+	require.Error(t, err)
+	assert.ErrorContains(t, err, streamtest.Topic+"/0 reaches both its inputs")
+	assert.ErrorContains(t, err, "topics of their own")
+}
+
 func TestJoinWindowPanicsOnMisuse(t *testing.T) {
 	keyed := func() (*stream.Keyed[string, order], *stream.Keyed[string, payment]) {
 		return stream.KeyBy(stream.From(streamtest.Slice([]order{}, streamtest.OnTopic("left"))), func(o order) string { return o.Key }),
