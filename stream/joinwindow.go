@@ -120,7 +120,11 @@ func cmpOr(a, b string) string {
 // whatever the length of the stream. A record whose event time is more
 // than the allowed lateness behind the watermark, t + lateness <
 // watermark, is late: records it would have joined may have been released
-// (and, for the outer joins, emitted without a partner) already. By
+// (and, for the left and outer joins, emitted without a partner) already.
+// (Kafka Streams drops a record only once its own window has closed, t +
+// within + grace below its stream time, and joins one a little later than
+// that with what is left; strom calls it late sooner, so that the results
+// are always a nested loop's over the records that are not late.) By
 // default Run stops with a [*RecordError] wrapping [ErrLateRecord];
 // [LateLeftTo] and [LateRightTo] send late records to sinks, [DropLate]
 // counts and drops them ([StageStats].Late). No late record is dropped
