@@ -560,8 +560,13 @@ func runJoinUntilDone(t *testing.T, kind string, os []order, ps []payment, withi
 		if rs.Position() == int64(len(ps)) && readFailRight > 0 {
 			plan.readFail, readFailRight = readFailRight, 0
 		}
-		lsrc := &crashSource[order]{Source: ls, failAt: plan.readFail, onFail: func() { store.cut(plan.cut) }}
-		rsrc := &crashSource[payment]{Source: rs, failAt: readFailRight, onFail: func() { store.cut(plan.cut) }}
+		// In lockstep, so that the input that does not crash cannot read
+		// on to its end before the crash stops the pipeline: every run
+		// moves the inputs by a few batches, and the crashes spread over
+		// them.
+		step := newLockstep()
+		lsrc := &crashSource[order]{Source: &stepSource[order]{ls, step, 0}, failAt: plan.readFail, onFail: func() { store.cut(plan.cut) }}
+		rsrc := &crashSource[payment]{Source: &stepSource[payment]{rs, step, 1}, failAt: readFailRight, onFail: func() { store.cut(plan.cut) }}
 		interval := time.Duration(0)
 		if plan.interval {
 			interval = time.Millisecond
