@@ -151,12 +151,12 @@ type CaughtUpReporter interface {
 var ErrNoEventTime = errors.New("stream: record without an event time")
 
 // ErrLateRecord is the error of a late record under [Window]'s default
-// policy: a record whose every window has closed (End + allowed lateness
-// at or below the watermark); and under a windowed join's ([JoinWindow]),
-// a record more than the allowed lateness behind the watermark. The *RecordError Run returns wraps it and
-// names the record. Route late records with [LateTo], drop them counted
-// with [DropLate], or make fewer records late with [OutOfOrderness] and
-// [AllowedLateness].
+// policy: a record whose every window has closed (End + allowed lateness at
+// or below the watermark); and under a windowed join's ([JoinWindow]), a
+// record more than the allowed lateness behind the watermark. The
+// *RecordError Run returns wraps it and names the record. Route late
+// records with [LateTo], drop them counted with [DropLate], or make fewer
+// records late with [OutOfOrderness] and [AllowedLateness].
 var ErrLateRecord = errors.New("stream: late record")
 
 // EventTime makes [Window] read each record's event time with fn instead
@@ -191,9 +191,9 @@ func ProcessingTime() StateOption {
 }
 
 // OutOfOrderness sets the bounded out-of-orderness of [Window]'s (and a
-// windowed join's, [JoinWindow]) event time (default 0): the watermark of a partition is its greatest event
-// time so far minus d, so records up to d behind the newest of their
-// partition are on time. It is Flink's
+// windowed join's, [JoinWindow]) event time (default 0): the watermark of a
+// partition is its greatest event time so far minus d, so records up to d
+// behind the newest of their partition are on time. It is Flink's
 // WatermarkStrategy.forBoundedOutOfOrderness. d < 0 is 0.
 func OutOfOrderness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
@@ -202,30 +202,31 @@ func OutOfOrderness(d time.Duration) StateOption {
 	})
 }
 
-// Idleness makes a partition that has delivered no record to [Window] (or
-// a windowed join, [JoinWindow], where an input that has delivered nothing
-// since Run began is idle after d too) for d (on the pipeline's [Clock]) stop holding the watermark back until it
-// delivers again (Flink's WatermarkStrategy.withIdleness): without it, a
-// partition of a followed topic that receives nothing, or whose records
-// are all filtered out before the window, stops every window from firing.
-// A timer on the pipeline's clock checks for idleness, so the windows the
-// quiet partition held back fire d after it went quiet, whether or not
-// another record arrives. A partition whose source reports records still
-// to read ([CaughtUpReporter]: a slow or blocked partition with lag) is
-// not idle however long it is silent. Such a source is asked every d or
-// every second, whichever is less, while the partition is silent, so an
-// idle partition that has records to read again holds the watermark back
-// again; the records it receives while idle and the others move the
-// watermark on may be late, as may those of a source that cannot tell.
-// When every partition is idle the watermark advances to the greatest of
-// their event times (less [OutOfOrderness]), the result of their going
-// idle one after another with the one furthest ahead last, so partitions
-// that go quiet together (a backlog appended at once) fire every window
-// any of them has passed; it never moves back, and a partition that
-// delivers again holds it from then on. Idleness
-// applies to a pipeline that reads its partitions together (the embedded
-// log, files); on a consumer-group source each partition has a watermark
-// of its own and waits for no other. d <= 0 turns it off (the default).
+// Idleness makes a partition that has delivered no record to [Window] (or a
+// windowed join, [JoinWindow], where an input that has delivered nothing
+// since Run began is idle after d too) for d (on the pipeline's [Clock])
+// stop holding the watermark back until it delivers again (Flink's
+// WatermarkStrategy.withIdleness): without it, a partition of a followed
+// topic that receives nothing, or whose records are all filtered out before
+// the window, stops every window from firing. A timer on the pipeline's
+// clock checks for idleness, so the windows the quiet partition held back
+// fire d after it went quiet, whether or not another record arrives. A
+// partition whose source reports records still to read ([CaughtUpReporter]:
+// a slow or blocked partition with lag) is not idle however long it is
+// silent. Such a source is asked every d or every second, whichever is
+// less, while the partition is silent, so an idle partition that has
+// records to read again holds the watermark back again; the records it
+// receives while idle and the others move the watermark on may be late, as
+// may those of a source that cannot tell. When every partition is idle the
+// watermark advances to the greatest of their event times (less
+// [OutOfOrderness]), the result of their going idle one after another with
+// the one furthest ahead last, so partitions that go quiet together (a
+// backlog appended at once) fire every window any of them has passed; it
+// never moves back, and a partition that delivers again holds it from then
+// on. Idleness applies to a pipeline that reads its partitions together
+// (the embedded log, files); on a consumer-group source each partition has
+// a watermark of its own and waits for no other. d <= 0 turns it off (the
+// default).
 func Idleness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.idle = max(d, 0).Milliseconds()
