@@ -88,7 +88,7 @@ func cmpOr(a, b string) string {
 // the other input emits nothing. Each output's Timestamp is the later of
 // the pair's event times.
 //
-//	within 2 (event times in seconds, no out-of-orderness); the watermark is the least of the inputs' newest times:
+//	within 2, event times in seconds, watermark: the least of both inputs' newest times
 //	left:            (a:1) ············(b:3) ············(a:10) ···········(c:14) ···········|
 //	right:           ·········(a:2) ············(b:9) ············(a:11) ···········(d:15) ··|
 //	watermark:       ·········1 ·······2 ·······3 ·······9 ·······10 ······11 ······14 ······|
