@@ -44,6 +44,9 @@ func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T
 		panic("stream: " + kind + " called with a nil Keyed")
 	}
 	cfg := newStateConfig(kind, opts)
+	if cfg.joinOnly != "" {
+		panic(fmt.Sprintf("stream: %s applies to the windowed joins (JoinWindow), not to %s", cfg.joinOnly, kind))
+	}
 	if cfg.windowOnly != "" {
 		panic(fmt.Sprintf("stream: %s applies to Window, not to %s", cfg.windowOnly, kind))
 	}

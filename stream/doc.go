@@ -235,17 +235,35 @@
 // any of them has passed fire however close together they went quiet. The
 // end of the input emits every open window.
 //
+// [JoinWindow], [LeftJoinWindow] and [OuterJoinWindow] join two keyed
+// streams by event time (Kafka Streams' windowed KStream-KStream joins,
+// Flink's interval join): a record of each whose keys are equal and whose
+// event times are at most a bound apart make a pair, emitted as soon as
+// the second arrives. The watermark is the least over the partitions of
+// both inputs; a record is held until it passes the record's time plus the
+// bound plus the allowed lateness, and the left and outer joins then emit
+// a record that found no partner (never earlier, so no result without a
+// partner is followed by a pair); a record further behind the watermark
+// than the allowed lateness is late ([LateLeftTo], [LateRightTo],
+// [DropLate]). [JoinTimes] reads the event times from the values:
+//
+//	orders := stream.KeyBy(stream.From(orderSrc), func(o Order) string { return o.ID })
+//	paid := stream.KeyBy(stream.From(paymentSrc), func(p Payment) string { return p.OrderID })
+//	unpaid := stream.LeftJoinWindow(orders, paid, 10*time.Minute,
+//		func(o Order, p Payment, found bool) Check { return Check{Order: o, Paid: found} },
+//		stream.JoinTimes(func(o Order) time.Time { return o.At }, func(p Payment) time.Time { return p.At }))
+//
 // # State
 //
-// The state of a stateful stage (its accumulators, open windows and
-// watermark) is saved with the positions, so that after a crash the
+// The state of a stateful stage (its accumulators, open windows, a join's
+// held records, and the watermark) is saved with the positions, so that after a crash the
 // results equal those of an uninterrupted run although records are
 // delivered again. How:
 //
 //   - Every stateful stage keeps, per source partition, the next offset it
 //     has seen, its mark. The records of a partition reach it in offset
-//     order (Window and Aggregate panic at build after a stage that may
-//     reorder them: Parallel, KeyOrdered, Batch, Via), so every record
+//     order (Window, Aggregate and the joins panic at build after a stage
+//     that may reorder them: Parallel, KeyOrdered, Batch, Via), so every record
 //     below the mark has had its effect on the state.
 //   - Each checkpoint reads the positions it will save (every record below
 //     them has finished, so its effect on the state is in), then takes and
@@ -267,7 +285,8 @@
 //     restored state emits those again: results are at-least-once, each
 //     with the value it had, and a (key, window) emitted twice has the
 //     same value both times unless a record within the allowed lateness
-//     changed it.
+//     changed it. A windowed join's results likewise: after restarts its
+//     results without duplicates are an uninterrupted run's.
 //
 // Exactly-once state needs the same records, with the same keys and event
 // times, and the same decisions about lateness, on a replay: with several
@@ -330,6 +349,8 @@
 //     dropped, those started finish, and its state is saved and dropped
 //     before its position is committed. When the member lost it (its
 //     session expired), its state is dropped unsaved.
+//   - A windowed join is refused there ([ErrNotCopartitioned]): its state
+//     is not yet kept per partition; run it on one process.
 //   - A key must follow the source's partitioning, or its records would be
 //     counted in part by several processes: Run refuses a stateful stage
 //     keyed with [KeyBy] ([ErrKeyNotPartitioned]) unless the key comes from

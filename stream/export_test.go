@@ -63,3 +63,21 @@ func TableLocked[K comparable, V any](t *Table[K, V]) bool {
 	}
 	return true
 }
+
+// JoinHeld returns how many records the windowed joins of s's pipeline
+// hold while it runs (both inputs together), -1 when it is not running.
+// It takes the joins' lock: call it from a stage before the join (a Tap on
+// an input), never after it, which runs under that lock.
+func JoinHeld[T any](s *Stream[T]) int {
+	rt := s.p.running.Load()
+	if rt == nil {
+		return -1
+	}
+	n := 0
+	for _, st := range rt.stateful {
+		if h, ok := st.(interface{ held() int }); ok {
+			n += h.held()
+		}
+	}
+	return n
+}

@@ -183,7 +183,9 @@ var ErrOutOfOrder = errors.New("stream: records of a partition reached a statefu
 // StateOption configures a stateful stage: [Name] for all of them, and for
 // [Window] the options of event time and lateness ([EventTime],
 // [ProcessingTime], [OutOfOrderness], [AllowedLateness], [LateTo],
-// [DropLate], [EmitUpdates]).
+// [DropLate], [EmitUpdates]), for the windowed joins ([JoinWindow]) those
+// of event time and lateness they share with Window and their own
+// ([JoinTimes], [LateLeftTo], [LateRightTo]), for [ToTable] [Tombstone].
 type StateOption interface{ applyState(*stateConfig) }
 
 type stateOptionFunc func(*stateConfig)
@@ -203,6 +205,10 @@ type stateConfig struct {
 	dropLate       bool
 	emitUpdates    bool
 	windowOnly     string // the first Window-only option given, for Aggregate's check
+	// The windowed joins' (joinwindow.go).
+	joinTimeL, joinTimeR any    // func(L) time.Time, func(R) time.Time (JoinTimes)
+	lateLeft, lateRight  any    // Sink[L], Sink[R] (LateLeftTo, LateRightTo)
+	joinOnly             string // the first join-only option given, for the others' check
 	// ToTable's (table.go).
 	tombstone any      // func(V) bool
 	tableOnly string   // the first ToTable-only option given, for the others' check
@@ -474,6 +480,13 @@ func (rt *runtime) restoreState(ctx context.Context) error {
 		}
 		if cl, ok := s.(checkpoint.ChangelogStore); ok && rt.changelog == nil {
 			rt.changelog = cl
+		}
+	}
+	if rt.partitioned {
+		for _, st := range rt.stateful {
+			if j, ok := st.(interface{ copartitionError() error }); ok {
+				return j.copartitionError()
+			}
 		}
 	}
 	if rt.partitioned && len(rt.p.tables) > 0 {

@@ -108,6 +108,9 @@ func ToTable[K comparable, V any](k *Keyed[K, V], opts ...StateOption) *Table[K,
 		panic("stream: ToTable called with a nil Keyed")
 	}
 	cfg := newStateConfig(StageTable, opts)
+	if cfg.joinOnly != "" {
+		panic(fmt.Sprintf("stream: %s applies to the windowed joins (JoinWindow), not to ToTable", cfg.joinOnly))
+	}
 	if cfg.windowOnly != "" {
 		panic(fmt.Sprintf("stream: %s applies to Window, not to ToTable", cfg.windowOnly))
 	}

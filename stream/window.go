@@ -151,11 +151,12 @@ type CaughtUpReporter interface {
 var ErrNoEventTime = errors.New("stream: record without an event time")
 
 // ErrLateRecord is the error of a late record under [Window]'s default
-// policy: a record whose every window has closed (End + allowed lateness
-// at or below the watermark). The *RecordError Run returns wraps it and
-// names the record. Route late records with [LateTo], drop them counted
-// with [DropLate], or make fewer records late with [OutOfOrderness] and
-// [AllowedLateness].
+// policy: a record whose every window has closed (End + allowed lateness at
+// or below the watermark); and under a windowed join's ([JoinWindow]), a
+// record more than the allowed lateness behind the watermark. The
+// *RecordError Run returns wraps it and names the record. Route late
+// records with [LateTo], drop them counted with [DropLate], or make fewer
+// records late with [OutOfOrderness] and [AllowedLateness].
 var ErrLateRecord = errors.New("stream: late record")
 
 // EventTime makes [Window] read each record's event time with fn instead
@@ -189,10 +190,10 @@ func ProcessingTime() StateOption {
 	})
 }
 
-// OutOfOrderness sets the bounded out-of-orderness of [Window]'s event
-// time (default 0): the watermark of a partition is its greatest event
-// time so far minus d, so records up to d behind the newest of their
-// partition are on time. It is Flink's
+// OutOfOrderness sets the bounded out-of-orderness of [Window]'s (and a
+// windowed join's, [JoinWindow]) event time (default 0): the watermark of a
+// partition is its greatest event time so far minus d, so records up to d
+// behind the newest of their partition are on time. It is Flink's
 // WatermarkStrategy.forBoundedOutOfOrderness. d < 0 is 0.
 func OutOfOrderness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
@@ -201,29 +202,31 @@ func OutOfOrderness(d time.Duration) StateOption {
 	})
 }
 
-// Idleness makes a partition that has delivered no record to [Window] for
-// d (on the pipeline's [Clock]) stop holding the watermark back until it
-// delivers again (Flink's WatermarkStrategy.withIdleness): without it, a
-// partition of a followed topic that receives nothing, or whose records
-// are all filtered out before the window, stops every window from firing.
-// A timer on the pipeline's clock checks for idleness, so the windows the
-// quiet partition held back fire d after it went quiet, whether or not
-// another record arrives. A partition whose source reports records still
-// to read ([CaughtUpReporter]: a slow or blocked partition with lag) is
-// not idle however long it is silent. Such a source is asked every d or
-// every second, whichever is less, while the partition is silent, so an
-// idle partition that has records to read again holds the watermark back
-// again; the records it receives while idle and the others move the
-// watermark on may be late, as may those of a source that cannot tell.
-// When every partition is idle the watermark advances to the greatest of
-// their event times (less [OutOfOrderness]), the result of their going
-// idle one after another with the one furthest ahead last, so partitions
-// that go quiet together (a backlog appended at once) fire every window
-// any of them has passed; it never moves back, and a partition that
-// delivers again holds it from then on. Idleness
-// applies to a pipeline that reads its partitions together (the embedded
-// log, files); on a consumer-group source each partition has a watermark
-// of its own and waits for no other. d <= 0 turns it off (the default).
+// Idleness makes a partition that has delivered no record to [Window] (or a
+// windowed join, [JoinWindow], where an input that has delivered nothing
+// since Run began is idle after d too) for d (on the pipeline's [Clock])
+// stop holding the watermark back until it delivers again (Flink's
+// WatermarkStrategy.withIdleness): without it, a partition of a followed
+// topic that receives nothing, or whose records are all filtered out before
+// the window, stops every window from firing. A timer on the pipeline's
+// clock checks for idleness, so the windows the quiet partition held back
+// fire d after it went quiet, whether or not another record arrives. A
+// partition whose source reports records still to read ([CaughtUpReporter]:
+// a slow or blocked partition with lag) is not idle however long it is
+// silent. Such a source is asked every d or every second, whichever is
+// less, while the partition is silent, so an idle partition that has
+// records to read again holds the watermark back again; the records it
+// receives while idle and the others move the watermark on may be late, as
+// may those of a source that cannot tell. When every partition is idle the
+// watermark advances to the greatest of their event times (less
+// [OutOfOrderness]), the result of their going idle one after another with
+// the one furthest ahead last, so partitions that go quiet together (a
+// backlog appended at once) fire every window any of them has passed; it
+// never moves back, and a partition that delivers again holds it from then
+// on. Idleness applies to a pipeline that reads its partitions together
+// (the embedded log, files); on a consumer-group source each partition has
+// a watermark of its own and waits for no other. d <= 0 turns it off (the
+// default).
 func Idleness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.idle = max(d, 0).Milliseconds()
@@ -234,7 +237,9 @@ func Idleness(d time.Duration) StateOption {
 // AllowedLateness keeps a [Window]'s windows d past the watermark passing
 // their end (default 0): a record that arrives for one in that time
 // updates it and its result is emitted again (Final). Past End + d the
-// window is dropped and its records are late. d < 0 is 0.
+// window is dropped and its records are late. A windowed join
+// ([JoinWindow]) holds each record d longer, and takes records up to d
+// behind its watermark. d < 0 is 0.
 func AllowedLateness(d time.Duration) StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.lateness = max(d, 0).Milliseconds()
@@ -258,8 +263,9 @@ func LateTo[T any](sink Sink[T]) StateOption {
 	})
 }
 
-// DropLate drops [Window]'s late records, counted in [StageStats].Late and
-// Skipped, instead of stopping Run with [ErrLateRecord].
+// DropLate drops [Window]'s late records (or a windowed join's, of both
+// inputs: [JoinWindow]), counted in [StageStats].Late and Skipped, instead
+// of stopping Run with [ErrLateRecord].
 func DropLate() StateOption {
 	return stateOptionFunc(func(c *stateConfig) {
 		c.dropLate, c.lateSink = true, nil
@@ -343,6 +349,9 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		panic("stream: Window over Session windows needs agg.Merge, to merge the sessions a record joins")
 	}
 	cfg := newStateConfig(StageWindow, opts)
+	if cfg.joinOnly != "" {
+		panic(fmt.Sprintf("stream: %s applies to the windowed joins (JoinWindow), not to Window", cfg.joinOnly))
+	}
 	if len(cfg.timeOpts) > 1 {
 		panic(fmt.Sprintf("stream: Window given %s: give one of EventTime and ProcessingTime, once", strings.Join(cfg.timeOpts, " and ")))
 	}
@@ -375,8 +384,9 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
 			down: down, kc: newCodec[K](), ac: newCodec[A](),
 			wake: make(chan struct{}, 1), quit: make(chan struct{})}
-		st.pend = &pendingResults[K, A]{m: make(map[int64]pendingResult[K, A]), dirty: &st.core.dirty, wake: rt.settleWake}
+		st.pend = &pendingResults[WindowResult[K, A]]{m: make(map[int64]pendingResult[WindowResult[K, A]]), dirty: &st.core.dirty, wake: rt.settleWake}
 		st.core.init(rt, cfg.name, ctr)
+		st.idleness = idleness{idleMs: cfg.idle, rt: rt}
 		st.one = st.newTable(partKey{})
 		st.tables = map[partKey]*winTable[K, A]{{}: st.one}
 		st.tb = st.one
@@ -477,24 +487,25 @@ func (h *timerHeap[K]) pop() winTimer[K] {
 }
 
 // pendingResult is a result emitted and not yet finished downstream.
-type pendingResult[K comparable, A any] struct {
-	res   WindowResult[K, A]
+type pendingResult[R any] struct {
+	res   R
 	count int     // completions still to come
 	part  partKey // the table that emitted it (per partition)
 }
 
-// pendingResults is the owner of the results a window emits: a result is
-// kept, and saved with the state, until it has finished every stage after
-// the window, so that a crash before then emits it again.
-type pendingResults[K comparable, A any] struct {
+// pendingResults is the owner of the results a stateful stage emits (a
+// window's, a windowed join's): a result is kept, and saved with the
+// state, until it has finished every stage after the stage, so that a
+// crash before then emits it again.
+type pendingResults[R any] struct {
 	mu    sync.Mutex
-	m     map[int64]pendingResult[K, A] // by value: no allocation per result
+	m     map[int64]pendingResult[R] // by value: no allocation per result
 	dirty *atomic.Bool
 	wake  chan struct{} // the runtime's settleWake: signalled when m empties
 }
 
 // wakeIfEmptyLocked tells ExactlyOnce's drain that no result is owed.
-func (p *pendingResults[K, A]) wakeIfEmptyLocked() {
+func (p *pendingResults[R]) wakeIfEmptyLocked() {
 	if len(p.m) == 0 && p.wake != nil {
 		select {
 		case p.wake <- struct{}{}:
@@ -503,7 +514,7 @@ func (p *pendingResults[K, A]) wakeIfEmptyLocked() {
 	}
 }
 
-func (p *pendingResults[K, A]) Done(offsets ...int64) {
+func (p *pendingResults[R]) Done(offsets ...int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range offsets {
@@ -519,7 +530,7 @@ func (p *pendingResults[K, A]) Done(offsets ...int64) {
 	p.wakeIfEmptyLocked()
 }
 
-func (p *pendingResults[K, A]) Split(offset int64, n int) {
+func (p *pendingResults[R]) Split(offset int64, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r, ok := p.m[offset]; ok {
@@ -556,8 +567,8 @@ type windowStage[K comparable, T, A any] struct {
 	kc     codec[K]
 	ac     codec[A]
 	tseq   uint64
-	seq    int64                 // the Offset of the next result: its id in pend
-	redo   []pendingResult[K, A] // to emit again, from the table of its part
+	seq    int64                               // the Offset of the next result: its id in pend
+	redo   []pendingResult[WindowResult[K, A]] // to emit again, from the table of its part
 	out    []Element[WindowResult[K, A]]
 	late   []Element[T]
 	lateAt int64 // the time the first of late was judged by, ms
@@ -565,18 +576,14 @@ type windowStage[K comparable, T, A any] struct {
 	lateV  []T
 	fin    []member
 
-	pend *pendingResults[K, A]
+	pend *pendingResults[WindowResult[K, A]]
 
 	// listers are the sources that list their partitions and have not yet
 	// (PartitionLister).
 	listers []PartitionLister
-	now     int64 // the clock in ms, read once per push when Idleness is set
-	// ups are the sources that tell whether a partition is caught up
-	// (CaughtUpReporter); pts is scratch for the pipeline's trackers.
+	idleness
 	// idleDue is the clock (ms) idleTick waits for, math.MaxInt64 when
 	// it waits for a record.
-	ups     []CaughtUpReporter
-	pts     []*checkpoint.PartitionTracker
 	idleDue int64
 
 	free      []*win[A]   // dropped windows, for reuse
@@ -745,14 +752,27 @@ func (st *windowStage[K, T, A]) watchParts() {
 	}
 }
 
+// idleness is what an event-time stage ([Window], the windowed joins)
+// keeps for [Idleness]: when a silent partition stops holding the
+// watermark back. The stage's lock guards it.
+type idleness struct {
+	idleMs int64 // the Idleness, ms; 0: off
+	rt     *runtime
+	now    int64 // the clock in ms, read once per push when Idleness is set
+	// ups are the sources that tell whether a partition is caught up
+	// (CaughtUpReporter); pts is scratch for the pipeline's trackers.
+	ups []CaughtUpReporter
+	pts []*checkpoint.PartitionTracker
+}
+
 // idle reports whether ps is idle: it has delivered nothing for the
 // Idleness and its source has no record of it left to read. The source
 // is asked again every idlePoll while the partition is silent, so an idle
 // partition that has records to read again (appended, not yet read) holds
 // the watermark back again; without a source that can tell, a silent
 // partition is idle until it delivers.
-func (st *windowStage[K, T, A]) idle(ps *partState) bool {
-	if st.cfg.idle <= 0 || st.now-ps.active < st.cfg.idle {
+func (st *idleness) idle(ps *partState) bool {
+	if st.idleMs <= 0 || st.now-ps.active < st.idleMs {
 		return false
 	}
 	if st.now < ps.recheck {
@@ -769,19 +789,19 @@ func (st *windowStage[K, T, A]) idle(ps *partState) bool {
 
 // idlePoll is how long (ms) a silent partition with records left to read
 // waits before its source is asked again: the Idleness, at most a second.
-func (st *windowStage[K, T, A]) idlePoll() int64 { return min(st.cfg.idle, 1000) }
+func (st *idleness) idlePoll() int64 { return min(st.idleMs, 1000) }
 
 // caughtUp asks the sources that can tell (CaughtUpReporter) whether ps's
 // partition has records left to read, given what of it the pipeline has
 // finished (its tracker's position: every record below it went through
 // this stage or was filtered out before). Without such a source, silence
 // alone decides, as before sources could tell.
-func (st *windowStage[K, T, A]) caughtUp(ps *partState) bool {
+func (st *idleness) caughtUp(ps *partState) bool {
 	if len(st.ups) == 0 || ps.pk.topic == "" {
 		return true
 	}
 	next := int64(-1)
-	st.pts = st.core.rt.tracker.Partitions(st.pts[:0])
+	st.pts = st.rt.tracker.Partitions(st.pts[:0])
 	for _, pt := range st.pts {
 		if pt.ID() == ps.pk.partition && pt.Topic() == ps.pk.topic {
 			if pos, ok := pt.Position(); ok {
@@ -1182,7 +1202,7 @@ func (st *windowStage[K, T, A]) emitResult(r WindowResult[K, A]) {
 	id := st.seq
 	st.seq++
 	st.pend.mu.Lock()
-	st.pend.m[id] = pendingResult[K, A]{res: r, count: 1, part: st.tb.pk}
+	st.pend.m[id] = pendingResult[WindowResult[K, A]]{res: r, count: 1, part: st.tb.pk}
 	st.pend.mu.Unlock()
 	// The result's event time is the window's last instant, as Flink
 	// stamps it, so a window after this one works on it by default.
@@ -1478,7 +1498,7 @@ func (st *windowStage[K, T, A]) restore(data []byte) error {
 		st.setTimer(st.due(w), e.Key)
 	}
 	for _, r := range f.Pending {
-		st.redo = append(st.redo, pendingResult[K, A]{res: r})
+		st.redo = append(st.redo, pendingResult[WindowResult[K, A]]{res: r})
 	}
 	return nil
 }
@@ -1668,7 +1688,7 @@ func (wr *winRestorer[K, T, A]) installLocked() (int64, error) {
 				return -1, fmt.Errorf("stream: state of stage %q for %s/%d: %w: cannot decode its pending results: %w", c.name, pk.topic, pk.partition, ErrStateMismatch, err)
 			}
 			for _, r := range pend {
-				st.redo = append(st.redo, pendingResult[K, A]{res: r, part: pk})
+				st.redo = append(st.redo, pendingResult[WindowResult[K, A]]{res: r, part: pk})
 			}
 		}
 	}
@@ -1694,7 +1714,7 @@ func (st *windowStage[K, T, A]) dropPartLocked(pk partKey) {
 	if st.tb != nil && st.tb.pk == pk {
 		st.tb = st.one
 	}
-	st.redo = slices.DeleteFunc(st.redo, func(r pendingResult[K, A]) bool { return r.part == pk })
+	st.redo = slices.DeleteFunc(st.redo, func(r pendingResult[WindowResult[K, A]]) bool { return r.part == pk })
 	st.pend.mu.Lock()
 	for id, r := range st.pend.m {
 		if r.part == pk {
