@@ -55,7 +55,11 @@
 //     table of 100,000 rows read in the same pipeline (every record finds
 //     its row), without a store and with a MemoryStore, beside the
 //     stateless three stages over the same kind of source; state-B/key is
-//     the table's snapshot over its 100,000 keys.
+//     the table's snapshot over its 100,000 keys. BenchmarkJoin/window/*:
+//     an inner JoinWindow within 10 s of two inputs of b.N/2 records each
+//     (one record per ms of event time, 20,000 keys: one partner per
+//     record), state-B/key the snapshot of the last 10 s held over its
+//     10,000 keys.
 //   - BenchmarkFirstCheckpoint (issue 17, firstcheckpoint_test.go): one
 //     stream.ConsumeForever with default options from an empty FileStore
 //     over a partition of 2,000 records of 100 B (about one 256 KiB source

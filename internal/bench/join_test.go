@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
@@ -55,16 +56,20 @@ var joinRows = func() []joinRow {
 	return rows
 }()
 
-// joinSource is a stream.Source of n records, record i being joinPool[i
-// mod joinKeys] with the Timestamp eventBase + i ms, in batches of
+// joinSource is a stream.Source of n records of topic, record i being
+// joinPool[i mod keys] with the Timestamp eventBase + i ms, in batches of
 // batchSize from one reused buffer, with lineage.
 type joinSource struct {
 	n, next int64
+	keys    int64
+	topic   string
 	buf     []stream.Element[log.Record]
 }
 
-func newJoinSource(n int64) *joinSource {
-	return &joinSource{n: n, buf: make([]stream.Element[log.Record], batchSize)}
+func newJoinSource(n int64) *joinSource { return newKeyedJoinSource(n, "clicks", joinKeys) }
+
+func newKeyedJoinSource(n int64, topic string, keys int64) *joinSource {
+	return &joinSource{n: n, keys: keys, topic: topic, buf: make([]stream.Element[log.Record], batchSize)}
 }
 
 func (s *joinSource) Read(context.Context) ([]stream.Element[log.Record], error) {
@@ -75,7 +80,7 @@ func (s *joinSource) Read(context.Context) ([]stream.Element[log.Record], error)
 	out := s.buf[:k]
 	for i := range out {
 		off := s.next + int64(i)
-		out[i] = stream.Element[log.Record]{Value: joinPool[off%joinKeys], Topic: "clicks", Partition: 0, Offset: off,
+		out[i] = stream.Element[log.Record]{Value: joinPool[off%s.keys], Topic: s.topic, Partition: 0, Offset: off,
 			Epoch: checkpoint.NoEpoch, Timestamp: eventBase + off}
 	}
 	s.next += int64(k)
@@ -120,6 +125,45 @@ func checkTableJoin(b testing.TB, n int64, joined int, sum int64) {
 	}
 }
 
+// The windowed join of BenchmarkJoin: two inputs of one record per ms of
+// event time each, record i of both at eventBase + i ms with key i mod
+// windowJoinKeys, joined within windowJoinBound: a key comes back every
+// 20 s, so record i of one input finds exactly one partner, record i of
+// the other, and the state holds the last 10 s of both inputs, one record
+// of each per key for 10,000 keys (windowJoinHeldKeys).
+const (
+	windowJoinKeys     = 20_000
+	windowJoinBound    = 10 * time.Second
+	windowJoinHeldKeys = 10_000
+)
+
+// stromWindowJoin joins n records, half on each input (the left gets the
+// odd one), within windowJoinBound, into a sink that counts the pairs,
+// checkpointing to store when it is not nil.
+func stromWindowJoin(n int64, store checkpoint.Store) (pairs int, err error) {
+	left := stream.KeyBy(stream.From(newKeyedJoinSource(n-n/2, "left", windowJoinKeys)), joinKey)
+	right := stream.KeyBy(stream.From(newKeyedJoinSource(n/2, "right", windowJoinKeys)), joinKey)
+	out := stream.JoinWindow(left, right, windowJoinBound, func(l, r log.Record) int { return 1 }).
+		To(sink.Func(func(_ context.Context, ps []int) error {
+			pairs += len(ps)
+			return nil
+		}))
+	if store != nil {
+		out = out.Checkpointing(store)
+	}
+	err = out.Run(context.Background())
+	return pairs, err
+}
+
+// checkWindowJoin fails b unless every right record of n found its one
+// partner.
+func checkWindowJoin(b testing.TB, n int64, pairs int) {
+	b.Helper()
+	if int64(pairs) != n/2 {
+		b.Fatalf("the sink got %d pairs of %d records, want %d", pairs, n, n/2)
+	}
+}
+
 // BenchmarkJoin is issue 21's join figures: a stream-table join of 64 B
 // records over the 100,000 keys of a table (record i has key i mod
 // 100,000), every record finding its row, from memory into a sink that
@@ -131,6 +175,11 @@ func checkTableJoin(b testing.TB, n int64, joined int, sum int64) {
 // "table/memory" checkpoints it to a MemoryStore (default policy: a
 // snapshot of the table when it changed, here once) and reports
 // state-B/key, the table's snapshot divided by its 100,000 keys.
+// "window/none" and "window/memory" are the windowed join (inner, 10 s
+// bound) of two inputs of b.N/2 records each (one op is one input record;
+// every record of one input pairs with one of the other): records/s, and
+// for "memory", state-B/key, the last snapshot (after 200,000 records, the
+// last 10 s of both inputs held) over the 10,000 keys it holds.
 func BenchmarkJoin(b *testing.B) {
 	b.Run("stateless", func(b *testing.B) {
 		var n int
@@ -168,6 +217,40 @@ func BenchmarkJoin(b *testing.B) {
 			}
 		})
 	}
+	benchWindowJoin(b, "none", nil)
+	benchWindowJoin(b, "memory", memoryStore)
+}
+
+func benchWindowJoin(b *testing.B, name string, store storeKind) {
+	b.Run("window/"+name, func(b *testing.B) {
+		var cs *stateSaveCounter
+		var st checkpoint.Store
+		if store != nil {
+			cs = &stateSaveCounter{StateStore: store(b)}
+			st = cs
+		}
+		var pairs int
+		timed(b, cs, func() (err error) {
+			pairs, err = stromWindowJoin(int64(b.N), st)
+			return err
+		})
+		checkWindowJoin(b, int64(b.N), pairs)
+		if cs != nil {
+			var mem checkpoint.MemoryStore
+			const n = 200_000
+			pairs, err := stromWindowJoin(n, &mem)
+			if err != nil {
+				b.Fatal(err)
+			}
+			checkWindowJoin(b, n, pairs)
+			data, ok, err := mem.LoadState(context.Background(), stream.StageJoinWindow)
+			if err != nil || !ok || len(data) == 0 {
+				b.Fatalf("no join state saved: %d bytes, found %v, %v", len(data), ok, err)
+			}
+			b.ReportMetric(float64(len(data))/windowJoinHeldKeys, "state-B/key")
+			b.ReportMetric(float64(len(data)), "state-B")
+		}
+	})
 }
 
 // TestJoinBenchPipelinesJoinEveryRecord ensures the pipeline of
@@ -185,5 +268,10 @@ func TestJoinBenchPipelinesJoinEveryRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkTableJoin(t, 250_000, joined, sum)
+		pairs, err := stromWindowJoin(100_001, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkWindowJoin(t, 100_001, pairs)
 	}
 }

@@ -408,7 +408,9 @@ func exactlyOnceRows() []row {
 // joinRows are issue 21's join figures, from internal/bench: a stream-table
 // join over a table of 100,000 keys beside the stateless three stages over
 // the same kind of records in the same run (BenchmarkJoin/stateless), and
-// the bytes the table costs per key in a snapshot.
+// the bytes the table costs per key in a snapshot; and a windowed join of
+// two inputs within 10 s beside the same baseline, with the bytes of the
+// state it holds per key.
 func joinRows() []row {
 	const stateless = "BenchmarkJoin/stateless"
 	return []row{
@@ -418,6 +420,11 @@ func joinRows() []row {
 		{figure: "  same, table checkpointed to a MemoryStore", bench: "BenchmarkJoin/table/memory", unit: "records/s",
 			baseline: stateless, baseUnit: "records/s", formatter: millions},
 		{figure: "  table state per key (snapshot / 100,000 keys)", bench: "BenchmarkJoin/table/memory", unit: "state-B/key", formatter: bytesPerKey},
+		{figure: "windowed stream-stream join, 10 s bound, 1 pair per record (64 B), vs the stateless 3 stages", bench: "BenchmarkJoin/window/none", unit: "records/s",
+			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		{figure: "  same, state checkpointed to a MemoryStore", bench: "BenchmarkJoin/window/memory", unit: "records/s",
+			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		{figure: "  join state per key held (snapshot of the last 10 s / 10,000 keys)", bench: "BenchmarkJoin/window/memory", unit: "state-B/key", formatter: bytesPerKey},
 	}
 }
 
