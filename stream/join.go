@@ -11,21 +11,21 @@ const (
 	StageLeftJoinTable = "leftjointable" // LeftJoinTable
 )
 
-// ErrNotCopartitioned is returned by [Stream.Run] for a join whose inputs
-// a pipeline cannot bring together correctly on a source whose partitions
-// move between processes; the error names the join and what to change.
+// ErrNotCopartitioned is returned by [Stream.Run] for a windowed join
+// ([JoinWindow], [LeftJoinWindow], [OuterJoinWindow]) on a source whose
+// partitions move between processes (source.Kafka, a consumer group):
+// windowed joins are not supported there yet, whatever the partitioning,
+// since their state is not kept per partition.
 //
-// The rule, Kafka Streams' co-partitioning: on N processes a join sees
-// only the records of the partitions its process owns, so the records of
-// one join key must reach the same process through both inputs. For a
-// windowed stream-stream join both inputs must be partitioned alike by the
-// join key: the same number of partitions, the same partitioner, and the
-// key the one they are partitioned by (declared with
-// [Keyed.FollowsPartitioning], or made so with [Repartition]), and the
-// group must assign partition i of both to one member. A stream-table join
-// needs a table read whole by every process (a global table) instead,
-// which needs no co-partitioning; strom does not yet keep a table on a
-// consumer group (see [Table]).
+// The rule such a join will need, Kafka Streams' co-partitioning: on N
+// processes a join sees only the records of the partitions its process
+// owns, so the records of one join key must reach the same process through
+// both inputs: both inputs partitioned alike by the join key (the same
+// number of partitions, the same partitioner, and the key the one they are
+// partitioned by, or made so with [Repartition]), and partition i of both
+// assigned to one member. A stream-table join needs a table read whole by
+// every process instead (a global table); strom does not keep a table on a
+// consumer group either ([ErrNotPerPartition]).
 var ErrNotCopartitioned = errors.New("stream: a join's inputs are not partitioned alike by the join key")
 
 // JoinTable joins each record of k with the value its key has in t when

@@ -26,9 +26,12 @@ const (
 // [OuterJoinWindow]) read the event time of its left records with left and
 // of its right records with right, instead of the default, each record's
 // Timestamp ([Element].Timestamp, as its source set it). A nil function
-// keeps its input's default. The functions must be deterministic: a record
-// delivered again after a restart must have the same time. It panics if
-// both are nil; the join panics if L and R are not its inputs' types.
+// keeps its input's default; Go cannot infer the type of a nil, so name
+// both types then: JoinTimes[Click, Impression](clickTime, nil). The
+// functions must be deterministic: a record delivered again after a
+// restart must have the same time. A function that returns the zero
+// time.Time stops Run with [ErrNoEventTime]. It panics if both are nil;
+// the join panics if L and R are not its inputs' types.
 func JoinTimes[L, R any](left func(L) time.Time, right func(R) time.Time) StateOption {
 	if left == nil && right == nil {
 		panic("stream: JoinTimes called with two nil functions")
@@ -332,14 +335,18 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 // joinStage is a windowed join in one run: the state of both inputs and
 // the watermark, under mu; its two inputs (joinInput) push into it.
 type joinStage[K comparable, L, R, U any] struct {
-	kind   joinKind
-	within int64 // ms
-	cfg    *stateConfig
-	timeL  func(L) time.Time // nil: Element.Timestamp
-	timeR  func(R) time.Time
-	emitFn func(l L, lok bool, r R, rok bool) U
-	down   outlet[U]
-	inputs [2]joinSide[K]
+	// restored: a snapshot of the join was found and restored; until
+	// then each partition's first record checks that no position of it
+	// is saved (stateCore.refuseEmptyStart).
+	restored bool
+	kind     joinKind
+	within   int64 // ms
+	cfg      *stateConfig
+	timeL    func(L) time.Time // nil: Element.Timestamp
+	timeR    func(R) time.Time
+	emitFn   func(l L, lok bool, r R, rok bool) U
+	down     outlet[U]
+	inputs   [2]joinSide[K]
 
 	mu   sync.Mutex // guards what follows and serialises pushes downstream
 	core stateCore
@@ -391,15 +398,22 @@ type joinBuf[K comparable, V any] struct {
 	n    int // records held
 }
 
-// take removes the record seq of key k and returns it.
+// take removes the record seq of key k and returns it. Records leave in
+// the order of their event times, which is mostly their arrival order: the
+// first of the key's slice is cut off in place, in constant time (a key of
+// many records would otherwise copy them all at every release).
 func (b *joinBuf[K, V]) take(k K, seq uint64) (joinRec[V], bool) {
 	recs := b.keys[k]
 	for i := range recs {
 		if recs[i].seq == seq {
 			r := recs[i]
-			if len(recs) == 1 {
+			switch {
+			case len(recs) == 1:
 				delete(b.keys, k)
-			} else {
+			case i == 0:
+				recs[0] = joinRec[V]{} // the value is not kept alive by the array
+				b.keys[k] = recs[1:]
+			default:
 				b.keys[k] = slices.Delete(recs, i, i+1)
 			}
 			b.n--
@@ -416,7 +430,9 @@ type joinSide[K comparable] interface {
 	release(k K, seq uint64)
 	// sendAlone emits the record seq of key k without a partner, at the
 	// end of the input, if it is owed and not sent yet; it stays held.
+	// doneAlone ends a series of sendAlone calls.
 	sendAlone(k K, seq uint64)
+	doneAlone()
 }
 
 // joinHeap is a min-heap of the records a join holds by (at, seq): the
@@ -484,8 +500,11 @@ type joinInput[K comparable, L, R, U, V, W any] struct {
 	pair   func(v V, w W) U
 	alone  func(v V) (U, bool) // false: the join emits no result for v alone
 
-	lateE  []Element[V]
-	lateV  []V
+	lateE []Element[V]
+	lateV []V
+	// bySeq indexes the records held by their seq while the end of the
+	// input sends them (sendAlone); nil otherwise.
+	bySeq  map[uint64]*joinRec[V]
 	lateAt int64 // the event time of the first late record of a push, ms
 	lateWm int64 // and the watermark it was judged against
 }
@@ -510,6 +529,11 @@ func (in *joinInput[K, L, R, U, V, W]) push(ctx context.Context, elems []Element
 			return recordError(c.name, e, err)
 		}
 		ps.active, ps.idle, ps.recheck = st.now, false, 0
+		if !st.restored {
+			if err := c.refuseEmptyStart(ctx, "join", e.Topic, e.Partition); err != nil {
+				return err
+			}
+		}
 		replay, err := c.check(ps, e.Topic, e.Partition, e.Offset)
 		if err != nil {
 			return err
@@ -522,7 +546,11 @@ func (in *joinInput[K, L, R, U, V, W]) push(ctx context.Context, elems []Element
 		}
 		var t int64
 		if in.evTime != nil {
-			t = in.evTime(e.Value).UnixMilli()
+			tm := in.evTime(e.Value)
+			if tm.IsZero() {
+				return recordError(c.name, e, fmt.Errorf("%w: stream.JoinTimes gave the %s record the zero time.Time", ErrNoEventTime, sideNames[in.side]))
+			}
+			t = tm.UnixMilli()
 		} else if t = e.Timestamp; t == 0 {
 			return recordError(c.name, e, fmt.Errorf("%w: the %s record's Timestamp is 0 (its source sets none, as lines of a file or a slice): read the event time from the value with stream.JoinTimes", ErrNoEventTime, sideNames[in.side]))
 		}
@@ -596,21 +624,30 @@ func (in *joinInput[K, L, R, U, V, W]) release(k K, seq uint64) {
 }
 
 func (in *joinInput[K, L, R, U, V, W]) sendAlone(k K, seq uint64) {
-	recs := in.mine.keys[k]
-	for i := range recs {
-		r := &recs[i]
-		if r.seq != seq {
-			continue
-		}
-		if !r.matched && !r.sent {
-			if u, emit := in.alone(r.v); emit {
-				in.st.emit(u, r.t)
-				r.sent = true
+	if in.bySeq == nil {
+		// Indexed once for all the records the end of the input sends:
+		// looked up in the key's slice one by one, a key of many records
+		// would cost their square.
+		in.bySeq = make(map[uint64]*joinRec[V], in.mine.n)
+		for _, recs := range in.mine.keys {
+			for i := range recs {
+				in.bySeq[recs[i].seq] = &recs[i]
 			}
 		}
+	}
+	r := in.bySeq[seq]
+	if r == nil || r.matched || r.sent {
 		return
 	}
+	if u, emit := in.alone(r.v); emit {
+		in.st.emit(u, r.t)
+		r.sent = true
+	}
 }
+
+// doneAlone drops the index sendAlone built: the slices it points into
+// change as records arrive and leave.
+func (in *joinInput[K, L, R, U, V, W]) doneAlone() { in.bySeq = nil }
 
 // lateLocked hands the late records of a push to the input's late policy.
 func (in *joinInput[K, L, R, U, V, W]) lateLocked(ctx context.Context) error {
@@ -707,6 +744,9 @@ func (st *joinStage[K, L, R, U]) raise() {
 	for _, p := range st.core.list {
 		s := st.sideOf(p)
 		if st.ended[s] {
+			// It holds nothing back, but its event times count when
+			// every other partition is idle, as an idle one's do.
+			idleMax = max(idleMax, p.maxTs)
 			continue
 		}
 		switch {
@@ -720,9 +760,17 @@ func (st *joinStage[K, L, R, U]) raise() {
 			return // listed, no event time yet: holds it back
 		}
 	}
+	young := st.idleMs <= 0 || st.now-st.born < st.idleMs
 	for s := range timed {
-		if !timed[s] && !st.ended[s] && (st.idleMs <= 0 || st.now-st.born < st.idleMs) {
+		if !timed[s] && !st.ended[s] && young {
 			return // an input that has delivered no event time holds it back
+		}
+		if len(st.listers[s]) > 0 && !st.ended[s] && young {
+			// A source of the input cannot tell yet which partitions it
+			// will deliver: after a restore the input has event times (its
+			// restored partitions), but a partition it never delivered
+			// before would otherwise be passed by and its records late.
+			return
 		}
 	}
 	if m == math.MaxInt64 {
@@ -812,6 +860,8 @@ func (st *joinStage[K, L, R, U]) closeInput(ctx context.Context, side uint8) err
 				e := order.pop()
 				st.inputs[e.side].sendAlone(e.key, e.seq)
 			}
+			st.inputs[sideLeft].doneAlone()
+			st.inputs[sideRight].doneAlone()
 		}
 		st.core.busy = false
 		st.core.dirty.Store(true)

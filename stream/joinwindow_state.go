@@ -109,6 +109,7 @@ func (st *joinStage[K, L, R, U]) restore(data []byte) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.restored = true
 	st.core.restoreParts(f.Parts)
 	for _, p := range f.Parts {
 		if p.Topic != "" {

@@ -451,6 +451,30 @@ func TestJoinWindowIdlenessLetsAnInputThatDeliversNothingStopHoldingTheWatermark
 	}
 }
 
+func TestJoinWindowIdlenessAlsoAppliesWhenTheOtherInputHasEnded(t *testing.T) {
+	// As above, but the orders end (a replay) instead of following: an
+	// input that ended must not do less than one that follows. A minute
+	// later the payments are idle, and the ended orders' 5s still counts:
+	// the watermark goes to 5s and releases the order at 1s.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		l := streamtest.Slice([]order{{0, "a", 1000}, {1, "b", 5000}}, streamtest.OnTopic("left"))
+		r := streamtest.Slice([]payment{}, streamtest.OnTopic("right"), streamtest.Follow())
+		sink := streamtest.Collect[joined]()
+		done := make(chan error, 1)
+		go func() {
+			done <- buildJoin("left", stream.From[order](l), stream.From[payment](r), time.Second, stream.Idleness(time.Minute)).To(sink).Run(ctx)
+		}()
+		synctest.Wait()
+		assert.Empty(t, sink.Values(), "the payments hold the watermark back")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, []joined{{0, -1}}, sink.Values())
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
 func TestJoinWindowStateStaysBoundedOnALongStream(t *testing.T) {
 	// 10 minutes of event time on each input, a record every 100ms (10 a
 	// second) per input, over 50 keys, up to 300ms out of order. A record

@@ -342,6 +342,8 @@ type stateCore struct {
 
 	offs  []int64
 	dirty atomic.Bool // changed since the last snapshot
+	// checked holds the partitions refuseEmptyStart looked at.
+	checked map[partKey]bool
 	// busy is set while the state is being changed: a panic in a user
 	// function leaves it set, and a state half changed is never saved.
 	busy bool
@@ -367,6 +369,40 @@ func (c *stateCore) part(topic string, partition int32) *partState {
 	}
 	c.lastKey, c.lastPart = k, ps
 	return ps
+}
+
+// refuseEmptyStart refuses a stage that must not start empty (a table, a
+// windowed join) and found no snapshot to restore while a position of
+// topic/partition is saved: it would start empty there, and a table would
+// miss every key written below, for good, a join every pair with a record
+// below. (A Window only gets partial first windows.) It happens when the
+// pipeline's stateful stages changed (their names, joined, name the saved
+// state) or the stage was renamed. Each partition is looked at once, at
+// its first record; what is the stage's kind, for the error.
+func (c *stateCore) refuseEmptyStart(ctx context.Context, what, topic string, partition int32) error {
+	rt := c.rt
+	pk := partKey{topic, partition}
+	if len(rt.p.stores) == 0 || topic == "" || c.checked[pk] {
+		return nil
+	}
+	if c.checked == nil {
+		c.checked = make(map[partKey]bool)
+	}
+	c.checked[pk] = true
+	for _, store := range rt.p.stores {
+		pos, found, err := store.Load(ctx, topic, partition)
+		if err != nil {
+			return fmt.Errorf("stream: %s %q: load the position of %s/%d: %w", what, c.name, topic, partition, err)
+		}
+		if found && pos.Offset > 0 {
+			return fmt.Errorf("%w: %s %q found no saved state under %q, but the position of %s/%d is saved (%d): "+
+				"it would start empty there and miss every record before it. The state of a pipeline is saved under its stateful "+
+				"stages' names joined by \".\", so adding, removing or renaming one looks for another; restore the old stages, or start "+
+				"from a store without positions for its topics",
+				ErrStateMismatch, what, c.name, rt.stateName, topic, partition, pos.Offset)
+		}
+	}
+	return nil
 }
 
 // check tells a replayed record (below the restored mark) and refuses one

@@ -282,11 +282,8 @@ type tableStage[K comparable, V any] struct {
 	closed    chan struct{} // the branch's sources all ended
 	closeOnce sync.Once
 
-	// restored: a snapshot of the table was found and restored. checked
-	// holds the partitions whose saved positions were looked at, when
-	// none was (startsEmpty).
+	// restored: a snapshot of the table was found and restored.
 	restored bool
-	checked  map[partKey]bool
 }
 
 func (st *tableStage[K, V]) push(ctx context.Context, elems []Element[V]) error {
@@ -307,37 +304,11 @@ func (st *tableStage[K, V]) push(ctx context.Context, elems []Element[V]) error 
 }
 
 // startsEmpty refuses a table that found no snapshot to restore while a
-// position of its input is saved: it would start empty there and miss
-// every key written below, for good, where a Window only gets partial
-// first windows. It happens when the pipeline's stateful stages changed
-// (their names, joined, name the saved state) or the table was renamed.
-// Each partition is looked at once, at its first record.
+// position of its input is saved (stateCore.refuseEmptyStart).
 func (st *tableStage[K, V]) startsEmpty(ctx context.Context, elems []Element[V]) error {
-	rt := st.core.rt
-	if len(rt.p.stores) == 0 {
-		return nil
-	}
 	for i := range elems {
-		pk := partKey{elems[i].Topic, elems[i].Partition}
-		if pk.topic == "" || st.checked[pk] {
-			continue
-		}
-		if st.checked == nil {
-			st.checked = make(map[partKey]bool)
-		}
-		st.checked[pk] = true
-		for _, store := range rt.p.stores {
-			pos, found, err := store.Load(ctx, pk.topic, pk.partition)
-			if err != nil {
-				return fmt.Errorf("stream: table %q: load the position of %s/%d: %w", st.core.name, pk.topic, pk.partition, err)
-			}
-			if found && pos.Offset > 0 {
-				return fmt.Errorf("%w: table %q found no saved state under %q, but the position of %s/%d is saved (%d): "+
-					"the table would start empty there and miss every key written before it. The state of a pipeline is saved under its stateful "+
-					"stages' names joined by \".\", so adding, removing or renaming one looks for another; restore the old stages, or rebuild "+
-					"the table from a store without positions for its topic",
-					ErrStateMismatch, st.core.name, rt.stateName, pk.topic, pk.partition, pos.Offset)
-			}
+		if err := st.core.refuseEmptyStart(ctx, "table", elems[i].Topic, elems[i].Partition); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -320,7 +320,7 @@ func TestATableWithoutItsStateOverSavedPositionsIsRefused(t *testing.T) {
 			err := build(tc.table, tc.withAgg).Run(t.Context())
 			require.ErrorIs(t, err, stream.ErrStateMismatch)
 			assert.ErrorContains(t, err, "position of users/0 is saved (500)")
-			assert.ErrorContains(t, err, "miss every key written before it")
+			assert.ErrorContains(t, err, "miss every record before it")
 		})
 	}
 	tbl := build("users", false)
