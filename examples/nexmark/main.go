@@ -148,4 +148,3 @@ func printTable(w io.Writer, rs []Result) {
 			r.Query, r.Events, r.EventsPerSec()/1e3, r.CPUPerMillion(), r.PerCore()/1e3, flink, ratio)
 	}
 }
-
