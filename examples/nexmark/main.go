@@ -26,7 +26,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nexmark", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		names   = fs.String("query", "q0", `queries to run, comma-separated, or "all" (`+queryNames()+")")
+		names   = fs.String("query", "q0", `queries to run, comma-separated (one may repeat), or "all" (`+queryNames()+")")
 		events  = fs.Int64("events", 1_000_000, "events to generate (persons, auctions and bids together)")
 		dir     = fs.String("dir", "", "log directory to generate into (must hold no Nexmark topics); default a temporary directory, removed at exit")
 		seed    = fs.Uint64("seed", 1, "generator seed")
@@ -88,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	var results []Result
-	for _, q := range run {
+	for i, q := range run {
 		var w *bufio.Writer
 		if *out != "" {
 			path := *out
@@ -106,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if w != nil {
 			wr = w
 		}
-		r, err := RunQuery(ctx, q, logDir, filepath.Join(tmp, "state-"+q.Name), wr)
+		r, err := RunQuery(ctx, q, logDir, filepath.Join(tmp, fmt.Sprintf("state-%d-%s", i, q.Name)), wr)
 		if err != nil {
 			return err
 		}
