@@ -250,7 +250,34 @@ func TestCommandPrintsOneLinePerQuery(t *testing.T) {
 	if !strings.Contains(out.String(), "| q2 | 4600 |") {
 		t.Errorf("no table row for q2 in\n%s", out.String())
 	}
+	// A query named twice runs twice over the whole stream, each from a
+	// store of its own.
+	out.Reset()
+	err = run([]string{"--query", "q0,q0", "--events", "5000", "--dir", filepath.Join(dir, "log2")}, &out, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "q0 events=4600 outputs=4600 "); n != 2 {
+		t.Errorf("--query q0,q0 printed %d lines with outputs=4600, want 2:\n%s", n, out.String())
+	}
 	if err := run([]string{"--query", "q99"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "q99") {
 		t.Errorf("--query q99 = %v, want an error naming it", err)
+	}
+}
+
+// TestRunQueryRefusesAUsedStore ensures a run never starts from a position
+// an earlier run saved, which would read fewer events than it reports.
+func TestRunQueryRefusesAUsedStore(t *testing.T) {
+	dir, state := fixture(t), t.TempDir()
+	q, _ := lookup("q2")
+	r, err := RunQuery(context.Background(), q, dir, state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Events != testEvents*46/50 {
+		t.Errorf("q2 read %d events, want the %d bids", r.Events, testEvents*46/50)
+	}
+	if _, err := RunQuery(context.Background(), q, dir, state, nil); err == nil || !strings.Contains(err.Error(), "must be new") {
+		t.Fatalf("second RunQuery on one store = %v, want an error saying it must be new", err)
 	}
 }

@@ -106,10 +106,11 @@ func (r Result) String() string {
 
 // RunQuery runs q over the log in dir, opened read-only as a consumer in
 // another process would, checkpointing to a new checkpoint.FileStore in
-// stateDir, and measures it. The topics are opened (their recovery walk
+// stateDir (one that holds a position of q's topics is an error: the run
+// would start there), and measures it. The topics are opened (their recovery walk
 // done) before the clock starts, as a long-running consumer would have
 // them. The run must read every record of q's topics: a saved position
-// short of a topic's high watermark is an error. out may be nil.
+// short of a topic's high watermark is an error. w may be nil.
 func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer) (Result, error) {
 	lg, err := log.Open(dir, log.ReadOnly())
 	if err != nil {
@@ -133,6 +134,13 @@ func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer) (
 	store, err := checkpoint.NewFileStore(stateDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("nexmark: %s: %w", q.Name, err)
+	}
+	for _, name := range q.Topics {
+		// A saved position would make the run start there and read less
+		// than the events it counts.
+		if pos, ok, err := store.Load(ctx, name, 0); err != nil || ok {
+			return Result{}, fmt.Errorf("nexmark: %s: store %s must be new, holds topic %s position %d (%v)", q.Name, stateDir, name, pos.Offset, err)
+		}
 	}
 	out := &Output{W: w}
 	runtime.GC() // the generator's garbage is not the query's
