@@ -35,6 +35,10 @@ var queries = []Query{
 	define("q0", Q0, 155.0e3, TopicBid),
 	define("q1", Q1, 157.9e3, TopicBid),
 	define("q2", Q2, 175.2e3, TopicBid),
+	define("q5", Q5, 22.1e3, TopicBid),
+	define("q7", Q7, 12.3e3, TopicBid),
+	define("q11", Q11, 39.7e3, TopicBid),
+	define("q12", Q12, 75.7e3, TopicBid),
 }
 
 // lookup returns the query named name.
