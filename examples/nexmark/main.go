@@ -34,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		out     = fs.String("out", "", "write each query's output, one value a line, to FILE (FILE.qN when several queries run)")
 		table   = fs.Bool("table", false, "print a table with Flink 1.13's per-core figures after the runs")
 		profile = fs.String("cpuprofile", "", "write a CPU profile of the query runs (not the generation) to FILE")
+		goStr   = fs.Bool("gostreams", false, "also run go-streams' version of the queries it can express (q0, q1, q2, q12) over the same events, after strom's, and with --table print both")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,6 +89,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	var results []Result
+	var pairs [][2]Result // strom's and go-streams' runs of a query
 	for i, q := range run {
 		var w *bufio.Writer
 		if *out != "" {
@@ -117,9 +119,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(stdout, r)
 		results = append(results, r)
+		if *goStr {
+			g, ok, err := runGoStreams(ctx, q.Name, logDir, nil)
+			if err != nil {
+				return err
+			}
+			if ok {
+				fmt.Fprintln(stdout, g)
+				pairs = append(pairs, [2]Result{r, g})
+			}
+		}
 	}
 	if *table {
 		printTable(stdout, results)
+		printGoStreamsTable(stdout, pairs)
 	}
 	return nil
 }
