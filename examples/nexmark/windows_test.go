@@ -353,8 +353,6 @@ func testSurvivesKill9[T any](t *testing.T, name string, build func(Inputs) *str
 		missing := len(want) - len(distinctIn(t, work, want))
 		killAt := 0
 		switch {
-		case last == 0 && round > 0:
-			t.Fatalf("round %d: no position saved", round)
 		case round == killRounds || missing < 2:
 		case round == 0:
 			// Past the first tenth of the results, so that saves came
