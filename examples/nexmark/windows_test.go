@@ -218,8 +218,12 @@ func TestQ12CountsEveryBidOnce(t *testing.T) {
 // (killChild) instead of the tests.
 const (
 	killChildEnv = "NEXMARK_KILL_CHILD"
-	killSeedEnv  = "NEXMARK_KILL_SEED" // replays the kill schedules
-	killOut      = "out.txt"
+	// killSeedEnv replays a kill schedule: the seed fixes the first kill
+	// point and the draws of the later ones, which also depend on the
+	// results the killed runs wrote, and each kill waits for a save, whose
+	// timing is the machine's.
+	killSeedEnv = "NEXMARK_KILL_SEED"
+	killOut     = "out.txt"
 	// killCheckpointRecords is the child's checkpoint policy: a save every
 	// that many records, not on a timer, so that saves land between the
 	// kills whatever the machine's speed.
