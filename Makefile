@@ -43,6 +43,11 @@ SHELL := /bin/bash
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
+#   make nexmark [NEXMARK_EVENTS=5000000]       the Nexmark queries built so far (q0, q1, q2, q5, q7, q11, q12) over NEXMARK_EVENTS generated events read
+#                                               from the log (read-only, checkpoints every 200 ms to a FileStore): a table of events/s (wall),
+#                                               CPU s per million events, events/s per core, Flink 1.13's per-core figure and the ratio; and
+#                                               go-streams' q0, q1, q2 and q12 over the same events beside strom's
+#                                               (examples/nexmark; about a minute on 2 cores, about 0.9 GB of temporary files at the default)
 #   make lint                                   gofmt + go vet
 #   make build                                  compile everything; the services into bin/
 
@@ -79,7 +84,11 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # The demo reads INPUT, KEY, KEEP, RATE, DELAY, CI and STROM_DEMO_PORT from its environment;
 # make passes variables given on its command line (make demo INPUT=...) to it there.
 
-.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture torture-soak fuzz bench lint build
+# make nexmark: the events generated (persons, auctions and bids together); every
+# query reads the same stream.
+NEXMARK_EVENTS ?= 5000000
+
+.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture torture-soak fuzz bench nexmark lint build
 
 demo:
 	@./scripts/demo.sh
@@ -120,6 +129,11 @@ fuzz:
 # BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.
 bench:
 	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./log/ ./internal/bench/ ./cmd/strom/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
+
+# The command is built first, so the table times the queries, not the compiler.
+nexmark:
+	$(GO) build -o bin/ ./examples/nexmark
+	./bin/nexmark --query all --events $(NEXMARK_EVENTS) --table --gostreams
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi
