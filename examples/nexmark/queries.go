@@ -16,6 +16,13 @@ import (
 type Inputs struct {
 	Log   *log.Log
 	Store checkpoint.Store
+	// Gen is the generator Config the events were made with (zero fields:
+	// the defaults). The joins size their bounds from it (SellerDelay,
+	// MaxAuctionLength).
+	Gen Config
+	// sourceOpts are added to every topic's source (tests slow a run
+	// with source.MaxBytes).
+	sourceOpts []source.PartitionOption
 }
 
 // read returns the stream of a topic's records, decoded by decode: a
@@ -23,7 +30,8 @@ type Inputs struct {
 // store), reading into one reused buffer (source.ReuseBytes: the decoders
 // copy what they keep).
 func read[T any](in Inputs, topic string, decode func([]byte) (T, error)) *stream.Stream[T] {
-	src := source.Partition(in.Log, topic, 0, source.FromStore(in.Store), source.Replay(), source.ReuseBytes())
+	opts := append([]source.PartitionOption{source.Replay(), source.ReuseBytes()}, in.sourceOpts...)
+	src := source.Partition(in.Log, topic, 0, source.FromStore(in.Store), opts...)
 	return stream.MapTo(stream.From(src), func(_ context.Context, r log.Record) (T, error) {
 		v, err := decode(r.Value)
 		if err != nil {

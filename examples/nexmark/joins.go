@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strom-dev/strom/stream"
+)
+
+// Persons returns the stream of persons (topic TopicPerson), decoded.
+func (in Inputs) Persons() *stream.Stream[Person] { return read(in, TopicPerson, DecodePerson) }
+
+// Auctions returns the stream of auctions (topic TopicAuction), decoded.
+func (in Inputs) Auctions() *stream.Stream[Auction] { return read(in, TopicAuction, DecodeAuction) }
+
+// config returns the generator Config of the events with its defaults
+// filled in. The join queries size their bounds from it; a Config out of
+// range is a programming error of the caller (Generate refused it already),
+// so it panics.
+func (in Inputs) config() Config {
+	c, err := in.Gen.withDefaults()
+	if err != nil {
+		panic(fmt.Sprintf("nexmark: Inputs.Gen: %v", err))
+	}
+	return c
+}
+
+// SellerDelay returns the longest event time, in ms, from a person to an
+// auction it sells in cfg's stream: a seller is the latest person, one of
+// the ActivePeople latest or the hot one (the latest rounded down to a
+// multiple of 100), so at most max(ActivePeople, 100) - 1 persons, of
+// ProportionDenominator events each, lie between them, and the auction
+// comes at most one group of ProportionDenominator events after the latest
+// person; plus 1 ms for the rounding of event times. 5,001 ms for the
+// default Config. Fields out of range count as their defaults.
+func SellerDelay(cfg Config) int64 {
+	cfg, _ = cfg.withDefaults()
+	persons := int64(max(cfg.ActivePeople, hotGroup))
+	return persons*ProportionDenominator*1000/cfg.Rate + 1
+}
+
+// MaxAuctionLength returns the longest an auction of cfg's stream lasts,
+// Expires - DateTime in ms: twice the event time InFlightAuctions auctions
+// take to be made (the generator draws a length uniformly from 1 to that).
+// 332 ms for the default Config. Fields out of range count as their
+// defaults.
+func MaxAuctionLength(cfg Config) int64 {
+	cfg, _ = cfg.withDefaults()
+	events := int64(cfg.InFlightAuctions) * ProportionDenominator / AuctionProportion
+	return max(2*(events*1000/cfg.Rate), 1)
+}
+
+// LocalItem is a row of Q3: a seller in one of Q3States and an auction of
+// theirs in Q3Category.
+type LocalItem struct {
+	Name    string
+	City    string
+	State   string
+	Auction int64
+}
+
+// Q3Category and Q3States are Q3's selection (nexmark/nexmark's q3.sql and
+// Beam's Query3).
+const Q3Category = 10
+
+// Q3States are the sellers' states Q3 keeps.
+var Q3States = [...]string{"OR", "ID", "CA"}
+
+func q3State(s string) bool {
+	for _, st := range Q3States {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// Q3 is Nexmark's query 3, local item suggestion: the name, city and state
+// of every person in Oregon, Idaho or California with each auction of
+// category 10 they sell. A join of persons with auctions on id = seller.
+//
+//	SELECT P.name, P.city, P.state, A.id
+//	FROM auction AS A INNER JOIN person AS P ON A.seller = P.id
+//	WHERE A.category = 10 AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA')
+//
+// Flink runs it as a regular join, both inputs kept forever. Here it is a
+// stream.JoinWindow of the persons (filtered, keyed by id) with the
+// auctions (filtered, keyed by seller) within SellerDelay of the events'
+// Config: every auction comes at most that long after its seller (see the
+// package doc, "The joins"), so the windowed join emits exactly the
+// regular join's rows, with state bounded by that delay. Rows come in the
+// order their second record reaches the join.
+func Q3(in Inputs) *stream.Stream[LocalItem] {
+	within := time.Duration(SellerDelay(in.config())) * time.Millisecond
+	persons := in.Persons().Filter(func(_ context.Context, p Person) (bool, error) { return q3State(p.State), nil })
+	auctions := in.Auctions().Filter(func(_ context.Context, a Auction) (bool, error) { return a.Category == Q3Category, nil })
+	return stream.JoinWindow(
+		stream.KeyBy(persons, func(p Person) int64 { return p.ID }),
+		stream.KeyBy(auctions, func(a Auction) int64 { return a.Seller }),
+		within,
+		func(p Person, a Auction) LocalItem {
+			return LocalItem{Name: p.Name, City: p.City, State: p.State, Auction: a.ID}
+		}, stream.Name("q3-join"))
+}
+
+// NewUser is a row of Q8: a person who entered the system and created an
+// auction in the same Q8Window, which starts at Start (ms since the Unix
+// epoch).
+type NewUser struct {
+	ID    int64
+	Name  string
+	Start int64
+}
+
+// Q8Window is Q8's tumbling window, nexmark/nexmark's 10 s (the original
+// query's is 12 hours).
+const Q8Window = 10 * time.Second
+
+// windowStart returns the start of the Q8Window holding event time ms.
+func windowStart(ms int64) int64 { return ms - ms%Q8Window.Milliseconds() }
+
+// Q8 is Nexmark's query 8, monitor new users: each person who entered the
+// system and created an auction in the same tumbling 10 s window of event
+// time, once per window, with the window's start.
+//
+//	SELECT P.id, P.name, P.starttime
+//	FROM (SELECT id, name, window_start AS starttime, window_end AS endtime
+//	      FROM TABLE(TUMBLE(TABLE person, DESCRIPTOR(dateTime), INTERVAL '10' SECOND))
+//	      GROUP BY id, name, window_start, window_end) P
+//	JOIN (SELECT seller, window_start AS starttime, window_end AS endtime
+//	      FROM TABLE(TUMBLE(TABLE auction, DESCRIPTOR(dateTime), INTERVAL '10' SECOND))
+//	      GROUP BY seller, window_start, window_end) A
+//	ON P.id = A.seller AND P.starttime = A.starttime AND P.endtime = A.endtime
+//
+// A stream.JoinWindow of persons keyed by id with auctions keyed by seller
+// whose event times are their windows' starts (stream.JoinTimes) within
+// 1 ms: two starts 1 ms apart or less are equal, so it pairs exactly the
+// person and auctions of one window, and holds about one window of each
+// input. A seller with several auctions in the window makes several pairs,
+// which a stream.Window of the same tumbling windows, keyed by person,
+// folds into one row (the SQL's GROUP BY), emitted when the watermark
+// passes the window's end. Event time throughout, so the rows are the
+// same after a kill -9 and restart (at least once: deduplicated, equal).
+func Q8(in Inputs) *stream.Stream[NewUser] {
+	at := func(ms int64) time.Time { return time.UnixMilli(windowStart(ms)) }
+	pairs := stream.JoinWindow(
+		stream.KeyBy(in.Persons(), func(p Person) int64 { return p.ID }),
+		stream.KeyBy(in.Auctions(), func(a Auction) int64 { return a.Seller }),
+		time.Millisecond,
+		func(p Person, a Auction) NewUser { return NewUser{ID: p.ID, Name: p.Name, Start: windowStart(p.DateTime)} },
+		stream.JoinTimes(func(p Person) time.Time { return at(p.DateTime) }, func(a Auction) time.Time { return at(a.DateTime) }),
+		stream.Name("q8-join"))
+	once := stream.Window(stream.KeyBy(pairs, func(u NewUser) int64 { return u.ID }), stream.Tumbling(Q8Window),
+		stream.Aggregator[NewUser, NewUser]{Add: func(_ NewUser, u NewUser) NewUser { return u }},
+		stream.EventTime(func(u NewUser) time.Time { return time.UnixMilli(u.Start) }),
+		stream.Name("q8-window"))
+	return stream.MapTo(once, func(_ context.Context, w stream.WindowResult[int64, NewUser]) (NewUser, error) {
+		return w.Value, nil
+	})
+}
+
+// WinningBid is a row of Q9: an auction and its highest bid so far among
+// those placed between its start and its expiry, both inclusive.
+type WinningBid struct {
+	Auction Auction
+	Bid     Bid
+}
+
+// beats reports whether bid b wins over the current winner w: a higher
+// price, or the same price placed earlier (q9.sql's ORDER BY B.price
+// DESC, B.dateTime ASC).
+func beats(b, w Bid) bool {
+	return b.Price > w.Price || b.Price == w.Price && b.DateTime < w.DateTime
+}
+
+// winner is what Q9's Reduce keeps per auction: the winning bid so far,
+// and for the record that made it (Changed), the price it replaced
+// (Prev, when Replaced): the retraction Q4's average needs.
+type winner struct {
+	Row      WinningBid
+	Changed  bool
+	Replaced bool
+	Prev     int64
+}
+
+// winners is Q9's pipeline up to its updates: a stream.JoinWindow of the
+// auctions (keyed by id) with the bids (keyed by auction) within
+// MaxAuctionLength of the events' Config, so that every bid placed before
+// its auction expired meets it; a filter keeping the bids within
+// [DateTime, Expires]; and a stream.Reduce per auction keeping the winner,
+// which emits after every pair (Changed false when the bid did not win).
+func winners(in Inputs) *stream.Stream[winner] {
+	within := time.Duration(MaxAuctionLength(in.config())) * time.Millisecond
+	pairs := stream.JoinWindow(
+		stream.KeyBy(in.Auctions(), func(a Auction) int64 { return a.ID }),
+		stream.KeyBy(in.Bids(), func(b Bid) int64 { return b.Auction }),
+		within,
+		func(a Auction, b Bid) winner { return winner{Row: WinningBid{Auction: a, Bid: b}, Changed: true} },
+		stream.Name("q9-join"))
+	open := pairs.Filter(func(_ context.Context, w winner) (bool, error) {
+		return w.Row.Auction.DateTime <= w.Row.Bid.DateTime && w.Row.Bid.DateTime <= w.Row.Auction.Expires, nil
+	})
+	best := stream.Reduce(stream.KeyBy(open, func(w winner) int64 { return w.Row.Auction.ID }), func(acc, v winner) winner {
+		if !beats(v.Row.Bid, acc.Row.Bid) {
+			acc.Changed, acc.Replaced, acc.Prev = false, false, 0
+			return acc
+		}
+		return winner{Row: v.Row, Changed: true, Replaced: true, Prev: acc.Row.Bid.Price}
+	}, stream.Name("q9-winner"))
+	return stream.MapTo(best, func(_ context.Context, kv stream.KV[int64, winner]) (winner, error) { return kv.Value, nil })
+}
+
+// Q9 is Nexmark's query 9 (Beam's, not in the original suite), winning
+// bids: each auction with its highest bid placed between its start and its
+// expiry (ties: the earliest).
+//
+//	SELECT A.*, B.auction, B.bidder, B.price, B.dateTime, B.extra
+//	FROM (SELECT A.*, B.*, ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.dateTime ASC) AS rownum
+//	      FROM auction A, bid B
+//	      WHERE A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires)
+//	WHERE rownum <= 1
+//
+// As Flink's top-1, it is an update stream: a row each time an auction's
+// winner changes, the latest row of an auction being its winning bid. A
+// bid placed after its auction was made (ids are made before they are
+// named) and before it expires is at most MaxAuctionLength after it, so a
+// stream.JoinWindow within that bound, filtered to [DateTime, Expires],
+// pairs every auction with exactly its bids; a stream.Reduce keyed by
+// auction keeps the winner, and rows that did not change it are dropped.
+// The Reduce keeps every auction that got a bid (as Flink's top-1 state
+// does).
+func Q9(in Inputs) *stream.Stream[WinningBid] {
+	changed := winners(in).Filter(func(_ context.Context, w winner) (bool, error) { return w.Changed, nil })
+	return stream.MapTo(changed, func(_ context.Context, w winner) (WinningBid, error) { return w.Row, nil })
+}
+
+// CategoryPrice is a row of Q4: the average winning price (cents) of the
+// auctions of a category so far, over Auctions auctions whose winning
+// prices sum to Sum.
+type CategoryPrice struct {
+	Category int64
+	Average  float64
+	Sum      int64
+	Auctions int64
+}
+
+// Q4 is Nexmark's query 4, average price for a category: the average of
+// the winning bids' prices of the auctions in each category.
+//
+//	SELECT Q.category, AVG(Q.final)
+//	FROM (SELECT MAX(B.price) AS final, A.category
+//	      FROM auction A, bid B
+//	      WHERE A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires
+//	      GROUP BY A.id, A.category) Q
+//	GROUP BY Q.category
+//
+// Q9's updates (the winner of an auction changed) keyed by category into a
+// stream.Aggregate of a sum and a count: a first winner adds its price and
+// one auction, a new winner replaces the old price in the sum (the
+// retraction Flink's two-level aggregate does). It emits the category's
+// row after every change; the latest row of a category is its average.
+// (Flink's AVG of a BIGINT truncates to a BIGINT; Average here is the
+// exact quotient, Sum and Auctions the parts.)
+func Q4(in Inputs) *stream.Stream[CategoryPrice] {
+	changed := winners(in).Filter(func(_ context.Context, w winner) (bool, error) { return w.Changed, nil })
+	avg := stream.Aggregate(stream.KeyBy(changed, func(w winner) int64 { return w.Row.Auction.Category }),
+		stream.Aggregator[winner, CategoryPrice]{Add: func(acc CategoryPrice, w winner) CategoryPrice {
+			acc.Category = w.Row.Auction.Category
+			if w.Replaced {
+				acc.Sum += w.Row.Bid.Price - w.Prev
+			} else {
+				acc.Sum += w.Row.Bid.Price
+				acc.Auctions++
+			}
+			acc.Average = float64(acc.Sum) / float64(acc.Auctions)
+			return acc
+		}}, stream.Name("q4-average"))
+	return stream.MapTo(avg, func(_ context.Context, kv stream.KV[int64, CategoryPrice]) (CategoryPrice, error) {
+		return kv.Value, nil
+	})
+}
