@@ -148,7 +148,9 @@ func Q8(in Inputs) *stream.Stream[NewUser] {
 		stream.KeyBy(in.Persons(), func(p Person) int64 { return p.ID }),
 		stream.KeyBy(in.Auctions(), func(a Auction) int64 { return a.Seller }),
 		time.Millisecond,
-		func(p Person, a Auction) NewUser { return NewUser{ID: p.ID, Name: p.Name, Start: windowStart(p.DateTime)} },
+		func(p Person, a Auction) NewUser {
+			return NewUser{ID: p.ID, Name: p.Name, Start: windowStart(p.DateTime)}
+		},
 		stream.JoinTimes(func(p Person) time.Time { return at(p.DateTime) }, func(a Auction) time.Time { return at(a.DateTime) }),
 		stream.Name("q8-join"))
 	once := stream.Window(stream.KeyBy(pairs, func(u NewUser) int64 { return u.ID }), stream.Tumbling(Q8Window),

@@ -240,4 +240,3 @@ func TestQ4EqualsPlainGo(t *testing.T) {
 		}
 	}
 }
-
