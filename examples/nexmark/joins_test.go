@@ -1,12 +1,28 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/strom-dev/strom/checkpoint"
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
+	"github.com/strom-dev/strom/source"
 
 	"github.com/strom-dev/strom/stream"
 )
@@ -239,4 +255,212 @@ func TestQ4EqualsPlainGo(t *testing.T) {
 			t.Errorf("category %d: q4's latest row %+v, the plain-Go query's %+v", c, latest[c], want)
 		}
 	}
+}
+
+// The q8 kill test's child: the test binary run again with q8KillChildEnv
+// set to "<log folder>|<work folder>" runs q8 there (q8KillChild) instead
+// of the tests.
+const (
+	q8KillChildEnv = "NEXMARK_Q8_KILL_CHILD"
+	q8KillSeedEnv  = "NEXMARK_Q8_KILL_SEED" // replays a kill schedule
+	q8KillOut      = "q8.txt"
+)
+
+func init() {
+	if v := os.Getenv(q8KillChildEnv); v != "" {
+		logDir, work, _ := strings.Cut(v, "|")
+		os.Exit(q8KillChild(logDir, work))
+	}
+}
+
+// q8KillChild runs q8 over the log in logDir (read-only, replayed from the
+// FileStore in work/state, checkpointing every 5 ms, batches of about 512
+// bytes and 1 ms slept every 20 records of a topic so that the run lasts long enough to be
+// killed in) and appends each
+// row to work/q8.txt as `ID START "NAME" end` (O_APPEND, one write per
+// batch, before the batch finishes; a kill inside a write leaves a torn last
+// line, which the next run ends with a newline and the reader skips).
+func q8KillChild(logDir, work string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "q8 kill child:", err)
+		return 1
+	}
+	lg, err := log.Open(logDir, log.ReadOnly())
+	if err != nil {
+		return fail(err)
+	}
+	defer lg.Close()
+	store, err := checkpoint.NewFileStore(filepath.Join(work, "state"))
+	if err != nil {
+		return fail(err)
+	}
+	out, err := os.OpenFile(filepath.Join(work, q8KillOut), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer out.Close()
+	if data, err := os.ReadFile(out.Name()); err == nil && len(data) > 0 && data[len(data)-1] != '\n' {
+		if _, err := out.WriteString("\n"); err != nil { // end the torn line
+			return fail(err)
+		}
+	}
+	in := Inputs{Log: lg, Store: store, Gen: Config{Rate: q8Rate}, sourceOpts: []source.PartitionOption{source.MaxBytes(512)}, pace: 20}
+	err = Q8(in).To(sink.Func(func(_ context.Context, us []NewUser) error {
+		var b strings.Builder
+		for _, u := range us {
+			fmt.Fprintf(&b, "%d %d %q end\n", u.ID, u.Start, u.Name)
+		}
+		_, err := out.WriteString(b.String())
+		return err
+	})).Checkpointing(store, stream.CheckpointInterval(5*time.Millisecond)).Run(context.Background())
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// q8KillRun starts the child on the log in logDir and the work folder work.
+func q8KillRun(t *testing.T, logDir, work string) (*exec.Cmd, <-chan error, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), q8KillChildEnv+"="+logDir+"|"+work)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, exited, &stderr
+}
+
+// q8Saved returns the auction topic's position saved in work's FileStore
+// (0 if none yet).
+func q8Saved(t *testing.T, work string) int64 {
+	t.Helper()
+	store, err := checkpoint.NewFileStore(filepath.Join(work, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, _, err := store.Load(context.Background(), TopicAuction, 0)
+	if err != nil {
+		t.Fatalf("the saved auction position in %s: %v", work, err)
+	}
+	return pos.Offset
+}
+
+// readQ8 returns the rows in work's q8.txt, each complete line once per
+// time it was written.
+func readQ8(t *testing.T, work string) []NewUser {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(work, q8KillOut))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []NewUser
+	for line := range strings.Lines(string(data)) {
+		var u NewUser
+		var end string
+		if _, err := fmt.Sscanf(line, "%d %d %q %s\n", &u.ID, &u.Start, &u.Name, &end); err != nil || end != "end" || !strings.HasSuffix(line, "\n") {
+			continue // torn by a kill
+		}
+		rows = append(rows, u)
+	}
+	return rows
+}
+
+// TestQ8SurvivesKill9 runs q8 over its fixture in a child process once
+// uninterrupted, for the reference, and once SIGKILLed at 4 seeded moments
+// (once a checkpoint, positions with the join's and the window's state,
+// has passed a seeded auction offset, at most a sixth of the topic past
+// the last checkpoint) and restarted each time from its FileStore, the fifth run let
+// finish. It ensures every kill hit a running child, and that the killed runs' rows, without duplicates, equal the
+// reference's, which equal the plain-Go query's.
+func TestQ8SurvivesKill9(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(q8KillSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", q8KillSeedEnv, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (%s=%d replays it)", seed, q8KillSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, 8))
+
+	logDir := q8Fixture(t)
+	want := plainQ8(t, logDir)
+	ref := t.TempDir()
+	_, exited, stderr := q8KillRun(t, logDir, ref)
+	if err := <-exited; err != nil {
+		t.Fatalf("reference run: %v\n%s", err, stderr)
+	}
+	equal(t, sortedBy(readQ8(t, ref), cmpNewUser), want)
+
+	auctions := int64(len(readBack(t, logDir, TopicAuction)))
+	work := t.TempDir()
+	var notes []string
+	var mark int64 // the auction offset a checkpoint must pass before the kill
+	for round := 0; ; round++ {
+		before := len(readQ8(t, work))
+		cmd, exited, stderr := q8KillRun(t, logDir, work)
+		if round == 4 {
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("final run: %v\n%s", err, stderr)
+				}
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Fatalf("final run did not finish in a minute: %s", stderr)
+			}
+			break
+		}
+		mark = max(mark, q8Saved(t, work)) + 1 + rng.Int64N(auctions/6)
+		tick := time.NewTicker(time.Millisecond)
+		deadline := time.After(time.Minute)
+		var saved int64
+	wait:
+		for {
+			select {
+			case err := <-exited:
+				tick.Stop()
+				t.Fatalf("round %d (seed %d): the child finished (%v) before a checkpoint passed auction %d; it needs more work per record\n%s", round, seed, err, mark, stderr)
+			case <-deadline:
+				tick.Stop()
+				_ = cmd.Process.Kill()
+				t.Fatalf("round %d (seed %d): no checkpoint passed auction %d in a minute\n%s", round, seed, mark, stderr)
+			case <-tick.C:
+				if saved = q8Saved(t, work); saved >= mark {
+					break wait
+				}
+			}
+		}
+		tick.Stop()
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		err := <-exited
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("round %d: the child exited with %v, want killed", round, err)
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: the kill did not hit a running child: %v\n%s", round, err, stderr)
+		}
+		// The checkpoint a kill leaves is readable, never torn, and
+		// never goes back.
+		after := q8Saved(t, work)
+		if after < saved {
+			t.Fatalf("round %d: the saved auction position went back from %d to %d", round, saved, after)
+		}
+		notes = append(notes, fmt.Sprintf("kill %d at auction %d of %d, %d rows written", round+1, after, auctions, len(readQ8(t, work))-before))
+	}
+	got := readQ8(t, work)
+	equal(t, slices.Compact(sortedBy(got, cmpNewUser)), want)
+	t.Logf("%s; %d rows written for %d distinct", strings.Join(notes, ", "), len(got), len(want))
 }
