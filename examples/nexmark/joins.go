@@ -169,48 +169,57 @@ type WinningBid struct {
 	Bid     Bid
 }
 
-// beats reports whether bid b wins over the current winner w: a higher
-// price, or the same price placed earlier (q9.sql's ORDER BY B.price
-// DESC, B.dateTime ASC).
-func beats(b, w Bid) bool {
-	return b.Price > w.Price || b.Price == w.Price && b.DateTime < w.DateTime
-}
-
-// winner is what Q9's Reduce keeps per auction: the winning bid so far,
-// and for the record that made it (Changed), the price it replaced
-// (Prev, when Replaced): the retraction Q4's average needs.
-type winner struct {
-	Row      WinningBid
+// winner is what Q9's and Q4's Reduce keeps per auction: Row, of the
+// winning bid so far (q9's whole auction and bid, q4's category only),
+// with that bid's Price and Time; and, for the record that made it
+// (Changed), the price it replaced (Prev, when Replaced): the retraction
+// Q4's average needs.
+type winner[R any] struct {
+	Row      R
+	Auction  int64
+	Price    int64
+	Time     int64
+	Open     bool // the bid is within [DateTime, Expires] of the auction
 	Changed  bool
 	Replaced bool
 	Prev     int64
 }
 
-// winners is Q9's pipeline up to its updates: a stream.JoinWindow of the
-// auctions (keyed by id) with the bids (keyed by auction) within
+// beats reports whether v's bid wins over w's: a higher price, or the same
+// price placed earlier (q9.sql's ORDER BY B.price DESC, B.dateTime ASC).
+func (v winner[R]) beats(w winner[R]) bool {
+	return v.Price > w.Price || v.Price == w.Price && v.Time < w.Time
+}
+
+// winners is Q9's and Q4's pipeline up to its updates: a stream.JoinWindow
+// of the auctions (keyed by id) with the bids (keyed by auction) within
 // MaxAuctionLength of the events' Config, so that every bid placed before
 // its auction expired meets it; a filter keeping the bids within
 // [DateTime, Expires]; and a stream.Reduce per auction keeping the winner,
 // which emits after every pair (Changed false when the bid did not win).
-func winners(in Inputs) *stream.Stream[winner] {
+// row makes what the Reduce keeps of a pair beside the price: the smaller,
+// the cheaper its snapshots (see the package doc).
+func winners[R any](in Inputs, name string, row func(Auction, Bid) R) *stream.Stream[winner[R]] {
 	within := time.Duration(MaxAuctionLength(in.config())) * time.Millisecond
 	pairs := stream.JoinWindow(
 		stream.KeyBy(in.Auctions(), func(a Auction) int64 { return a.ID }),
 		stream.KeyBy(in.Bids(), func(b Bid) int64 { return b.Auction }),
 		within,
-		func(a Auction, b Bid) winner { return winner{Row: WinningBid{Auction: a, Bid: b}, Changed: true} },
-		stream.Name("q9-join"))
-	open := pairs.Filter(func(_ context.Context, w winner) (bool, error) {
-		return w.Row.Auction.DateTime <= w.Row.Bid.DateTime && w.Row.Bid.DateTime <= w.Row.Auction.Expires, nil
-	})
-	best := stream.Reduce(stream.KeyBy(open, func(w winner) int64 { return w.Row.Auction.ID }), func(acc, v winner) winner {
-		if !beats(v.Row.Bid, acc.Row.Bid) {
+		func(a Auction, b Bid) winner[R] {
+			return winner[R]{Row: row(a, b), Auction: a.ID, Price: b.Price, Time: b.DateTime,
+				Open: a.DateTime <= b.DateTime && b.DateTime <= a.Expires, Changed: true}
+		},
+		stream.Name(name+"-join"))
+	open := pairs.Filter(func(_ context.Context, w winner[R]) (bool, error) { return w.Open, nil })
+	best := stream.Reduce(stream.KeyBy(open, func(w winner[R]) int64 { return w.Auction }), func(acc, v winner[R]) winner[R] {
+		if !v.beats(acc) {
 			acc.Changed, acc.Replaced, acc.Prev = false, false, 0
 			return acc
 		}
-		return winner{Row: v.Row, Changed: true, Replaced: true, Prev: acc.Row.Bid.Price}
-	}, stream.Name("q9-winner"))
-	return stream.MapTo(best, func(_ context.Context, kv stream.KV[int64, winner]) (winner, error) { return kv.Value, nil })
+		v.Changed, v.Replaced, v.Prev = true, true, acc.Price
+		return v
+	}, stream.Name(name+"-winner"))
+	return stream.MapTo(best, func(_ context.Context, kv stream.KV[int64, winner[R]]) (winner[R], error) { return kv.Value, nil })
 }
 
 // Q9 is Nexmark's query 9 (Beam's, not in the original suite), winning
@@ -233,8 +242,9 @@ func winners(in Inputs) *stream.Stream[winner] {
 // The Reduce keeps every auction that got a bid (as Flink's top-1 state
 // does).
 func Q9(in Inputs) *stream.Stream[WinningBid] {
-	changed := winners(in).Filter(func(_ context.Context, w winner) (bool, error) { return w.Changed, nil })
-	return stream.MapTo(changed, func(_ context.Context, w winner) (WinningBid, error) { return w.Row, nil })
+	updates := winners(in, "q9", func(a Auction, b Bid) WinningBid { return WinningBid{Auction: a, Bid: b} })
+	changed := updates.Filter(func(_ context.Context, w winner[WinningBid]) (bool, error) { return w.Changed, nil })
+	return stream.MapTo(changed, func(_ context.Context, w winner[WinningBid]) (WinningBid, error) { return w.Row, nil })
 }
 
 // CategoryPrice is a row of Q4: the average winning price (cents) of the
@@ -265,14 +275,15 @@ type CategoryPrice struct {
 // (Flink's AVG of a BIGINT truncates to a BIGINT; Average here is the
 // exact quotient, Sum and Auctions the parts.)
 func Q4(in Inputs) *stream.Stream[CategoryPrice] {
-	changed := winners(in).Filter(func(_ context.Context, w winner) (bool, error) { return w.Changed, nil })
-	avg := stream.Aggregate(stream.KeyBy(changed, func(w winner) int64 { return w.Row.Auction.Category }),
-		stream.Aggregator[winner, CategoryPrice]{Add: func(acc CategoryPrice, w winner) CategoryPrice {
-			acc.Category = w.Row.Auction.Category
+	updates := winners(in, "q4", func(a Auction, _ Bid) int64 { return a.Category })
+	changed := updates.Filter(func(_ context.Context, w winner[int64]) (bool, error) { return w.Changed, nil })
+	avg := stream.Aggregate(stream.KeyBy(changed, func(w winner[int64]) int64 { return w.Row }),
+		stream.Aggregator[winner[int64], CategoryPrice]{Add: func(acc CategoryPrice, w winner[int64]) CategoryPrice {
+			acc.Category = w.Row
 			if w.Replaced {
-				acc.Sum += w.Row.Bid.Price - w.Prev
+				acc.Sum += w.Price - w.Prev
 			} else {
-				acc.Sum += w.Row.Bid.Price
+				acc.Sum += w.Price
 				acc.Auctions++
 			}
 			acc.Average = float64(acc.Sum) / float64(acc.Auctions)
