@@ -93,14 +93,20 @@ func q3State(s string) bool {
 // order their second record reaches the join.
 func Q3(in Inputs) *stream.Stream[LocalItem] {
 	within := time.Duration(SellerDelay(in.config())) * time.Millisecond
-	persons := in.Persons().Filter(func(_ context.Context, p Person) (bool, error) { return q3State(p.State), nil })
-	auctions := in.Auctions().Filter(func(_ context.Context, a Auction) (bool, error) { return a.Category == Q3Category, nil })
+	// The join keeps what the rows need, not the whole records: its state
+	// is saved whole at every checkpoint.
+	persons := stream.MapTo(in.Persons().Filter(func(_ context.Context, p Person) (bool, error) { return q3State(p.State), nil }),
+		func(_ context.Context, p Person) (Person, error) {
+			return Person{ID: p.ID, Name: p.Name, City: p.City, State: p.State}, nil
+		})
+	auctions := stream.MapTo(in.Auctions().Filter(func(_ context.Context, a Auction) (bool, error) { return a.Category == Q3Category, nil }),
+		func(_ context.Context, a Auction) ([2]int64, error) { return [2]int64{a.ID, a.Seller}, nil })
 	return stream.JoinWindow(
 		stream.KeyBy(persons, func(p Person) int64 { return p.ID }),
-		stream.KeyBy(auctions, func(a Auction) int64 { return a.Seller }),
+		stream.KeyBy(auctions, func(a [2]int64) int64 { return a[1] }),
 		within,
-		func(p Person, a Auction) LocalItem {
-			return LocalItem{Name: p.Name, City: p.City, State: p.State, Auction: a.ID}
+		func(p Person, a [2]int64) LocalItem {
+			return LocalItem{Name: p.Name, City: p.City, State: p.State, Auction: a[0]}
 		}, stream.Name("q3-join"))
 }
 
@@ -143,15 +149,20 @@ func windowStart(ms int64) int64 { return ms - ms%Q8Window.Milliseconds() }
 // passes the window's end. Event time throughout, so the rows are the
 // same after a kill -9 and restart (at least once: deduplicated, equal).
 func Q8(in Inputs) *stream.Stream[NewUser] {
-	at := func(ms int64) time.Time { return time.UnixMilli(windowStart(ms)) }
+	// The join keeps a person's row and an auction's seller and window,
+	// not the whole records: its state is saved whole at every checkpoint.
+	persons := stream.MapTo(in.Persons(), func(_ context.Context, p Person) (NewUser, error) {
+		return NewUser{ID: p.ID, Name: p.Name, Start: windowStart(p.DateTime)}, nil
+	})
+	sellers := stream.MapTo(in.Auctions(), func(_ context.Context, a Auction) ([2]int64, error) {
+		return [2]int64{a.Seller, windowStart(a.DateTime)}, nil
+	})
 	pairs := stream.JoinWindow(
-		stream.KeyBy(in.Persons(), func(p Person) int64 { return p.ID }),
-		stream.KeyBy(in.Auctions(), func(a Auction) int64 { return a.Seller }),
+		stream.KeyBy(persons, func(p NewUser) int64 { return p.ID }),
+		stream.KeyBy(sellers, func(a [2]int64) int64 { return a[0] }),
 		time.Millisecond,
-		func(p Person, a Auction) NewUser {
-			return NewUser{ID: p.ID, Name: p.Name, Start: windowStart(p.DateTime)}
-		},
-		stream.JoinTimes(func(p Person) time.Time { return at(p.DateTime) }, func(a Auction) time.Time { return at(a.DateTime) }),
+		func(p NewUser, _ [2]int64) NewUser { return p },
+		stream.JoinTimes(func(p NewUser) time.Time { return time.UnixMilli(p.Start) }, func(a [2]int64) time.Time { return time.UnixMilli(a[1]) }),
 		stream.Name("q8-join"))
 	once := stream.Window(stream.KeyBy(pairs, func(u NewUser) int64 { return u.ID }), stream.Tumbling(Q8Window),
 		stream.Aggregator[NewUser, NewUser]{Add: func(_ NewUser, u NewUser) NewUser { return u }},
