@@ -60,11 +60,11 @@ type LocalItem struct {
 	Auction int64
 }
 
-// Q3Category and Q3States are Q3's selection (nexmark/nexmark's q3.sql and
-// Beam's Query3).
+// Q3Category is the auctions' category Q3 keeps (nexmark/nexmark's q3.sql
+// and Beam's Query3).
 const Q3Category = 10
 
-// Q3States are the sellers' states Q3 keeps.
+// Q3States are the sellers' states Q3 keeps (as Q3Category).
 var Q3States = [...]string{"OR", "ID", "CA"}
 
 func q3State(s string) bool {
@@ -89,7 +89,8 @@ func q3State(s string) bool {
 // auctions (filtered, keyed by seller) within SellerDelay of the events'
 // Config: every auction comes at most that long after its seller (see the
 // package doc, "The joins"), so the windowed join emits exactly the
-// regular join's rows, with state bounded by that delay. Rows come in the
+// regular join's rows, with state bounded by that delay (while the two
+// topics' readers keep pace; the faster one's records wait in the state). Rows come in the
 // order their second record reaches the join.
 func Q3(in Inputs) *stream.Stream[LocalItem] {
 	within := time.Duration(SellerDelay(in.config())) * time.Millisecond
