@@ -174,69 +174,23 @@ func Q8(in Inputs) *stream.Stream[NewUser] {
 	})
 }
 
-// WinningBid is a row of Q9: an auction and its highest bid so far among
-// those placed between its start and its expiry, both inclusive.
+// WinningBid is a row of Q9: an auction and its highest bid among those
+// placed between its start and its expiry, both inclusive.
 type WinningBid struct {
 	Auction Auction
 	Bid     Bid
 }
 
-// winner is what Q9's and Q4's Reduce keeps per auction: Row, of the
-// winning bid so far (q9's whole auction and bid, q4's category only),
-// with that bid's Price and Time; and, for the record that made it
-// (Changed), the price it replaced (Prev, when Replaced): the retraction
-// Q4's average needs.
-type winner[R any] struct {
-	Row      R
-	Auction  int64
-	Price    int64
-	Time     int64
-	Open     bool // the bid is within [DateTime, Expires] of the auction
-	Changed  bool
-	Replaced bool
-	Prev     int64
-}
-
-// beats reports whether v's bid wins over w's: a higher price, or the same
+// beats reports whether bid b wins over w: a higher price, or the same
 // price placed earlier (q9.sql's ORDER BY B.price DESC, B.dateTime ASC).
-func (v winner[R]) beats(w winner[R]) bool {
-	return v.Price > w.Price || v.Price == w.Price && v.Time < w.Time
-}
-
-// winners is Q9's and Q4's pipeline up to its updates: a stream.JoinWindow
-// of the auctions (keyed by id) with the bids (keyed by auction) within
-// MaxAuctionLength of the events' Config, so that every bid placed before
-// its auction expired meets it; a filter keeping the bids within
-// [DateTime, Expires]; and a stream.Reduce per auction keeping the winner,
-// which emits after every pair (Changed false when the bid did not win).
-// row makes what the Reduce keeps of a pair beside the price: the smaller,
-// the cheaper its snapshots (see the package doc).
-func winners[R any](in Inputs, name string, row func(Auction, Bid) R) *stream.Stream[winner[R]] {
-	within := time.Duration(MaxAuctionLength(in.config())) * time.Millisecond
-	pairs := stream.JoinWindow(
-		stream.KeyBy(in.Auctions(), func(a Auction) int64 { return a.ID }),
-		stream.KeyBy(in.Bids(), func(b Bid) int64 { return b.Auction }),
-		within,
-		func(a Auction, b Bid) winner[R] {
-			return winner[R]{Row: row(a, b), Auction: a.ID, Price: b.Price, Time: b.DateTime,
-				Open: a.DateTime <= b.DateTime && b.DateTime <= a.Expires, Changed: true}
-		},
-		stream.Name(name+"-join"))
-	open := pairs.Filter(func(_ context.Context, w winner[R]) (bool, error) { return w.Open, nil })
-	best := stream.Reduce(stream.KeyBy(open, func(w winner[R]) int64 { return w.Auction }), func(acc, v winner[R]) winner[R] {
-		if !v.beats(acc) {
-			acc.Changed, acc.Replaced, acc.Prev = false, false, 0
-			return acc
-		}
-		v.Changed, v.Replaced, v.Prev = true, true, acc.Price
-		return v
-	}, stream.Name(name+"-winner"))
-	return stream.MapTo(best, func(_ context.Context, kv stream.KV[int64, winner[R]]) (winner[R], error) { return kv.Value, nil })
+func beats(b, w Bid) bool {
+	return b.Price > w.Price || b.Price == w.Price && b.DateTime < w.DateTime
 }
 
 // Q9 is Nexmark's query 9 (Beam's, not in the original suite), winning
-// bids: each auction with its highest bid placed between its start and its
-// expiry (ties: the earliest).
+// bids: each auction that got a bid between its start and its expiry,
+// both inclusive, with the highest of those bids (ties: the earliest),
+// once, when it can no longer change.
 //
 //	SELECT A.*, B.auction, B.bidder, B.price, B.dateTime, B.extra
 //	FROM (SELECT A.*, B.*, ROW_NUMBER() OVER (PARTITION BY A.id ORDER BY B.price DESC, B.dateTime ASC) AS rownum
@@ -244,19 +198,52 @@ func winners[R any](in Inputs, name string, row func(Auction, Bid) R) *stream.St
 //	      WHERE A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires)
 //	WHERE rownum <= 1
 //
-// As Flink's top-1, it is an update stream: a row each time an auction's
-// winner changes, the latest row of an auction being its winning bid. A
-// bid placed after its auction was made (ids are made before they are
-// named) and before it expires is at most MaxAuctionLength after it, so a
-// stream.JoinWindow within that bound, filtered to [DateTime, Expires],
-// pairs every auction with exactly its bids; a stream.Reduce keyed by
-// auction keeps the winner, and rows that did not change it are dropped.
-// The Reduce keeps every auction that got a bid (as Flink's top-1 state
-// does).
+// A bid names an auction already made and counts until the auction
+// expires, at most MaxAuctionLength of the events' Config later, so a
+// stream.JoinWindow of the auctions (keyed by id) with the bids (keyed by
+// auction) within that bound, filtered to [DateTime, Expires], pairs every
+// auction with exactly its bids. A stream.Window keyed by auction then
+// keeps the winner, in a 1 ms tumbling window at the auction's start (its
+// event time) with an OutOfOrderness of MaxAuctionLength: a pair comes out
+// of the join when the later of its auction and bid has arrived, at most
+// MaxAuctionLength after the auction's start, so none is late, and the
+// window closes only once a pair of an auction starting more than
+// MaxAuctionLength later has come out, after the last bid of this one.
+// Flink's top-1 emits an update each time an auction's winner changes and
+// keeps every auction in its state; this emits each auction's final row
+// (as Beam's Query9) and keeps only the open ones.
 func Q9(in Inputs) *stream.Stream[WinningBid] {
-	updates := winners(in, "q9", func(a Auction, b Bid) WinningBid { return WinningBid{Auction: a, Bid: b} })
-	changed := updates.Filter(func(_ context.Context, w winner[WinningBid]) (bool, error) { return w.Changed, nil })
-	return stream.MapTo(changed, func(_ context.Context, w winner[WinningBid]) (WinningBid, error) { return w.Row, nil })
+	return winningBids(in, "q9", in.Auctions(), in.Bids())
+}
+
+// winningBids is Q9's pipeline over the auctions and bids given, stages
+// named name-join and name-winner. Q4 gives it projections: the join's
+// state is saved whole at every checkpoint, and the fewer bytes it holds
+// the cheaper that is.
+func winningBids(in Inputs, name string, auctions *stream.Stream[Auction], bids *stream.Stream[Bid]) *stream.Stream[WinningBid] {
+	within := time.Duration(MaxAuctionLength(in.config())) * time.Millisecond
+	pairs := stream.JoinWindow(
+		stream.KeyBy(auctions, func(a Auction) int64 { return a.ID }),
+		stream.KeyBy(bids, func(b Bid) int64 { return b.Auction }),
+		within,
+		func(a Auction, b Bid) WinningBid { return WinningBid{Auction: a, Bid: b} },
+		stream.Name(name+"-join"))
+	open := pairs.Filter(func(_ context.Context, w WinningBid) (bool, error) {
+		return w.Auction.DateTime <= w.Bid.DateTime && w.Bid.DateTime <= w.Auction.Expires, nil
+	})
+	best := stream.Window(stream.KeyBy(open, func(w WinningBid) int64 { return w.Auction.ID }), stream.Tumbling(time.Millisecond),
+		stream.Aggregator[WinningBid, WinningBid]{Add: func(acc, w WinningBid) WinningBid {
+			if acc.Auction.ID == 0 || beats(w.Bid, acc.Bid) {
+				return w
+			}
+			return acc
+		}},
+		stream.EventTime(func(w WinningBid) time.Time { return time.UnixMilli(w.Auction.DateTime) }),
+		stream.OutOfOrderness(within),
+		stream.Name(name+"-winner"))
+	return stream.MapTo(best, func(_ context.Context, r stream.WindowResult[int64, WinningBid]) (WinningBid, error) {
+		return r.Value, nil
+	})
 }
 
 // CategoryPrice is a row of Q4: the average winning price (cents) of the
@@ -279,25 +266,26 @@ type CategoryPrice struct {
 //	      GROUP BY A.id, A.category) Q
 //	GROUP BY Q.category
 //
-// Q9's updates (the winner of an auction changed) keyed by category into a
-// stream.Aggregate of a sum and a count: a first winner adds its price and
-// one auction, a new winner replaces the old price in the sum (the
-// retraction Flink's two-level aggregate does). It emits the category's
-// row after every change; the latest row of a category is its average.
+// Q9's rows, one per auction once its winner is final (of the auctions'
+// and bids' fields it needs only), keyed by category into a
+// stream.Aggregate of a sum and a count. It emits the category's
+// row after every auction; the latest row of a category is its average.
 // (Flink's AVG of a BIGINT truncates to a BIGINT; Average here is the
-// exact quotient, Sum and Auctions the parts.)
+// exact quotient, Sum and Auctions the parts. Flink's inner aggregate
+// emits an auction's maximum as it grows and retracts it from the
+// category's average at each change; here an auction counts once, final.)
 func Q4(in Inputs) *stream.Stream[CategoryPrice] {
-	updates := winners(in, "q4", func(a Auction, _ Bid) int64 { return a.Category })
-	changed := updates.Filter(func(_ context.Context, w winner[int64]) (bool, error) { return w.Changed, nil })
-	avg := stream.Aggregate(stream.KeyBy(changed, func(w winner[int64]) int64 { return w.Row }),
-		stream.Aggregator[winner[int64], CategoryPrice]{Add: func(acc CategoryPrice, w winner[int64]) CategoryPrice {
-			acc.Category = w.Row
-			if w.Replaced {
-				acc.Sum += w.Price - w.Prev
-			} else {
-				acc.Sum += w.Price
-				acc.Auctions++
-			}
+	auctions := stream.MapTo(in.Auctions(), func(_ context.Context, a Auction) (Auction, error) {
+		return Auction{ID: a.ID, DateTime: a.DateTime, Expires: a.Expires, Category: a.Category}, nil
+	})
+	bids := stream.MapTo(in.Bids(), func(_ context.Context, b Bid) (Bid, error) {
+		return Bid{Auction: b.Auction, Price: b.Price, DateTime: b.DateTime}, nil
+	})
+	avg := stream.Aggregate(stream.KeyBy(winningBids(in, "q4", auctions, bids), func(w WinningBid) int64 { return w.Auction.Category }),
+		stream.Aggregator[WinningBid, CategoryPrice]{Add: func(acc CategoryPrice, w WinningBid) CategoryPrice {
+			acc.Category = w.Auction.Category
+			acc.Sum += w.Bid.Price
+			acc.Auctions++
 			acc.Average = float64(acc.Sum) / float64(acc.Auctions)
 			return acc
 		}}, stream.Name("q4-average"))
