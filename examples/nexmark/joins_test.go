@@ -481,3 +481,46 @@ func TestQ3AsATableJoinIsExactOnAFinishedLog(t *testing.T) {
 	dir := fixture(t)
 	equal(t, sortedBy(runQuery(t, dir, q3Table), cmpLocalItem), sortedBy(runQuery(t, dir, Q3), cmpLocalItem))
 }
+
+// TestHeadDecodersKeepTheFieldsTheJoinsRead ensures the head decoders
+// return the full decoders' records without the strings the joins do not
+// read, and refuse a value too short.
+func TestHeadDecodersKeepTheFieldsTheJoinsRead(t *testing.T) {
+	dir := fixture(t)
+	for _, r := range readBack(t, dir, TopicPerson) {
+		full, _ := DecodePerson(r.Value)
+		got, err := decodePersonHead(r.Value)
+		want := Person{ID: full.ID, Name: full.Name, City: full.City, State: full.State, DateTime: full.DateTime}
+		if err != nil || got != want {
+			t.Fatalf("person at offset %d: %+v, %v; want %+v", r.Offset, got, err, want)
+		}
+	}
+	for _, r := range readBack(t, dir, TopicAuction) {
+		full, _ := DecodeAuction(r.Value)
+		got, err := decodeAuctionHead(r.Value)
+		full.ItemName, full.Description, full.Extra = "", "", ""
+		if err != nil || got != full {
+			t.Fatalf("auction at offset %d: %+v, %v; want %+v", r.Offset, got, err, full)
+		}
+	}
+	for _, r := range readBack(t, dir, TopicBid)[:1000] {
+		full, _ := DecodeBid(r.Value)
+		got, err := decodeBidHead(r.Value)
+		full.Channel, full.URL, full.Extra = "", "", ""
+		if err != nil || got != full {
+			t.Fatalf("bid at offset %d: %+v, %v; want %+v", r.Offset, got, err, full)
+		}
+	}
+	short := []byte{1, 2, 3}
+	person := AppendPerson(nil, &Person{Name: "Ann", City: "Bend", State: "OR"})
+	for name, err := range map[string]error{
+		"person":           func() error { _, err := decodePersonHead(short); return err }(),
+		"person's strings": func() error { _, err := decodePersonHead(person[:len(person)-1]); return err }(),
+		"auction":          func() error { _, err := decodeAuctionHead(short); return err }(),
+		"bid":              func() error { _, err := decodeBidHead(short); return err }(),
+	} {
+		if !errors.Is(err, ErrShortRecord) {
+			t.Errorf("a short %s: %v, want ErrShortRecord", name, err)
+		}
+	}
+}
