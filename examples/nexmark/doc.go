@@ -109,7 +109,7 @@
 //
 //	q3  local item suggestion: persons in OR, ID, CA with the auctions of category 10 they sell   (JoinWindow)
 //	q4  average price per category: the mean of q9's winning prices per category                 (JoinWindow, Window, Aggregate)
-//	q8  monitor new users: persons who created an auction in the 10 s window they entered in       (JoinWindow, Window)
+//	q8  monitor new users: persons who created an auction in the 10 s window they entered in       (Window, JoinWindow)
 //	q9  winning bids: each auction's highest bid between its start and its expiry                  (JoinWindow, Window)
 //
 // Each is defined by nexmark/nexmark's SQL (quoted in its doc comment), and
@@ -136,12 +136,12 @@
 // join's rows exactly, on a finished log or a live one, holding about 5 s
 // of each input (more of the faster one when the readers drift apart).
 //
-// q8 is a windowed join: the join's event times are the starts of the
-// 10 s windows the events fall in (stream.JoinTimes), within 1 ms, so it
-// pairs a person only with the auctions of its own window and keeps about
-// one window of each input; a stream.Window of the same tumbling windows
-// keyed by person folds a seller's several auctions into one row, emitted
-// when the watermark passes the window's end. Event time throughout:
+// q8 is a windowed join, as its SQL: a stream.Window of the auctions keyed
+// by seller, tumbling 10 s, gives each seller once per window it sold in,
+// and a JoinWindow pairs the persons with those sellers on id = seller,
+// their event times the starts of their windows (stream.JoinTimes),
+// within 1 ms: a person meets only its own window's sellers, and the join
+// keeps about two windows of persons. Event time throughout:
 // TestQ8SurvivesKill9 kills it at seeded moments and finds the same rows.
 //
 // q9 is, in Flink, the top-1 per auction of the auction-bid join: an
