@@ -153,8 +153,14 @@
 // the auction's start with an OutOfOrderness of MaxAuctionLength, keeps
 // the winner (higher price, then earlier) and emits it once, when no bid
 // of the auction can still come (Q9's doc comment says why none is late
-// and none is missed), as Beam's Query9 does. The state is the open
-// auctions and the join's 332 ms, whatever the length of the stream. (A
+// and none is missed), as Beam's Query9 does. The state should be the
+// open auctions and the join's 332 ms of each input, whatever the length
+// of the stream; but stream.JoinWindow reads its inputs with no regard to
+// each other's event time, and over a replay the auctions' reader runs
+// far ahead of the bids', whose records are 30 times as many: the
+// auctions read ahead wait in the join's state, which is saved whole at
+// every checkpoint (120 MB at 5M events, 40% of q9's CPU; a stream bug,
+// TestQ9JoinStateStaysWithinItsBound, skipped until it is fixed). (A
 // stream.Reduce per auction, emitting every change as Flink does, was
 // measured first: it keeps every auction forever, and a pipeline of one
 // partition saves its stateful stages whole at every checkpoint, so the
