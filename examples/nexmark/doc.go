@@ -157,7 +157,7 @@
 // open auctions and the join's 332 ms of each input, whatever the length
 // of the stream; but stream.JoinWindow reads its inputs with no regard to
 // each other's event time, and over a replay the auctions' reader runs
-// far ahead of the bids', whose records are 30 times as many: the
+// far ahead of the bids', whose records are 15 times as many: the
 // auctions read ahead wait in the join's state, which is saved whole at
 // every checkpoint (120 MB at 5M events, 40% of q9's CPU; a stream bug,
 // TestQ9JoinStateStaysWithinItsBound, skipped until it is fixed). (A

@@ -34,7 +34,7 @@ func (s *sizeStore) SaveState(ctx context.Context, name string, state []byte) er
 // each other's event time, so over a replay the faster input's reader runs
 // ahead and its records wait in the state until the slower one's
 // watermark passes them, and the state, saved whole at every checkpoint,
-// grows with the skew. Here q9's auctions (3% of the records, 30% of the
+// grows with the skew. Here q9's auctions (6% of its records, a quarter of its
 // bytes) are read far ahead of its bids: the join should hold about 332 ms
 // of each (about 200 auctions and 3,000 bids, a few hundred KB), and holds
 // up to most of the auction topic (at 5M events, 120 MB snapshots,
