@@ -43,7 +43,7 @@ SHELL := /bin/bash
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run (raw output: bench.out)
-#   make nexmark [NEXMARK_EVENTS=5000000]       the Nexmark queries built so far (q0, q1, q2, q5, q7, q11, q12) over NEXMARK_EVENTS generated events read
+#   make nexmark [NEXMARK_EVENTS=5000000]       the Nexmark queries built so far (q0-q5, q7, q8, q9, q11, q12) over NEXMARK_EVENTS generated events read
 #                                               from the log (read-only, checkpoints every 200 ms to a FileStore): a table of events/s (wall),
 #                                               CPU s per million events, events/s per core, Flink 1.13's per-core figure and the ratio; and
 #                                               go-streams' q0, q1, q2 and q12 over the same events beside strom's

@@ -70,7 +70,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		logDir = filepath.Join(tmp, "log")
 	}
 	t0 := time.Now()
-	counts, err := Generate(ctx, logDir, Config{Seed: *seed, Rate: *rate}, *events)
+	gen := Config{Seed: *seed, Rate: *rate}
+	counts, err := Generate(ctx, logDir, gen, *events)
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if w != nil {
 			wr = w
 		}
-		r, err := RunQuery(ctx, q, logDir, filepath.Join(tmp, fmt.Sprintf("state-%d-%s", i, q.Name)), wr)
+		r, err := RunQuery(ctx, q, logDir, filepath.Join(tmp, fmt.Sprintf("state-%d-%s", i, q.Name)), wr, WithConfig(gen))
 		if err != nil {
 			return err
 		}

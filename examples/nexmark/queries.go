@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/log"
@@ -16,6 +17,16 @@ import (
 type Inputs struct {
 	Log   *log.Log
 	Store checkpoint.Store
+	// Gen is the generator Config the events were made with (zero fields:
+	// the defaults). The joins size their bounds from it (SellerDelay,
+	// MaxAuctionLength).
+	Gen Config
+	// sourceOpts are added to every topic's source, and with pace > 0
+	// each topic's reader sleeps 1 ms every pace records: the kill tests
+	// slow a run with them so that their kills land mid-run. Zero for the
+	// measured runs.
+	sourceOpts []source.PartitionOption
+	pace       int
 }
 
 // read returns the stream of a topic's records, decoded by decode: a
@@ -23,8 +34,13 @@ type Inputs struct {
 // store), reading into one reused buffer (source.ReuseBytes: the decoders
 // copy what they keep).
 func read[T any](in Inputs, topic string, decode func([]byte) (T, error)) *stream.Stream[T] {
-	src := source.Partition(in.Log, topic, 0, source.FromStore(in.Store), source.Replay(), source.ReuseBytes())
+	opts := append([]source.PartitionOption{source.Replay(), source.ReuseBytes()}, in.sourceOpts...)
+	src := source.Partition(in.Log, topic, 0, source.FromStore(in.Store), opts...)
+	n := 0
 	return stream.MapTo(stream.From(src), func(_ context.Context, r log.Record) (T, error) {
+		if n++; in.pace > 0 && n%in.pace == 0 {
+			time.Sleep(time.Millisecond)
+		}
 		v, err := decode(r.Value)
 		if err != nil {
 			return v, fmt.Errorf("topic %s partition %d offset %d: %w", r.Topic, r.Partition, r.Offset, err)

@@ -35,8 +35,12 @@ var queries = []Query{
 	define("q0", Q0, 155.0e3, TopicBid),
 	define("q1", Q1, 157.9e3, TopicBid),
 	define("q2", Q2, 175.2e3, TopicBid),
+	define("q3", Q3, 152.12e3, TopicPerson, TopicAuction),
+	define("q4", Q4, 34.33e3, TopicAuction, TopicBid),
 	define("q5", Q5, 22.1e3, TopicBid),
 	define("q7", Q7, 12.3e3, TopicBid),
+	define("q8", Q8, 146.14e3, TopicPerson, TopicAuction),
+	define("q9", Q9, 14.24e3, TopicAuction, TopicBid),
 	define("q11", Q11, 39.7e3, TopicBid),
 	define("q12", Q12, 75.7e3, TopicBid),
 }
@@ -115,7 +119,11 @@ func (r Result) String() string {
 // done) before the clock starts, as a long-running consumer would have
 // them. The run must read every record of q's topics: a saved position
 // short of a topic's high watermark is an error. w may be nil.
-func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer) (Result, error) {
+func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer, opts ...RunOption) (Result, error) {
+	in := Inputs{}
+	for _, o := range opts {
+		o(&in)
+	}
 	lg, err := log.Open(dir, log.ReadOnly())
 	if err != nil {
 		return Result{}, fmt.Errorf("nexmark: %s: open log: %w", q.Name, err)
@@ -149,7 +157,8 @@ func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer) (
 	out := &Output{W: w}
 	runtime.GC() // the generator's garbage is not the query's
 	cpu0, wall0 := cpuTime(), time.Now()
-	err = q.run(ctx, Inputs{Log: lg, Store: store}, out)
+	in.Log, in.Store = lg, store
+	err = q.run(ctx, in, out)
 	wall, cpu := time.Since(wall0), cpuTime()-cpu0
 	if err != nil {
 		return Result{}, fmt.Errorf("nexmark: %s: %w", q.Name, err)
@@ -162,6 +171,15 @@ func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer) (
 	}
 	return Result{Query: q.Name, Events: events, Outputs: out.N, Wall: wall, CPU: cpu, FlinkPerCore: q.FlinkPerCore}, nil
 }
+
+// RunOption configures RunQuery.
+type RunOption func(*Inputs)
+
+// WithConfig tells RunQuery the generator Config the events were made
+// with (Inputs.Gen; default the zero Config, whose fields are the
+// defaults). The joins size their bounds from it: a run over events of
+// another Rate without it may miss pairs.
+func WithConfig(cfg Config) RunOption { return func(in *Inputs) { in.Gen = cfg } }
 
 // cpuTime returns the process's user plus system CPU time, all threads
 // (getrusage(RUSAGE_SELF)).
