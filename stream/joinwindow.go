@@ -119,7 +119,17 @@ func cmpOr(a, b string) string {
 // plus within plus the [AllowedLateness] (default 0): no record of the
 // other input that is not late can join it after that. So the state holds
 // about (within + lateness + out-of-orderness) of records of each input,
-// whatever the length of the stream. A record whose event time is more
+// whatever the length of the stream. The two inputs are read by goroutines
+// of their own, and on a replay one is often read faster (smaller records,
+// a cheaper decode): the join aligns them, as Kafka Streams picks the
+// record with the lowest timestamp of a task and Flink aligns its sources'
+// watermarks. A push of an input more than that reach ahead of the other
+// input's greatest event time waits (in chunks: a source batch may span
+// seconds) while the other input still has records to read, as its
+// sources tell ([CaughtUpReporter]: source.Topic and source.Partition), so
+// the state holds about twice the reach of each input, not the lead of the
+// faster reader. An input whose sources cannot tell is never waited for,
+// nor an ended or idle one. A record whose event time is more
 // than the allowed lateness behind the watermark, t + lateness <
 // watermark, is late: records it would have joined may have been released
 // (and, for the left and outer joins, emitted without a partner) already.
@@ -308,12 +318,26 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 				if l, ok := src.(PartitionLister); ok {
 					st.listers[s] = append(st.listers[s], l)
 				}
-				if u, ok := src.(CaughtUpReporter); ok && cfg.idle > 0 {
-					st.ups = append(st.ups, u)
+				if u, ok := src.(CaughtUpReporter); ok {
+					if cfg.idle > 0 {
+						st.ups = append(st.ups, u)
+					}
+					st.aligners[s] = append(st.aligners[s], u)
+					if one, ok := src.(interface {
+						Topic() string
+						PartitionID() int32
+					}); ok {
+						if _, lists := src.(PartitionLister); !lists {
+							// A source of one partition (source.Partition) names
+							// it before it opens: it is listed at once.
+							st.singles[s] = append(st.singles[s], TopicPartition{one.Topic(), one.PartitionID()})
+						}
+					}
 				}
 			}
 		}
 		st.born = rt.clock.Now().UnixMilli()
+		st.aligned = make(chan struct{}, 2)
 		rt.stateful = append(rt.stateful, st)
 		if cfg.idle > 0 {
 			rt.spawn(st.idleTick) // finishes no record: rt.async stays as it is
@@ -370,7 +394,20 @@ type joinStage[K comparable, L, R, U any] struct {
 	fin   []member
 
 	wake chan struct{} // Idleness: a record arrived while idleTick waited for one
-	quit chan struct{}
+
+	// Input alignment (align): the sources of each input that tell
+	// whether a partition has records left to read, and a wake-up for an
+	// input that waits for the other to catch up in event time.
+	aligners [2][]CaughtUpReporter
+	aligned  chan struct{}
+	// waiting: the input waits in align with the push of its event time
+	// head; of two inputs waiting for each other the one behind goes on.
+	waiting [2]bool
+	head    [2]int64
+	// singles are the partitions of each input's one-partition sources,
+	// listed by watchParts' first call.
+	singles [2][]TopicPartition
+	quit    chan struct{}
 }
 
 // fresh returns a copy of the stage's settings with empty state, for one
@@ -511,10 +548,34 @@ type joinInput[K comparable, L, R, U, V, W any] struct {
 
 func (in *joinInput[K, L, R, U, V, W]) push(ctx context.Context, elems []Element[V]) error {
 	st := in.st
-	c := &st.core
-	c.ctr.in.Add(int64(len(elems)))
+	st.core.ctr.in.Add(int64(len(elems)))
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// In chunks that keep within the join's reach of the other input (a
+	// source batch can span seconds of event time): align waits before
+	// each, with st.mu released, so nothing of a chunk is kept in the
+	// stage's scratch across a wait.
+	for len(elems) > 0 {
+		st.align(in.side, in.timeOf(&elems[0]))
+		n := len(elems)
+		if limit, ok := st.alignLimit(in.side); ok {
+			n = 1
+			for n < len(elems) && in.timeOf(&elems[n]) <= limit {
+				n++
+			}
+		}
+		if err := in.pushLocked(ctx, elems[:n]); err != nil {
+			return err
+		}
+		elems = elems[n:]
+	}
+	return nil
+}
+
+// pushLocked absorbs elems, a chunk of a push. st.mu is held.
+func (in *joinInput[K, L, R, U, V, W]) pushLocked(ctx context.Context, elems []Element[V]) error {
+	st := in.st
+	c := &st.core
 	st.out, st.fin, in.lateE = st.out[:0], st.fin[:0], in.lateE[:0]
 	st.redoLocked()
 	if st.idleMs > 0 {
@@ -585,6 +646,10 @@ func (in *joinInput[K, L, R, U, V, W]) push(ctx context.Context, elems []Element
 		c.rt.noteFinished(len(st.fin))
 		clear(st.fin)
 	}
+	select { // an input waiting for this one to catch up looks again
+	case st.aligned <- struct{}{}:
+	default:
+	}
 	if st.idleMs > 0 && st.idleDue == math.MaxInt64 {
 		select { // idleTick waits for a record: now it has one to time
 		case st.wake <- struct{}{}:
@@ -592,6 +657,141 @@ func (in *joinInput[K, L, R, U, V, W]) push(ctx context.Context, elems []Element
 		}
 	}
 	return st.flushLocked(ctx)
+}
+
+// timeOf returns e's event time in ms, math.MinInt64 when it has none
+// (the loop of push reports that).
+func (in *joinInput[K, L, R, U, V, W]) timeOf(e *Element[V]) int64 {
+	if in.evTime != nil {
+		if tm := in.evTime(e.Value); !tm.IsZero() {
+			return tm.UnixMilli()
+		}
+		return math.MinInt64
+	}
+	if e.Timestamp == 0 {
+		return math.MinInt64
+	}
+	return e.Timestamp
+}
+
+// alignPoll is how often an input waiting for the other (align) looks
+// again when nothing woke it: the other's sources are asked whether they
+// still have records to read.
+const alignPoll = 2 * time.Millisecond
+
+// align holds back a push of input side whose first event time t is more
+// than the join's reach (within + lateness + out-of-orderness) ahead of
+// every event time the other input has delivered, while the other input
+// still has records to read: the records of the input ahead would
+// otherwise wait in the state until the other catches up, and a replay
+// whose one input is read faster than the other (one topic of small
+// records, one of large) would hold the lead of the faster, up to its
+// whole topic, instead of a reach of each (Kafka Streams picks the record
+// with the lowest timestamp among the partitions of a task, Flink aligns
+// the watermarks of its sources). It waits with st.mu released, before
+// the push touches the stage, and gives up when the other input ended or
+// cannot tell whether it has records to read (a source that is not a
+// CaughtUpReporter), when it is idle, when Run stops or its context ends,
+// when a checkpoint takes the stateful stages' locks (a stage upstream of
+// this input may hold its own while it pushes here, and the other input
+// may wait behind the save), and under ExactlyOnce when a transaction
+// waits to end (the other input could not push until it did). st.mu is
+// held.
+func (st *joinStage[K, L, R, U]) align(side uint8, t int64) {
+	rt := st.core.rt
+	other := 1 - side
+	reach := st.within + st.cfg.lateness + st.cfg.outOfOrder
+	defer func() { st.waiting[side] = false }()
+	for t != math.MinInt64 && !st.ended[other] {
+		st.watchParts()
+		otherMax, more := st.behind(other)
+		if !more || t-reach <= otherMax {
+			return
+		}
+		if st.waiting[other] && (st.head[other] > t || (st.head[other] == t && side == sideLeft)) {
+			return // the other waits with a later record: this one is behind, it goes on
+		}
+		if rt.stopped() || rt.srcCtx.Err() != nil || rt.lockingState.Load() {
+			return
+		}
+		if rt.eos != nil {
+			if !rt.txnGate.TryRLock() {
+				return // a transaction waits to end: the other input waits for it
+			}
+			rt.txnGate.RUnlock()
+		}
+		if !st.waiting[side] {
+			st.waiting[side], st.head[side] = true, t
+			select { // the other input, if it waits too, looks again
+			case st.aligned <- struct{}{}:
+			default:
+			}
+		}
+		st.mu.Unlock()
+		timer := time.NewTimer(alignPoll)
+		select {
+		case <-st.aligned:
+		case <-timer.C:
+		case <-rt.stop:
+		}
+		timer.Stop()
+		st.mu.Lock()
+	}
+}
+
+// alignLimit returns the greatest event time a record of input side may
+// have to be absorbed without waiting for the other input (its greatest
+// event time plus the join's reach), and whether there is one: false when
+// the other input ended or has no record left to read, so that a push
+// goes on whole.
+func (st *joinStage[K, L, R, U]) alignLimit(side uint8) (int64, bool) {
+	other := 1 - side
+	if st.ended[other] {
+		return 0, false
+	}
+	otherMax, more := st.behind(other)
+	if !more {
+		return 0, false
+	}
+	if otherMax == math.MinInt64 {
+		return math.MinInt64, true // nothing of the other yet: one record, then align again
+	}
+	return otherMax + st.within + st.cfg.lateness + st.cfg.outOfOrder, true
+}
+
+// behind returns the greatest event time the input side has delivered
+// (math.MinInt64: none) and whether it has records left to read: a source
+// of it has not listed its partitions yet, or one of its partitions is not
+// caught up and not idle, or listed and its source not open yet. A
+// partition no source can tell about counts as having none, so that an
+// input of such sources is never waited for.
+func (st *joinStage[K, L, R, U]) behind(side uint8) (maxTs int64, more bool) {
+	maxTs = math.MinInt64
+	if len(st.listers[side]) > 0 {
+		more = true
+	}
+	for _, p := range st.core.list {
+		if st.sideOf(p) != side || p.pk.topic == "" {
+			continue
+		}
+		maxTs = max(maxTs, p.maxTs)
+		if more || p.idle {
+			continue
+		}
+		var next int64
+		next, st.pts = st.rt.finishedTo(p.pk.topic, p.pk.partition, st.pts)
+		answered := false
+		for _, u := range st.aligners[side] {
+			if c, ok := u.CaughtUp(p.pk.topic, p.pk.partition, next); ok {
+				more, answered = !c, true
+				break
+			}
+		}
+		if !answered && p.listed && p.maxTs == math.MinInt64 && len(st.aligners[side]) > 0 {
+			more = true // listed, its source not open yet: it will deliver
+		}
+	}
+	return maxTs, more
 }
 
 // absorb joins v, of key k and event time t, with the records of the
@@ -712,6 +912,16 @@ func (st *joinStage[K, L, R, U]) part(side uint8, topic string, partition int32)
 // listed partition holds the watermark back until one of its event times
 // reaches the join.
 func (st *joinStage[K, L, R, U]) watchParts() {
+	for s := range st.singles {
+		for _, tp := range st.singles[s] {
+			ps := st.core.part(tp.Topic, tp.Partition)
+			ps.listed, ps.active = true, st.now
+			if _, ok := st.side[ps.pk]; !ok {
+				st.side[ps.pk] = uint8(s)
+			}
+		}
+		st.singles[s] = nil
+	}
 	for s := range st.listers {
 		ls := st.listers[s]
 		for i := 0; i < len(ls); {

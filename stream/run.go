@@ -68,10 +68,15 @@ type runtime struct {
 
 	// stateful are the pipeline's stateful stages, in wiring order, and
 	// stateStores the checkpoint stores that keep their state (state.go).
-	stateful    []statefulStage
-	stateStores []checkpoint.StateStore
-	stateBytes  atomic.Int64 // the size of the last snapshot saved
-	stateName   string       // what the state is saved under: the stages' names, upstream first, joined by "."
+	stateful []statefulStage
+	// lockingState is set while saveState takes the stateful stages'
+	// locks: a stage waiting with its upstream's lock held (a windowed
+	// join's input aligning) stops waiting, or the save would wait for it
+	// while it waits for an input the save holds back.
+	lockingState atomic.Bool
+	stateStores  []checkpoint.StateStore
+	stateBytes   atomic.Int64 // the size of the last snapshot saved
+	stateName    string       // what the state is saved under: the stages' names, upstream first, joined by "."
 
 	// partitioned: a source is Assignable, and the stateful stages keep
 	// their state per source partition, saved to changelog

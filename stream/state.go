@@ -685,9 +685,11 @@ func (rt *runtime) saveState(ctx context.Context) error {
 	// stage its current value for a replayed record instead of the one
 	// the record made; a Window saved ahead of the stage after it would
 	// lose a result the stage had absorbed after its own save.
+	rt.lockingState.Store(true) // a join's input waiting to align gives up (joinStage.align)
 	for i := len(rt.stateful) - 1; i >= 0; i-- {
 		rt.stateful[i].lock()
 	}
+	rt.lockingState.Store(false)
 	changed := false
 	for _, st := range rt.stateful {
 		changed = changed || st.changedLocked()
