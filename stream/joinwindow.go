@@ -679,6 +679,12 @@ func (in *joinInput[K, L, R, U, V, W]) timeOf(e *Element[V]) int64 {
 // still have records to read.
 const alignPoll = 2 * time.Millisecond
 
+// alignStuck is how many polls an aligning input waits for a checkpoint
+// that is taking the stateful stages' locks before it goes on (50 polls,
+// about 100 ms): a save that cannot get a lock in that time waits for a
+// stage upstream of the input, which holds its lock until the push ends.
+const alignStuck = 50
+
 // align holds back a push of input side whose first event time t is more
 // than the join's reach (within + lateness + out-of-orderness) ahead of
 // every event time the other input has delivered, while the other input
@@ -692,9 +698,10 @@ const alignPoll = 2 * time.Millisecond
 // the push touches the stage, and gives up when the other input ended or
 // cannot tell whether it has records to read (a source that is not a
 // CaughtUpReporter), when it is idle, when Run stops or its context ends,
-// when a checkpoint takes the stateful stages' locks (a stage upstream of
-// this input may hold its own while it pushes here, and the other input
-// may wait behind the save), and under ExactlyOnce when a transaction
+// when a checkpoint has been taking the stateful stages' locks for
+// alignStuck polls (a stage upstream of this input may hold its own while
+// it pushes here, and the other input may wait behind the save), and
+// under ExactlyOnce when a transaction
 // waits to end (the other input could not push until it did). st.mu is
 // held.
 func (st *joinStage[K, L, R, U]) align(side uint8, t int64) {
@@ -702,6 +709,7 @@ func (st *joinStage[K, L, R, U]) align(side uint8, t int64) {
 	other := 1 - side
 	reach := st.within + st.cfg.lateness + st.cfg.outOfOrder
 	defer func() { st.waiting[side] = false }()
+	stuck := 0 // polls spent while a checkpoint took the stages' locks
 	for t != math.MinInt64 && !st.ended[other] {
 		st.watchParts()
 		otherMax, more := st.behind(other)
@@ -711,8 +719,21 @@ func (st *joinStage[K, L, R, U]) align(side uint8, t int64) {
 		if st.waiting[other] && (st.head[other] > t || (st.head[other] == t && side == sideLeft)) {
 			return // the other waits with a later record: this one is behind, it goes on
 		}
-		if rt.stopped() || rt.srcCtx.Err() != nil || rt.lockingState.Load() {
+		if rt.stopped() || rt.srcCtx.Err() != nil {
 			return
+		}
+		if rt.lockingState.Load() {
+			// A checkpoint is taking the stateful stages' locks, this
+			// join's among them: let it (st.mu is released below) and
+			// align again once it has them. If it cannot get them (a stage
+			// upstream of this input holds its own lock while it pushes
+			// here, and the save waits for it), go on after a while
+			// rather than wait for an input the save holds back.
+			if stuck++; stuck > alignStuck {
+				return
+			}
+		} else {
+			stuck = 0
 		}
 		if rt.eos != nil {
 			if !rt.txnGate.TryRLock() {
