@@ -142,6 +142,9 @@ type PartitionSource struct {
 	// it opened); -1 when following. For CaughtUp and
 	// TopicSource.PendingPartitions.
 	replayEnd atomic.Int64
+	// hwmSeen is the greatest high watermark CaughtUp has read of the
+	// partition (high watermarks only grow).
+	hwmSeen atomic.Int64
 
 	// ReadCommitted (committed.go): the topic's folder, where its
 	// transaction file is; the topic's partition count, which the file
@@ -407,6 +410,7 @@ func (s *PartitionSource) open(ctx context.Context) error {
 	s.pos = from
 	s.openedAt.Store(from)
 	s.replayEnd.Store(replayEnd)
+	s.hwmSeen.Store(0) // a topic made again starts over
 	s.opened.Store(p)
 	s.topicOf.Store(t)
 	return nil

@@ -304,8 +304,14 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 	}
 	ctr := p.counters(cfg.name)
 	upL, upR := left.s.connect, right.s.connect
+	// An input fed by a Window (or a join) carries its results, which
+	// belong to no source partition: its sources' partitions tell only
+	// whether more will come (align), they hold no event time of this
+	// join's.
+	fedByState := [2]bool{left.s.unkeyedBy != "", right.s.unkeyedBy != ""}
 	return &Stream[U]{p: p, unkeyedBy: cfg.name, connect: func(rt *runtime, down outlet[U]) {
 		st := proto.fresh()
+		st.fedByState = fedByState
 		st.down = down
 		st.core.init(rt, cfg.name, ctr)
 		st.idleness = idleness{idleMs: cfg.idle, rt: rt}
@@ -316,7 +322,11 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 					continue // its records feed a Table, never this join
 				}
 				if l, ok := src.(PartitionLister); ok {
-					st.listers[s] = append(st.listers[s], l)
+					if fedByState[s] {
+						st.upListers[s] = append(st.upListers[s], l)
+					} else {
+						st.listers[s] = append(st.listers[s], l)
+					}
 				}
 				if u, ok := src.(CaughtUpReporter); ok {
 					if cfg.idle > 0 {
@@ -330,7 +340,12 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 						if _, lists := src.(PartitionLister); !lists {
 							// A source of one partition (source.Partition) names
 							// it before it opens: it is listed at once.
-							st.singles[s] = append(st.singles[s], TopicPartition{one.Topic(), one.PartitionID()})
+							tp := TopicPartition{one.Topic(), one.PartitionID()}
+							if fedByState[s] {
+								st.upParts[s] = append(st.upParts[s], tp)
+							} else {
+								st.singles[s] = append(st.singles[s], tp)
+							}
 						}
 					}
 				}
@@ -407,7 +422,17 @@ type joinStage[K comparable, L, R, U any] struct {
 	// singles are the partitions of each input's one-partition sources,
 	// listed by watchParts' first call.
 	singles [2][]TopicPartition
-	quit    chan struct{}
+	// fedByState marks an input whose records are a stateful stage's
+	// results (a Window's: they carry no source partition). Its sources'
+	// partitions (upParts, and those of upListers once they list them)
+	// are not the input's partitions: they only tell align whether more
+	// records will come (upstreamMore). Listed as the input's, they would
+	// hold the watermark back for good, no record of theirs ever reaching
+	// the join (Nexmark q8 held every person it read).
+	fedByState [2]bool
+	upParts    [2][]TopicPartition
+	upListers  [2][]PartitionLister
+	quit       chan struct{}
 }
 
 // fresh returns a copy of the stage's settings with empty state, for one
@@ -728,8 +753,10 @@ func (st *joinStage[K, L, R, U]) align(side uint8, t int64) {
 			// align again once it has them. If it cannot get them (a stage
 			// upstream of this input holds its own lock while it pushes
 			// here, and the save waits for it), go on after a while
-			// rather than wait for an input the save holds back.
-			if stuck++; stuck > alignStuck {
+			// rather than wait for an input the save holds back; at once
+			// when a stateful stage feeds this input (it does hold its
+			// lock: a Window pushes its results under it).
+			if stuck++; stuck > alignStuck || st.fedByState[side] {
 				return
 			}
 		} else {
@@ -791,8 +818,18 @@ func (st *joinStage[K, L, R, U]) behind(side uint8) (maxTs int64, more bool) {
 	if len(st.listers[side]) > 0 {
 		more = true
 	}
+	if st.fedByState[side] {
+		more = st.upstreamMore(side)
+	}
 	for _, p := range st.core.list {
-		if st.sideOf(p) != side || p.pk.topic == "" {
+		if st.sideOf(p) != side {
+			continue
+		}
+		if st.fedByState[side] {
+			maxTs = max(maxTs, p.maxTs) // a result's partition is no source's
+			continue
+		}
+		if p.pk.topic == "" {
 			continue
 		}
 		maxTs = max(maxTs, p.maxTs)
@@ -813,6 +850,44 @@ func (st *joinStage[K, L, R, U]) behind(side uint8) (maxTs int64, more bool) {
 		}
 	}
 	return maxTs, more
+}
+
+// upstreamMore reports whether the sources upstream of input side, a
+// stateful stage's results (fedByState), have records left to read: one
+// has not listed its partitions yet, or has not opened one it listed, or
+// one of their partitions is not caught up. Their records become results
+// later (a Window's when its window closes), which is all an aligning
+// input needs to know: the other may wait for them.
+func (st *joinStage[K, L, R, U]) upstreamMore(side uint8) bool {
+	more := false
+	ls := st.upListers[side]
+	for i := 0; i < len(ls); {
+		tps := ls[i].PendingPartitions()
+		if tps == nil {
+			more = true
+			i++
+			continue
+		}
+		st.upParts[side] = append(st.upParts[side], tps...)
+		ls = append(ls[:i], ls[i+1:]...)
+	}
+	st.upListers[side] = ls
+	for _, tp := range st.upParts[side] {
+		if more {
+			break
+		}
+		var next int64
+		next, st.pts = st.rt.finishedTo(tp.Topic, tp.Partition, st.pts)
+		answered := false
+		for _, u := range st.aligners[side] {
+			if c, ok := u.CaughtUp(tp.Topic, tp.Partition, next); ok {
+				more, answered = !c, true
+				break
+			}
+		}
+		more = more || !answered // listed, its source not open yet: it will deliver
+	}
+	return more
 }
 
 // absorb joins v, of key k and event time t, with the records of the

@@ -201,3 +201,68 @@ func TestJoinWindowAlignsItsInputsSoTheStateStaysWithinReach(t *testing.T) {
 	require.NotZero(t, sink+1)
 	require.Less(t, held, 3000, "records held by the join at most (of %d per input)", n)
 }
+
+// TestJoinWindowFedByAWindowReleasesWhatItsWatermarkPasses joins the
+// records of one topic with a Window's counts over another (Nexmark q8's
+// shape: persons with their window's sellers), both topics read by
+// log sources that list their partitions (source.Partition at once,
+// source.Topic once open). The Window's results carry no source partition,
+// so its sources' partitions are not the join's: listed as the join's
+// right input they never got an event time and held the watermark back
+// for good, and the join kept every record of both inputs to the end
+// (29,925 held); and the Window, which took the merged pipeline's sources
+// for its own, waited for the other topic's partition (a source.Topic
+// lists it) and closed no window before the end of its input (14,620
+// held). The join now holds about two windows of each input (250).
+func TestJoinWindowFedByAWindowReleasesWhatItsWatermarkPasses(t *testing.T) {
+	lg, err := log.Open(t.TempDir())
+	require.NoError(t, err)
+	defer lg.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	const (
+		n      = 20000 // records per topic, one a ms on each
+		window = 100   // ms: a tumbling Window over the right topic
+		keys   = 50
+	)
+	for _, name := range []string{"people", "sales"} {
+		tp, err := lg.CreateTopic(name, 1)
+		require.NoError(t, err)
+		recs := make([]log.Record, n)
+		for i := range recs {
+			recs[i] = log.Record{Key: []byte{byte(i % keys)}, Value: []byte("v"), Timestamp: t0 + int64(i)}
+		}
+		require.NoError(t, tp.AppendBatch(context.Background(), recs))
+	}
+	sources := map[string]func(topic string) stream.Source[log.Record]{
+		"one-partition source": func(topic string) stream.Source[log.Record] {
+			return source.Partition(lg, topic, 0, source.Earliest, source.Replay(), source.MaxBytes(4096))
+		},
+		"topic source": func(topic string) stream.Source[log.Record] {
+			return source.Topic(lg, topic, source.Earliest, source.Replay(), source.MaxBytes(4096))
+		},
+	}
+	for name, open := range sources {
+		t.Run(name, func(t *testing.T) {
+			key := func(r log.Record) byte { return r.Key[0] }
+			start := func(ms int64) time.Time { return time.UnixMilli(ms - (ms-t0)%window) }
+			var out *stream.Stream[int]
+			held := 0
+			left := stream.From(open("people")).Tap(func(context.Context, log.Record) error {
+				held = max(held, stream.JoinHeld(out))
+				return nil
+			})
+			counts := stream.Window(stream.KeyBy(stream.From(open("sales")), key), stream.Tumbling(window*time.Millisecond),
+				stream.Count[log.Record](), stream.Name("counts"))
+			right := stream.KeyBy(counts, func(w stream.WindowResult[byte, int64]) byte { return w.Key })
+			out = stream.JoinWindow(stream.KeyBy(left, key), right, time.Millisecond,
+				func(log.Record, stream.WindowResult[byte, int64]) int { return 1 },
+				stream.JoinTimes(func(r log.Record) time.Time { return start(r.Timestamp) },
+					func(w stream.WindowResult[byte, int64]) time.Time { return w.Start }))
+			got := streamtest.Collect[int]()
+			require.NoError(t, out.To(got).Run(context.Background()))
+			require.Len(t, got.Values(), n, "each record pairs with its key's count of its window")
+			require.Less(t, held, 3000, "records held by the join at most (of %d per input)", n)
+			t.Logf("at most %d records held (of %d per input)", held, n)
+		})
+	}
+}

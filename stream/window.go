@@ -380,6 +380,11 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 	}
 	registerState(k, StageWindow, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
+	// The sources upstream of the window, taken now: a JoinWindow or
+	// Merge downstream merges this pipeline with another, whose sources'
+	// partitions never reach this window (listed as its own, they held
+	// its watermark back to the end of the input).
+	srcs := slices.Clone(k.s.p.sources)
 	return unkeyed(cfg.name, chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
 			down: down, kc: newCodec[K](), ac: newCodec[A](),
@@ -391,7 +396,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 		st.tables = map[partKey]*winTable[K, A]{{}: st.one}
 		st.tb = st.one
 		if !cfg.processingTime {
-			for _, src := range rt.p.sources {
+			for _, src := range srcs {
 				if rt.p.feedsTable(src) {
 					continue // its records feed a Table, never this window
 				}
@@ -406,7 +411,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 			rt.spawn(st.tick)
 		}
 		if cfg.idle > 0 && !cfg.processingTime && !st.core.partitioned {
-			for _, src := range rt.p.sources {
+			for _, src := range srcs {
 				if rt.p.feedsTable(src) {
 					continue
 				}
