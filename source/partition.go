@@ -60,7 +60,10 @@ func (f sharedOption) applyTopic(c *topicConfig)         { f(&c.part) }
 
 // Replay makes the source end: Read returns io.EOF once it reaches the high
 // watermark as it was when the source opened (see log.Partition.Replay).
-// Records appended after that are not returned. Without this option the source
+// Records appended after that are not returned. A replay reads up to two
+// batches ahead of Read on a goroutine of its own (not with [ReuseBytes]
+// or [ReadCommitted]; partition_readahead.go says why and what it buys):
+// a batch read before retention deleted its segment is still returned. Without this option the source
 // follows the partition and never ends: Read waits for new records until its
 // context is cancelled (see log.Partition.Follow).
 func Replay() Option {
@@ -128,6 +131,11 @@ type PartitionSource struct {
 	// only until its next Read; a TopicSource reads ahead, holding batches
 	// past the next Read, so its partition sources allocate each batch.
 	reuse bool
+	// ahead is the goroutine reading one batch ahead of Read (nil while
+	// none runs; partition_readahead.go), fetchedTo the reader's position
+	// after the batch it last handed over.
+	ahead     *readAhead
+	fetchedTo int64
 
 	resets atomic.Int64 // positions moved by the reset policy (reset.go)
 
@@ -256,6 +264,9 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 				return nil, s.wrap(err)
 			}
 		}
+		if s.readsAhead() {
+			return s.readAheadBatch(ctx)
+		}
 		recs, err = s.reader.NextInto(ctx, s.recs[:0], s.cfg.maxBytes)
 		for to, ok := s.resetOnOutOfRange(err); ok; to, ok = s.resetOnOutOfRange(err) {
 			s.reader.SetPosition(to) // retention passed the position: apply the policy
@@ -306,6 +317,31 @@ func (s *PartitionSource) Read(ctx context.Context) ([]stream.Element[log.Record
 	return s.elements(recs), nil
 }
 
+// readAheadBatch is Read's path when a goroutine reads ahead
+// (partition_readahead.go): the next batch it read, the reset policy
+// applied as Read applies it.
+func (s *PartitionSource) readAheadBatch(ctx context.Context) ([]stream.Element[log.Record], error) {
+	elems, err := s.fetch(ctx)
+	for to, ok := s.resetOnOutOfRange(err); ok; to, ok = s.resetOnOutOfRange(err) {
+		// The goroutine returned with the error: the reader is Read's.
+		s.reader.SetPosition(to) // retention passed the position: apply the policy
+		s.pos = to
+		elems, err = s.fetch(ctx)
+	}
+	if len(elems) > 0 {
+		s.pos = s.fetchedTo
+		s.returned.Store(true)
+	}
+	if err != nil {
+		err = s.wrap(err)
+		if len(elems) == 0 {
+			return nil, err
+		}
+		s.pending = err
+	}
+	return elems, nil
+}
+
 // ready waits, holding nothing, until Read can return without waiting for
 // records: a record is there, the end of a replay is reached, or Read has
 // an error to report (which it leaves to Read). It returns ctx.Err() when
@@ -331,14 +367,21 @@ func (s *PartitionSource) ready(ctx context.Context) error {
 
 // elements turns a batch of records into the elements Read returns.
 func (s *PartitionSource) elements(recs []log.Record) []stream.Element[log.Record] {
+	s.elems = s.fill(s.elems, recs)
+	return s.elems
+}
+
+// fill turns recs into elements in buf, or in a new slice when buf is too
+// short or the source does not reuse its batches, and returns them.
+func (s *PartitionSource) fill(buf []stream.Element[log.Record], recs []log.Record) []stream.Element[log.Record] {
 	// The batch slice is reused from one Read to the next, as the Source
 	// contract allows (the records' bytes are new each Read): a new slice
 	// per Read was 168 bytes per record, a fifth of what a replay
 	// allocated, in internal/bench's BenchmarkThreeFromLog.
-	if !s.reuse || cap(s.elems) < len(recs) {
-		s.elems = make([]stream.Element[log.Record], len(recs))
+	if !s.reuse || cap(buf) < len(recs) {
+		buf = make([]stream.Element[log.Record], len(recs))
 	}
-	elems := s.elems[:len(recs)]
+	elems := buf[:len(recs)]
 	for i, r := range recs {
 		elems[i] = stream.Element[log.Record]{
 			Value:     r,
@@ -457,6 +500,7 @@ func (s *PartitionSource) Close() error {
 // closeReader forgets the reader and any error queued behind a batch; the
 // next open continues at the position the reader reached.
 func (s *PartitionSource) closeReader() {
+	s.stopReadAhead()
 	if s.reader != nil {
 		s.next = At(s.pos)
 	}
@@ -469,6 +513,7 @@ func (s *PartitionSource) closeReader() {
 // ahead, and pos is the position after the last record it returned. A
 // source without a reader keeps the start it has.
 func (s *PartitionSource) rewind(pos int64) {
+	s.stopReadAhead()
 	if s.reader != nil {
 		s.next, s.pos = At(pos), pos
 	}
