@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/sink"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
 )
@@ -325,4 +326,63 @@ func TestKafkaBalancersRejectsUnknownAndRepeatedNames(t *testing.T) {
 		_, err = source.Kafka([]string{"x:1"}, "g", []string{"t"}, source.KafkaBalancers(names...))
 		require.NoError(t, err, "%v", names)
 	}
+}
+
+// TestKafkaWindowStateFollowsItsPartitionsThroughAnEagerRebalance ensures
+// that window state follows its partitions when the group runs range, an
+// eager protocol: A counts half the input alone, B joins (every partition
+// is revoked from A, which saves the state of each, and assigned again:
+// some to B, which restores theirs, the rest back to A, which restores its
+// own), the rest of the input follows, and each window's count is
+// written exactly once (stream.ExactlyOnce), as by one uninterrupted run.
+func TestKafkaWindowStateFollowsItsPartitionsThroughAnEagerRebalance(t *testing.T) {
+	brokers := startKafka(t, 4, "in", "out")
+	const n, keys = 400, 12
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := keyedRecords("in", n, keys, base)
+	for k := range keys { // closers: a window past the last record
+		recs = append(recs, &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "k%d", k), Value: []byte("close"),
+			Timestamp: base.Add(time.Hour)})
+	}
+	want := expectedCounts(recs[:n])
+	produceKeyed(t, brokers, recs[:n/2])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member := func(name string) (*source.KafkaSource, <-chan error) {
+		src := newKafkaSource(t, brokers, "g-eager-state", []string{"in"},
+			source.KafkaBalancers(source.BalancerRange), source.KafkaTransactionalID("eager-state-"+name))
+		out, err := sink.Kafka(brokers, "out")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = out.Close() })
+		return src, runAsync(ctx, windowCounts(src, out, stream.ExactlyOnce()))
+	}
+	sum := func() int64 {
+		c, err := fetchCommitted(brokers, "g-eager-state", "in")
+		if err != nil {
+			return -1
+		}
+		var s int64
+		for _, o := range c {
+			s += o
+		}
+		return s
+	}
+	a, doneA := member("a")
+	waitUntil(t, "A committing records of the first half", func() bool { return sum() > 0 })
+	b, doneB := member("b")
+	var v groupView
+	waitUntil(t, "the group settling with both members", func() bool {
+		v = describeGroup(t, brokers, "g-eager-state")
+		return v.settled(2, 4) && a.Stats().Revoked > 0
+	})
+	assert.Equal(t, source.BalancerRange, v.protocol)
+	produceKeyed(t, brokers, recs[n/2:])
+	waitUntil(t, "every record committed", func() bool { return sum() == int64(len(recs)) })
+	cancel()
+	require.NoError(t, waitRun(t, doneA))
+	require.NoError(t, waitRun(t, doneB))
+	requireExactlyOnce(t, brokers, want)
+	assert.Positive(t, b.Stats().Transactions, "B took part")
+	t.Logf("A: %+v, B: %+v", a.Stats(), b.Stats())
 }
