@@ -711,12 +711,13 @@ func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
 // not the sink. A record Kafka did not acknowledge (the broker went away,
 // or came back as a new cluster whose topic has a new ID; the topic does
 // not exist yet) is retried, with a new client, from the saved positions:
-// nothing past them was acknowledged. A record too large for Kafka
-// (sink.ErrRecordTooLarge) is not: it would fail again forever. Under --exactly-once so is every
+// nothing past them was acknowledged. Under --exactly-once so is every
 // failure of the transactions (an aborted one, brokers that cannot be
 // reached when they begin), from the committed positions, except a fenced
 // sink (another relay took the transactional id over: this one stops), a
-// corrupt position, and a pipeline ExactlyOnce refuses.
+// corrupt position, and a pipeline ExactlyOnce refuses. A record too large
+// for Kafka (sink.ErrRecordTooLarge) is never retried, in either mode: it
+// would fail again forever, holding its partition.
 func (r *relay) retrySink(err error) bool {
 	var pe *sink.ProduceError
 	switch {

@@ -270,3 +270,46 @@ func TestTooLargeAndBalancerFlags(t *testing.T) {
 		require.ErrorContains(t, err, c.want, fmt.Sprint(c.args))
 	}
 }
+
+// TestRelayExactlyOnceStopsOnOrSkipsARecordTooLarge ensures the same under
+// --exactly-once: by default the relay stops with sink.ErrRecordTooLarge
+// instead of retrying the transaction forever; with --on-too-large=skip
+// the records around it are committed, each once, for a read_committed
+// reader.
+func TestRelayExactlyOnceStopsOnOrSkipsARecordTooLarge(t *testing.T) {
+	t.Run("fail", func(t *testing.T) {
+		kc := kafkatest.NewCluster(t, kafkatest.Topics("back"))
+		r, lg, _ := tooLargeSetup(t, kc, "--exactly-once")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := startRelay(t, ctx, r, lg)
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, sink.ErrRecordTooLarge)
+			assert.Contains(t, err.Error(), "mid/0 offset 1")
+		case <-time.After(relayWait):
+			t.Fatal("the relay is still running: it retries the record too large")
+		}
+		assert.Empty(t, committedValues(t, kc), "nothing of the failed transaction is visible")
+	})
+	t.Run("skip", func(t *testing.T) {
+		kc := kafkatest.NewCluster(t, kafkatest.Topics("back"))
+		r, lg, _ := tooLargeSetup(t, kc, "--exactly-once", "--on-too-large", "skip")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := startRelay(t, ctx, r, lg)
+		waitFor(t, "the record after it committed", done, func() bool { return len(committedValues(t, kc)) >= 2 })
+		cancel()
+		require.NoError(t, ignoreCanceled(<-done))
+		assert.Equal(t, []string{"before", "after"}, committedValues(t, kc))
+	})
+}
+
+// committedValues are the values of back a read_committed reader sees.
+func committedValues(t *testing.T, kc *kafkatest.Cluster) []string {
+	var out []string
+	for _, r := range kc.Committed(t, "back") {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
