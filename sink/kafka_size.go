@@ -13,9 +13,9 @@ import (
 
 // DefaultKafkaMaxRecordBytes is the producer's limit on a record batch, so
 // on a record, unless [KafkaMaxRecordBytes] says otherwise: franz-go's
-// default for kgo.ProducerBatchMaxBytes, 1,000,012 bytes, which is Kafka's
-// default max.message.bytes for a topic (and broker message.max.bytes
-// 1,048,588 is a little more).
+// default for kgo.ProducerBatchMaxBytes, 1,000,012 bytes, the default
+// max.message.bytes of a Kafka topic (a broker's message.max.bytes, the
+// default of topics that set none, is 1,048,588).
 const DefaultKafkaMaxRecordBytes = 1_000_012
 
 // kafkaBatchOverhead is what franz-go counts for a record batch around its
@@ -53,8 +53,8 @@ func KafkaMaxRecordBytes(n int) KafkaOption {
 	return kafkaOptionFunc(func(c *kafkaConfig) { c.maxRecordBytes = n })
 }
 
-// checkMaxRecordBytes checks KafkaMaxRecordBytes and returns the client
-// options it needs.
+// maxRecordBytesOpts checks KafkaMaxRecordBytes and returns the client
+// options it needs: none for the default.
 func (c *kafkaConfig) maxRecordBytesOpts() ([]kgo.Opt, error) {
 	n := c.maxRecordBytes
 	switch {
