@@ -118,7 +118,7 @@
 //
 // A record that can never be sent is not retried either: one larger, as
 // a record batch of its own ([KafkaRecordBytes]), than the producer's
-// limit (1,000,012 bytes by default, Kafka's max.message.bytes; raise it
+// limit (1,000,012 bytes by default, franz-go's; raise it
 // with [KafkaMaxRecordBytes], up to what the topic allows) fails its write
 // at once with [ErrRecordTooLarge] (a [*RecordTooLargeError] with both
 // sizes, in the *ProduceError naming the record's source topic, partition

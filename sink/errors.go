@@ -72,8 +72,7 @@ var ErrFenced = errors.New("sink: fenced: a newer producer with the same transac
 // the [*ProduceError] of a [KafkaSink] write. A record is too large when,
 // as a record batch of its own ([KafkaRecordBytes]), it is larger than the
 // producer's limit ([KafkaMaxRecordBytes]: franz-go's
-// kgo.ProducerBatchMaxBytes, 1,000,012 bytes by default, as Kafka's
-// max.message.bytes), or when the broker refused its batch as too large
+// kgo.ProducerBatchMaxBytes, 1,000,012 bytes by default), or when the broker refused its batch as too large
 // (MESSAGE_TOO_LARGE, kerr.MessageTooLarge: the topic's max.message.bytes,
 // or the broker's message.max.bytes, is below the producer's limit).
 // Retrying cannot cure either: the write fails at once, and the stage's

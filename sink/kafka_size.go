@@ -13,9 +13,9 @@ import (
 
 // DefaultKafkaMaxRecordBytes is the producer's limit on a record batch, so
 // on a record, unless [KafkaMaxRecordBytes] says otherwise: franz-go's
-// default for kgo.ProducerBatchMaxBytes, 1,000,012 bytes, the default
-// max.message.bytes of a Kafka topic (a broker's message.max.bytes, the
-// default of topics that set none, is 1,048,588).
+// default for kgo.ProducerBatchMaxBytes, 1,000,012 bytes: a little under
+// what a Kafka topic takes by default (its max.message.bytes defaults to
+// the broker's message.max.bytes, 1,048,588 bytes).
 const DefaultKafkaMaxRecordBytes = 1_000_012
 
 // kafkaBatchOverhead is what franz-go counts for a record batch around its
@@ -36,10 +36,10 @@ const maxBrokerWriteBytes = 100 << 20
 // (franz-go's bounds), else [Kafka] returns an error naming it. Above 100
 // MiB it raises kgo.BrokerMaxWriteBytes to match.
 //
-// The broker must take as much: the topic's max.message.bytes (default
-// 1,000,012 B; kafka-configs --alter --add-config max.message.bytes=N) or
-// the broker's message.max.bytes (1,048,588 B) when the topic sets none,
-// and socket.request.max.bytes (100 MiB) for the request. A batch larger
+// The broker must take as much: the topic's max.message.bytes
+// (kafka-configs --alter --add-config max.message.bytes=N), which defaults
+// to the broker's message.max.bytes (1,048,588 B), and
+// socket.request.max.bytes (100 MiB) for the request. A batch larger
 // than the topic allows is refused by the broker (MESSAGE_TOO_LARGE), and
 // fails with [ErrRecordTooLarge] too; keep n at or below the topic's
 // limit. Consumers of the topic need a fetch size that fits (franz-go and

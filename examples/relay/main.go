@@ -76,8 +76,8 @@
 // log-to-kafka cannot send a record larger, as a record batch of its own
 // (sink.KafkaRecordBytes: the key, value and headers, the relay's two
 // included, and about 75 bytes of framing), than --max-record-bytes: the
-// producer's limit, 1,000,012 bytes by default, as Kafka's
-// max.message.bytes. Retrying cannot help, so by default
+// producer's limit, 1,000,012 bytes by default (franz-go's; a Kafka
+// topic takes 1,048,588 by default). Retrying cannot help, so by default
 // (--on-too-large=fail) the relay stops at once with an error naming the
 // Kafka topic, the log topic, partition and offset of the record, its size
 // and the limit (sink.ErrRecordTooLarge), and exits 1; its position stays
@@ -88,8 +88,8 @@
 // --dir (created with one partition if missing; synced before the
 // position passes the record), and goes on. Raising --max-record-bytes
 // sends larger records, up to what the Kafka topic takes: its
-// max.message.bytes (or the broker's message.max.bytes, 1,048,588 by
-// default), which a larger batch would exceed (the broker refuses it, and
+// max.message.bytes (by default the broker's message.max.bytes,
+// 1,048,588), which a larger batch would exceed (the broker refuses it, and
 // the relay stops as above). Under --exactly-once, dead-letter is refused:
 // a log topic cannot join the Kafka transaction.
 //
