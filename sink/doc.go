@@ -114,7 +114,21 @@
 // withdraws what was not yet sent; on restart it produces again from the
 // saved position, never past the failed record (at-least-once: records
 // acknowledged but not yet saved are produced twice; a record already in
-// flight behind the failed one may reach Kafka before it, and again after). [KafkaClientOpts] passes franz-go options (linger, compression,
+// flight behind the failed one may reach Kafka before it, and again after).
+//
+// A record that can never be sent is not retried either: one larger, as
+// a record batch of its own ([KafkaRecordBytes]), than the producer's
+// limit (1,000,012 bytes by default, franz-go's; raise it
+// with [KafkaMaxRecordBytes], up to what the topic allows) fails its write
+// at once with [ErrRecordTooLarge] (a [*RecordTooLargeError] with both
+// sizes, in the *ProduceError naming the record's source topic, partition
+// and offset), and so does one the broker refuses as too large. By default
+// the pipeline stops there. To skip or dead-letter such records one by one
+// and go on, check them before the sink with the policy they should get:
+//
+//	s.Tap(out.CheckSize, stream.Name("too-large"), stream.DeadLetter(sink.DeadLetter(dlq))).To(out)
+//
+// [KafkaClientOpts] passes franz-go options (linger, compression,
 // TLS, SASL); [KafkaClient] brings a client of your own. Package kafkatest
 // starts an in-process Kafka for tests.
 //

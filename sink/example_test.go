@@ -424,3 +424,88 @@ func ExampleLogSink_exactlyOnce() {
 	// alice: 2
 	// committed end: 3
 }
+
+// ExampleKafkaSink_CheckSize relays a log topic to Kafka with a producer
+// limit of 1 KiB: the record over it is dead-lettered to a log topic, alone,
+// by the stage before the sink, and the others reach Kafka; the position
+// passes it.
+func ExampleKafkaSink_CheckSize() {
+	kc, err := kafkatest.Start(kafkatest.Topics("media"))
+	if err != nil {
+		panic(err)
+	}
+	defer kc.Close()
+	dir, err := os.MkdirTemp("", "strom-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	lg, err := log.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer lg.Close()
+	in, err := lg.CreateTopic("media", 1)
+	if err != nil {
+		panic(err)
+	}
+	dlq, err := lg.CreateTopic("media.too-large", 1)
+	if err != nil {
+		panic(err)
+	}
+	err = in.AppendBatch(context.Background(), []log.Record{
+		{Value: []byte("small")},
+		{Value: bytes.Repeat([]byte("x"), 2000)},
+		{Value: []byte("small too")},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	out, err := sink.Kafka(kc.Brokers(), "media", sink.KafkaMaxRecordBytes(1024))
+	if err != nil {
+		panic(err)
+	}
+	defer out.Close()
+	store := checkpoint.NewMemoryStore()
+	src := source.Partition(lg, "media", 0, source.FromStore(store), source.Replay())
+	err = stream.From(src).
+		Tap(out.CheckSize, stream.Name("too-large"), stream.DeadLetter(sink.DeadLetter(dlq))).
+		To(out).
+		Checkpointing(store).
+		Run(context.Background())
+	if err != nil {
+		panic(err)
+	}
+
+	got, err := kc.ReadAll(context.Background(), "media")
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range got {
+		fmt.Printf("in Kafka: %s\n", r.Value)
+	}
+	p, err := dlq.Partition(0)
+	if err != nil {
+		panic(err)
+	}
+	dead, err := p.Replay(0).Next(context.Background(), 0)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range dead {
+		for _, h := range r.Headers {
+			if h.Key == sink.HeaderOffset || h.Key == sink.HeaderError {
+				fmt.Printf("dead letter %s: %s\n", h.Key, h.Value)
+			}
+		}
+	}
+	pos, _, _ := store.Load(context.Background(), "media", 0)
+	fmt.Println("position saved:", pos.Offset)
+	// Output:
+	// in Kafka: small
+	// in Kafka: small too
+	// dead letter strom.error: sink: kafka topic media: record from media/0 offset 1: sink: record too large for Kafka: 2074 bytes as a record batch of its own, over the producer's limit of 1024 bytes (raise it with sink.KafkaMaxRecordBytes, up to what the topic's max.message.bytes allows)
+	// dead letter strom.offset: 1
+	// position saved: 3
+}

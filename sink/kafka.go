@@ -37,6 +37,7 @@ type kafkaConfig struct {
 	deliveryTimeout time.Duration
 	txnID           string        // KafkaTransactionalID; "" for a plain producer (kafka_txn.go)
 	txnTimeout      time.Duration // KafkaTransactionTimeout
+	maxRecordBytes  int           // KafkaMaxRecordBytes; 0 for the client's (kafka_size.go)
 }
 
 func defaultKafkaConfig() kafkaConfig {
@@ -112,6 +113,10 @@ type KafkaSink struct {
 	timeout time.Duration // KafkaDeliveryTimeout
 	closed  atomic.Bool
 	txn     *kafkaTxn // KafkaTransactionalID: the sink runs transactions (kafka_txn.go); nil otherwise
+	// maxBytes is the producer's limit on a record batch for the topic,
+	// read back from the client (kafka_size.go): a record larger as a
+	// batch of its own is refused before it is sent.
+	maxBytes int
 
 	mu      sync.Mutex
 	pending int           // writes whose ack has not returned
@@ -143,9 +148,14 @@ func Kafka(brokers []string, topic string, opts ...KafkaOption) (*KafkaSink, err
 	if err := cfg.checkTransactional(); err != nil {
 		return nil, err
 	}
+	sizeOpts, err := cfg.maxRecordBytesOpts()
+	if err != nil {
+		return nil, err
+	}
 	s := &KafkaSink{topic: topic, timeout: cfg.deliveryTimeout}
 	if cfg.client != nil {
 		s.cl = cfg.client
+		s.maxBytes = maxRecordBytesOf(s.cl, topic)
 		return s, nil
 	}
 	if len(brokers) == 0 {
@@ -160,12 +170,14 @@ func Kafka(brokers []string, topic string, opts ...KafkaOption) (*KafkaSink, err
 		// appear by itself, auto-creation being off.
 		kgo.UnknownTopicRetries(4),
 	}, cfg.transactionalOpts()...)
+	kopts = append(kopts, sizeOpts...)
 	kopts = append(kopts, cfg.opts...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("sink: Kafka: %w", err)
 	}
 	s.cl, s.own, s.brokers = cl, true, append([]string(nil), brokers...)
+	s.maxBytes = maxRecordBytesOf(cl, topic)
 	s.txn = cfg.newTxn()
 	return s, nil
 }
@@ -226,6 +238,13 @@ func (s *KafkaSink) WriteAsync(ctx context.Context, recs []log.Record, ack func(
 				promise(&w.krecs[j], err)
 			}
 			break
+		}
+		if kgoRecordBytes(&w.krecs[i]) > s.maxBytes {
+			// franz-go would refuse it too, as soon as it is partitioned
+			// (or a byte or three later, see KafkaRecordBytes): refused
+			// here, it fails the same way whatever franz-go knows.
+			promise(&w.krecs[i], errOverLimit)
+			continue
 		}
 		s.cl.Produce(ctx, &w.krecs[i], promise)
 	}
@@ -402,9 +421,10 @@ func (s *KafkaSink) produceError(r *kgo.Record, src lineage, err error) *Produce
 	if s.txn != nil && fencedError(err) {
 		err = fmt.Errorf("%w: %w", ErrFenced, err)
 	}
+	err = s.tooLarge(r, err)
 	pe := &ProduceError{Topic: s.topic, Partition: r.Partition,
 		SourceTopic: src.topic, SourcePartition: src.partition, SourceOffset: src.offset, Err: err}
-	if r.Partition < 0 && s.brokers != nil {
+	if _, big := err.(*RecordTooLargeError); r.Partition < 0 && s.brokers != nil && !big {
 		pe.Brokers = s.brokers
 	}
 	return pe
@@ -413,8 +433,10 @@ func (s *KafkaSink) produceError(r *kgo.Record, src lineage, err error) *Produce
 // ProduceError is the error of a record Kafka did not acknowledge. It names
 // the Kafka topic and partition and where the record was read, and wraps
 // the cause for errors.Is and errors.As: a broker's *kerr.Error
-// (kerr.UnknownTopicOrPartition, kerr.MessageTooLarge, ...),
-// kgo.ErrRecordTimeout, a dial error, or the context's error.
+// (kerr.UnknownTopicOrPartition, ...), kgo.ErrRecordTimeout, a dial error,
+// the context's error, or, for a record too large to be sent ever, a
+// [*RecordTooLargeError] matching [ErrRecordTooLarge] (and
+// kerr.MessageTooLarge when franz-go or the broker refused it).
 type ProduceError struct {
 	Topic     string // the Kafka topic produced to
 	Partition int32  // the Kafka partition, -1 when none was picked yet (the topic's metadata never loaded)

@@ -395,9 +395,10 @@ func TestKafkaClosedSinkRefusesWrites(t *testing.T) {
 
 // TestKafkaTooLargeRecordGoesThroughDeadLetterAndSkip proves a produce
 // error goes through the stage's failure policy on a real producer: a
-// record larger than the producer's batch limit (franz-go refuses it with
-// MESSAGE_TOO_LARGE) is, under DeadLetter, written to the dead-letter sink
-// with the rest of its batch and the position passes it; under Skip it is
+// record larger than the producer's batch limit (the sink refuses it, as
+// franz-go would, with sink.ErrRecordTooLarge and MESSAGE_TOO_LARGE) is,
+// under DeadLetter, written to the dead-letter sink with the rest of its
+// batch and the position passes it; under Skip it is
 // counted as skipped; either way the records of the other batches reach
 // Kafka in order and the saved position is the end.
 func TestKafkaTooLargeRecordGoesThroughDeadLetterAndSkip(t *testing.T) {
@@ -442,6 +443,7 @@ func TestKafkaTooLargeRecordGoesThroughDeadLetterAndSkip(t *testing.T) {
 				assert.Equal(t, f.Offset, f.Value.(log.Record).Offset, "a dead letter carries its record")
 				if f.Offset == 5 {
 					assert.ErrorIs(t, f.Err, kerr.MessageTooLarge)
+					assert.ErrorIs(t, f.Err, sink.ErrRecordTooLarge)
 				}
 			}
 			assert.Contains(t, dead, int64(5), "the too-large record is dead-lettered")

@@ -164,6 +164,15 @@
 // partition already in the pipeline finish, and the new owner may handle
 // some of them again: at-least-once.
 //
+// The source offers the group the balancers cooperative-sticky, then range
+// ([DefaultKafkaBalancers]; [KafkaBalancers] to choose), so that members of
+// other clients on their defaults (librdkafka's range,roundrobin, the Java
+// client's range,cooperative-sticky) can share its group, where franz-go's
+// default, cooperative-sticky alone, is refused by them. A group with a
+// member that does not offer cooperative-sticky runs range, an eager
+// protocol: every rebalance revokes every partition of every member, with
+// the commits above, before assigning them again.
+//
 // A partition the group never committed starts at [Earliest] (the default)
 // or [Latest] ([KafkaStart]). The source opens on its first Read or Resume
 // and checks, within [KafkaTimeout] (10 s by default), that a broker

@@ -46,6 +46,7 @@ type kafkaConfig struct {
 	stateDir   string        // KafkaStateDir: the changelogs' local snapshot cache; "" for none
 	txnID      string        // KafkaTransactionalID; "" for the default
 	txnTimeout time.Duration // KafkaTransactionTimeout; 0 for the default
+	balancers  []string      // KafkaBalancers; nil for DefaultKafkaBalancers
 }
 
 // KafkaStart sets where a partition the group has never committed starts:
@@ -245,6 +246,16 @@ type KafkaStats struct {
 //     Assigned failed: their state was never whole), after the source
 //     forgot them, so no save of them is committed meanwhile.
 //
+// The group balancers the source offers are [DefaultKafkaBalancers]
+// (cooperative-sticky, then range) unless [KafkaBalancers] says otherwise,
+// so that members of other clients on their defaults (librdkafka's
+// range,roundrobin; Java's range,cooperative-sticky) can share the group.
+// Under cooperative-sticky a rebalance revokes only the partitions that
+// move; under an eager protocol (range, chosen when a member does not offer
+// cooperative-sticky) every rebalance revokes every partition first, with
+// the same commits and hooks as above, and assigns them again, those this
+// member keeps included.
+//
 // Revoked and Lost are called only for partitions Assigned was called
 // for: Run sets its hooks before its first Read, which is when the source
 // joins the group (Resume checks the brokers and topics but joins no
@@ -386,8 +397,9 @@ var (
 // Kafka returns a source consuming topics from the Kafka cluster at brokers
 // as a member of the consumer group group. Nothing is contacted until the
 // first Read or Resume. It returns an error for an empty broker list, group
-// or topic list, a topic name Kafka would refuse, or a [KafkaStart] other
-// than Earliest or Latest.
+// or topic list, a topic name Kafka would refuse, a [KafkaStart] other
+// than Earliest or Latest, or an unknown or repeated [KafkaBalancers]
+// name.
 func Kafka(brokers []string, group string, topics []string, opts ...KafkaOption) (*KafkaSource, error) {
 	cfg := kafkaConfig{start: Earliest, maxRecords: DefaultKafkaMaxRecords, timeout: DefaultKafkaTimeout,
 		readAhead: DefaultReadAheadBytes}
@@ -416,6 +428,9 @@ func Kafka(brokers []string, group string, topics []string, opts ...KafkaOption)
 		if err := log.ValidateTopicName(t); err != nil {
 			return nil, fmt.Errorf("source: Kafka: %w", err)
 		}
+	}
+	if _, err := kafkaBalancers(cfg.balancers); err != nil {
+		return nil, fmt.Errorf("source: Kafka: KafkaBalancers: %w", err)
 	}
 	return &KafkaSource{
 		brokers:  append([]string(nil), brokers...),
@@ -469,6 +484,11 @@ func (s *KafkaSource) clientOpts() []kgo.Opt {
 		// the log start, as the log sources' default ResetEarliest does:
 		// every record that still exists is read.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	// KafkaBalancers, checked by Kafka; a kgo.Balancers in
+	// KafkaClientOpts overrides it.
+	if bs, err := kafkaBalancers(s.cfg.balancers); err == nil {
+		opts = append(opts, kgo.Balancers(bs...))
 	}
 	opts = append(opts, s.cfg.fetchOpts()...) // KafkaReadAheadBytes
 	opts = append(opts, s.cfg.clientOpts...)

@@ -346,6 +346,21 @@ func TestKafkaCommitRefusedForAStaleMembershipIsDroppedNotAFailure(t *testing.T)
 }
 
 func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *testing.T) {
+	testRebalanceInvariant(t)
+}
+
+// TestKafkaEagerRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord
+// ensures the same when the group runs range, an eager protocol (as with a
+// member of librdkafka's defaults): every rebalance revokes every
+// partition of A, those it keeps included, with a record unfinished.
+func TestKafkaEagerRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *testing.T) {
+	testRebalanceInvariant(t, source.KafkaBalancers(source.BalancerRange))
+}
+
+// testRebalanceInvariant has a member B join while A holds a record of
+// each partition unfinished, both with opts, and checks that every record
+// is handled and that no commit passes a record not handled.
+func testRebalanceInvariant(t *testing.T, opts ...source.KafkaOption) {
 	brokers := startKafka(t, 4, "events")
 	const n = 2000
 	recs := make([]*kgo.Record, n)
@@ -391,7 +406,7 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 	aPer := map[int32]int{}
 	held := false
 	aHolds := make(chan struct{})
-	srcA := newKafkaSource(t, brokers, "g-reb", []string{"events"}, source.KafkaMaxRecords(50))
+	srcA := newKafkaSource(t, brokers, "g-reb", []string{"events"}, append(opts, source.KafkaMaxRecords(50))...)
 	doneA := runAsync(ctx, stream.From[log.Record](srcA).Tap(func(ctx context.Context, r log.Record) error {
 		handled.add(r)
 		aHandled.add(r)
@@ -418,7 +433,7 @@ func TestKafkaRebalanceEveryRecordHandledAndNoCommitPastAnUnfinishedRecord(t *te
 	case <-time.After(kafkaWait):
 		t.Fatal("A never handled records of every partition")
 	}
-	srcB := newKafkaSource(t, brokers, "g-reb", []string{"events"}, source.KafkaMaxRecords(50))
+	srcB := newKafkaSource(t, brokers, "g-reb", []string{"events"}, append(opts, source.KafkaMaxRecords(50))...)
 	var once sync.Once
 	doneB := runAsync(ctx, stream.From[log.Record](srcB).Tap(func(_ context.Context, r log.Record) error {
 		handled.add(r)

@@ -71,6 +71,40 @@
 // Kafka did not acknowledge (within --timeout) with a new producer client,
 // from its saved positions, printing each failed attempt on stderr.
 //
+// # Records too large for Kafka
+//
+// log-to-kafka cannot send a record larger, as a record batch of its own
+// (sink.KafkaRecordBytes: the key, value and headers, the relay's two
+// included, and about 75 bytes of framing), than --max-record-bytes: the
+// producer's limit, 1,000,012 bytes by default (franz-go's; a Kafka
+// topic takes 1,048,588 by default). Retrying cannot help, so by default
+// (--on-too-large=fail) the relay stops at once with an error naming the
+// Kafka topic, the log topic, partition and offset of the record, its size
+// and the limit (sink.ErrRecordTooLarge), and exits 1; its position stays
+// before the record, so a restart meets it again. --on-too-large=skip
+// drops each such record and goes on (its position is saved past it);
+// --on-too-large=dead-letter appends it, with headers naming the error and
+// where it was read (sink.DeadLetter), to the log topic --dead-letter in
+// --dir (created with one partition if missing; synced before the
+// position passes the record), and goes on. Raising --max-record-bytes
+// sends larger records, up to what the Kafka topic takes: its
+// max.message.bytes (by default the broker's message.max.bytes,
+// 1,048,588), which a larger batch would exceed (the broker refuses it, and
+// the relay stops as above). Under --exactly-once, dead-letter is refused:
+// a log topic cannot join the Kafka transaction.
+//
+// # Consumer group balancers
+//
+// kafka-to-log offers its group the balancers of --balancer, most
+// preferred first; the default, cooperative-sticky,range
+// (source.DefaultKafkaBalancers), lets members of other clients on their
+// defaults share the group: librdkafka's (kcat, confluent-kafka-*) offer
+// range,roundrobin, and the group then runs range, an eager protocol in
+// which every rebalance revokes every partition of every member first;
+// the Java client's offer range,cooperative-sticky. Relays alone run
+// cooperative-sticky. --balancer=cooperative-sticky refuses members that
+// do not offer it (franz-go's default).
+//
 // # Flags and environment
 //
 //	--direction   STROM_DIRECTION   kafka-to-log or log-to-kafka (required)
@@ -103,6 +137,17 @@
 //	                                   restarted with the same id takes its partitions back at
 //	                                   once, without a rebalance or waiting for the old
 //	                                   session to expire; give each running relay its own
+//	--balancer    STROM_KAFKA_BALANCER  kafka-to-log: the group balancers offered, comma-separated,
+//	                                   most preferred first: cooperative-sticky, range,
+//	                                   roundrobin, sticky; default cooperative-sticky,range
+//	                                   (see "Consumer group balancers")
+//	--max-record-bytes STROM_MAX_RECORD_BYTES  log-to-kafka: the producer's limit on a record
+//	                                   batch, so on a record, in bytes (sink.KafkaMaxRecordBytes);
+//	                                   default 1000012. The topic's max.message.bytes must allow it
+//	--on-too-large STROM_ON_TOO_LARGE  log-to-kafka: a record over it: fail (stop, naming it; the
+//	                                   default), skip, or dead-letter (see "Records too large")
+//	--dead-letter STROM_DEAD_LETTER  log-to-kafka --on-too-large=dead-letter: the log topic in --dir
+//	                                   the records too large go to (required there, refused otherwise)
 //	--addr        STROM_ADDR        HTTP address, default 127.0.0.1:7080
 //	--batch       STROM_BATCH       records per read: Kafka records per poll, and about 128 bytes
 //	                                each of log records; default 256. A position is saved at most
@@ -200,8 +245,19 @@ type config struct {
 	instance   string        // static group member id; "" for a dynamic member
 	eos        bool          // --exactly-once
 	txnID      string        // --transactional-id, defaulted to <group>-<from>-<to> with eos
+	balancers  []string      // --balancer: kafka-to-log's group balancers, by name
+	maxRecord  int           // --max-record-bytes: log-to-kafka's producer limit
+	onTooLarge string        // --on-too-large: tooLargeFail, tooLargeSkip or tooLargeDeadLetter
+	deadLetter string        // --dead-letter: the log topic of log-to-kafka's dead letters
 	crashAfter int64         // STROM_RELAY_CRASH_AFTER_APPEND, the test hook; 0 = off
 }
+
+// What log-to-kafka does with a record too large for Kafka (--on-too-large).
+const (
+	tooLargeFail       = "fail"
+	tooLargeSkip       = "skip"
+	tooLargeDeadLetter = "dead-letter"
+)
 
 // crashAfterAppendEnv names the test hook (see the package doc).
 const crashAfterAppendEnv = "STROM_RELAY_CRASH_AFTER_APPEND"
@@ -228,6 +284,10 @@ func parseFlags(args []string) (config, error) {
 	instance := fs.String("instance-id", env.String("STROM_KAFKA_INSTANCE_ID", ""), "static consumer group member id of kafka-to-log (env STROM_KAFKA_INSTANCE_ID)")
 	eos := fs.Bool("exactly-once", env.Bool("STROM_EXACTLY_ONCE", false), "exactly once: log-to-kafka in Kafka transactions, kafka-to-log in the log's (env STROM_EXACTLY_ONCE)")
 	txnID := fs.String("transactional-id", env.String("STROM_TRANSACTIONAL_ID", ""), "log-to-kafka --exactly-once: Kafka transactional id, default <group>-<from>-<to> (env STROM_TRANSACTIONAL_ID)")
+	balancer := fs.String("balancer", env.String("STROM_KAFKA_BALANCER", source.DefaultKafkaBalancers), "kafka-to-log: the group balancers offered, most preferred first: cooperative-sticky, range, roundrobin, sticky (env STROM_KAFKA_BALANCER)")
+	maxRecord := fs.Int("max-record-bytes", int(env.Int("STROM_MAX_RECORD_BYTES", sink.DefaultKafkaMaxRecordBytes)), "log-to-kafka: the largest record batch the producer sends, so the largest record, in bytes; the topic's max.message.bytes must allow it (env STROM_MAX_RECORD_BYTES)")
+	onTooLarge := fs.String("on-too-large", env.String("STROM_ON_TOO_LARGE", tooLargeFail), "log-to-kafka: a record over --max-record-bytes: fail (stop, naming it), skip, or dead-letter (to --dead-letter) (env STROM_ON_TOO_LARGE)")
+	deadLetter := fs.String("dead-letter", env.String("STROM_DEAD_LETTER", ""), "log-to-kafka --on-too-large=dead-letter: the log topic in --dir the records go to, created with 1 partition if missing (env STROM_DEAD_LETTER)")
 	crashAfter := env.Int(crashAfterAppendEnv, 0)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -241,7 +301,12 @@ func parseFlags(args []string) (config, error) {
 	cfg := config{direction: *direction, dir: *dir, from: *from, to: *to, partitions: *partitions,
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
 		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter),
-		eos: *eos, txnID: *txnID}
+		eos: *eos, txnID: *txnID, maxRecord: *maxRecord, onTooLarge: *onTooLarge, deadLetter: *deadLetter}
+	for _, b := range strings.Split(*balancer, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.balancers = append(cfg.balancers, b)
+		}
+	}
 	if cfg.eos && cfg.txnID == "" && cfg.direction == toKafka {
 		cfg.txnID = cfg.group + "-" + cfg.from + "-" + cfg.to
 	}
@@ -278,7 +343,47 @@ func parseFlags(args []string) (config, error) {
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
 		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
 	}
+	if err := cfg.checkKafkaSizes(*balancer); err != nil {
+		return config{}, err
+	}
 	return cfg, nil
+}
+
+// checkKafkaSizes checks --balancer (given as balancer), which is
+// kafka-to-log's, and --max-record-bytes, --on-too-large and --dead-letter,
+// which are log-to-kafka's.
+func (cfg *config) checkKafkaSizes(balancer string) error {
+	if cfg.direction == toLog {
+		if cfg.maxRecord != sink.DefaultKafkaMaxRecordBytes || cfg.onTooLarge != tooLargeFail || cfg.deadLetter != "" {
+			return errors.New("--max-record-bytes, --on-too-large and --dead-letter are for log-to-kafka: kafka-to-log produces nothing to Kafka")
+		}
+		if _, err := source.Kafka(cfg.brokers, cfg.group, []string{cfg.from}, source.KafkaBalancers(cfg.balancers...)); err != nil {
+			return fmt.Errorf("--balancer %q: %w", balancer, err)
+		}
+		return nil
+	}
+	switch {
+	case balancer != source.DefaultKafkaBalancers:
+		return errors.New("--balancer is for kafka-to-log: log-to-kafka joins no consumer group")
+	case cfg.maxRecord < 512 || cfg.maxRecord > 1<<30:
+		return fmt.Errorf("--max-record-bytes %d: want 512 to %d (franz-go's bounds); the topic's max.message.bytes must allow it", cfg.maxRecord, 1<<30)
+	case cfg.onTooLarge != tooLargeFail && cfg.onTooLarge != tooLargeSkip && cfg.onTooLarge != tooLargeDeadLetter:
+		return fmt.Errorf("--on-too-large %q: want %s, %s or %s", cfg.onTooLarge, tooLargeFail, tooLargeSkip, tooLargeDeadLetter)
+	case cfg.onTooLarge == tooLargeDeadLetter && cfg.deadLetter == "":
+		return errors.New("--on-too-large=dead-letter needs --dead-letter (or STROM_DEAD_LETTER): the log topic in --dir the records too large go to")
+	case cfg.onTooLarge != tooLargeDeadLetter && cfg.deadLetter != "":
+		return fmt.Errorf("--dead-letter %s is for --on-too-large=dead-letter, not %s", cfg.deadLetter, cfg.onTooLarge)
+	case cfg.deadLetter == cfg.from:
+		return fmt.Errorf("--dead-letter %s: the topic the relay reads (--from): a dead letter would be read again", cfg.deadLetter)
+	case cfg.onTooLarge == tooLargeDeadLetter && cfg.eos:
+		return errors.New("--on-too-large=dead-letter with --exactly-once: a dead letter goes to a log topic, which cannot join the Kafka transaction; use fail or skip")
+	}
+	if cfg.deadLetter != "" {
+		if err := log.ValidateTopicName(cfg.deadLetter); err != nil {
+			return fmt.Errorf("--dead-letter: %w", err)
+		}
+	}
+	return nil
 }
 
 // relay holds the counters /stats reports.
@@ -424,7 +529,7 @@ func (r *relay) kafkaToLog(ctx context.Context, lg *log.Log) (func(context.Conte
 				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 			}
 			src, err := source.Kafka(r.cfg.brokers, r.cfg.group, []string{r.cfg.from}, source.KafkaTimeout(r.cfg.timeout),
-				source.KafkaMaxRecords(r.cfg.batch), source.KafkaClientOpts(opts...))
+				source.KafkaMaxRecords(r.cfg.batch), source.KafkaBalancers(r.cfg.balancers...), source.KafkaClientOpts(opts...))
 			if err != nil {
 				return failed{err}
 			}
@@ -469,6 +574,11 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 			return file
 		}
 		return out
+	}
+	tooLarge, err := r.tooLargeOpts(lg)
+	if err != nil {
+		out.Close()
+		return nil, err
 	}
 	r.before = kafkaTail(ctx, out.Client(), r.cfg.to)
 	// Its own client: the sink's is replaced after a failure.
@@ -524,11 +634,16 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 				if r.cfg.eos {
 					opts = append(opts, stream.ExactlyOnce())
 				}
-				return stream.From(source.Topic(lg, r.cfg.from, source.FromStore(st), source.MaxBytes(r.cfg.batch*128), source.ReadCommitted()),
+				s := stream.From(source.Topic(lg, r.cfg.from, source.FromStore(st), source.MaxBytes(r.cfg.batch*128), source.ReadCommitted()),
 					append(opts, stream.WithName(r.cfg.direction))...).
-					Map(r.tag).
-					To(out).
-					Checkpointing(st)
+					Map(r.tag)
+				if tooLarge != nil {
+					// Each record too large meets --on-too-large alone,
+					// before the sink: the sink's own policy would apply
+					// to its whole batch.
+					s = s.Tap(out.CheckSize, tooLarge...)
+				}
+				return s.To(out).Checkpointing(st)
 			}, r.foreverOpts()...)
 			out.Close()
 			if err == nil || ctx.Err() != nil || !r.retrySink(err) {
@@ -556,13 +671,39 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 }
 
 // kafkaSink returns the sink of log-to-kafka: transactional under
-// --exactly-once.
+// --exactly-once, with the producer's limit of --max-record-bytes.
 func (r *relay) kafkaSink() (*sink.KafkaSink, error) {
-	opts := []sink.KafkaOption{sink.KafkaDeliveryTimeout(r.cfg.timeout)}
+	opts := []sink.KafkaOption{sink.KafkaDeliveryTimeout(r.cfg.timeout), sink.KafkaMaxRecordBytes(r.cfg.maxRecord)}
 	if r.cfg.eos {
 		opts = append(opts, sink.KafkaTransactionalID(r.cfg.txnID))
 	}
 	return sink.Kafka(r.cfg.brokers, r.cfg.to, opts...)
+}
+
+// tooLargeStage names the stage that checks each record's size against
+// --max-record-bytes under --on-too-large=skip or dead-letter.
+const tooLargeStage = "too-large"
+
+// tooLargeOpts returns the options of the stage checking each record's
+// size before the sink, for --on-too-large: nil for fail (the sink's write
+// fails and the relay stops, naming the record), Skip, or DeadLetter to
+// the log topic --dead-letter (opened, or created with one partition),
+// synced before the position passes the record.
+func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
+	switch r.cfg.onTooLarge {
+	case tooLargeSkip:
+		return []stream.StageOption{stream.Name(tooLargeStage), stream.Skip()}, nil
+	case tooLargeDeadLetter:
+		dlq, err := lg.Topic(r.cfg.deadLetter)
+		if errors.Is(err, log.ErrUnknownTopic) {
+			dlq, err = lg.CreateTopic(r.cfg.deadLetter, 1)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--dead-letter %s: %w", r.cfg.deadLetter, err)
+		}
+		return []stream.StageOption{stream.Name(tooLargeStage), stream.DeadLetter(sink.DeadLetter(dlq, sink.Synced()))}, nil
+	}
+	return nil, nil
 }
 
 // retrySink reports whether log-to-kafka runs again, with a new sink,
@@ -574,11 +715,13 @@ func (r *relay) kafkaSink() (*sink.KafkaSink, error) {
 // failure of the transactions (an aborted one, brokers that cannot be
 // reached when they begin), from the committed positions, except a fenced
 // sink (another relay took the transactional id over: this one stops), a
-// corrupt position, and a pipeline ExactlyOnce refuses.
+// corrupt position, and a pipeline ExactlyOnce refuses. A record too large
+// for Kafka (sink.ErrRecordTooLarge) is never retried, in either mode: it
+// would fail again forever, holding its partition.
 func (r *relay) retrySink(err error) bool {
 	var pe *sink.ProduceError
 	switch {
-	case errors.Is(err, sink.ErrFenced):
+	case errors.Is(err, sink.ErrFenced), errors.Is(err, sink.ErrRecordTooLarge):
 		return false
 	case errors.As(err, &pe):
 		return true
