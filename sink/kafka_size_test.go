@@ -164,8 +164,8 @@ func TestKafkaTooLargeRecordStopsThePipelineWithErrRecordTooLargeNamingIt(t *tes
 // CheckSize stage applies its policy to the record too large alone:
 // skipped (counted, the position saved past it) or dead-lettered (one
 // dead letter, that record, with ErrRecordTooLarge), the records around
-// it reaching Kafka; and that without a policy it stops before anything of
-// its batch is sent.
+// it reaching Kafka; and that without a policy it stops at it: nothing
+// after it sent, no position past it saved.
 func TestKafkaCheckSizeSkipsOrDeadLettersOnlyTheTooLargeRecord(t *testing.T) {
 	for _, policy := range []string{"skip", "deadletter", "stop"} {
 		t.Run(policy, func(t *testing.T) {
@@ -192,7 +192,12 @@ func TestKafkaCheckSizeSkipsOrDeadLettersOnlyTheTooLargeRecord(t *testing.T) {
 				require.ErrorAs(t, err, &re)
 				assert.Equal(t, "too-large", re.Stage)
 				assert.Contains(t, err.Error(), "in/0 offset 1")
-				assert.Empty(t, kc.Records(t, "out"), "nothing of the batch was sent")
+				// The record before it may have been sent: a stage slow
+				// on a batch (10 to 20 ms, as under load) hands on what it
+				// finished. Nothing after it is.
+				assert.NotContains(t, values(kc.Records(t, "out")), "after", "nothing after the record too large was sent")
+				pos, found := savedPosition(t, &store)
+				assert.False(t, found && pos > 1, "the position %d passed the record too large", pos)
 				return
 			}
 			require.NoError(t, err)
