@@ -127,7 +127,7 @@ func (st *aggStage[K, T, A]) stateName() string { return st.core.name }
 // owed is 0: an Aggregate's results are owned by the records that made them.
 func (st *aggStage[K, T, A]) owed() int { return 0 }
 
-func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
+func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) (err error) {
 	if elems = dropRevoked(st.core.rt, elems); len(elems) == 0 {
 		return nil
 	}
@@ -135,6 +135,12 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 	c.ctr.in.Add(int64(len(elems)))
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	absorbing := true // until the results are handed on (stateCore.failed)
+	defer func() {
+		if absorbing {
+			c.failPush(err)
+		}
+	}()
 	out := st.out[:0]
 	st.fin = st.fin[:0]
 	for i := range elems {
@@ -181,7 +187,8 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error
 	if len(out) == 0 {
 		return nil
 	}
-	err := st.down.push(ctx, out)
+	absorbing = false
+	err = st.down.push(ctx, out)
 	clear(out)
 	return err
 }
@@ -214,8 +221,8 @@ func (st *aggStage[K, T, A]) changedLocked() bool { return st.core.dirty.Load() 
 
 func (st *aggStage[K, T, A]) snapshotLocked() ([]byte, error) {
 	c := &st.core
-	if c.busy {
-		return nil, fmt.Errorf("the state was left half changed by a panic")
+	if err := c.whole(); err != nil {
+		return nil, err
 	}
 	c.dirty.Store(false)
 	f := aggFile[K, A]{Parts: c.partsFile(), Keys: make([]aggEntry[K, A], 0, len(st.one.accs))}
@@ -246,8 +253,8 @@ func (st *aggStage[K, T, A]) restore(data []byte) error {
 
 func (st *aggStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func(partKey) bool) ([]checkpoint.Change, error) {
 	c := &st.core
-	if c.busy {
-		return dst, fmt.Errorf("the state was left half changed by a panic")
+	if err := c.whole(); err != nil {
+		return dst, err
 	}
 	for pk, tb := range st.tables {
 		if !tb.changed || pk.topic == "" || (only != nil && !only(pk)) {

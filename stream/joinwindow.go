@@ -598,9 +598,15 @@ func (in *joinInput[K, L, R, U, V, W]) push(ctx context.Context, elems []Element
 }
 
 // pushLocked absorbs elems, a chunk of a push. st.mu is held.
-func (in *joinInput[K, L, R, U, V, W]) pushLocked(ctx context.Context, elems []Element[V]) error {
+func (in *joinInput[K, L, R, U, V, W]) pushLocked(ctx context.Context, elems []Element[V]) (err error) {
 	st := in.st
 	c := &st.core
+	absorbing := true // until the results are handed on (stateCore.failed)
+	defer func() {
+		if absorbing {
+			c.failPush(err)
+		}
+	}()
 	st.out, st.fin, in.lateE = st.out[:0], st.fin[:0], in.lateE[:0]
 	st.redoLocked()
 	if st.idleMs > 0 {
@@ -681,6 +687,7 @@ func (in *joinInput[K, L, R, U, V, W]) pushLocked(ctx context.Context, elems []E
 		default:
 		}
 	}
+	absorbing = false
 	return st.flushLocked(ctx)
 }
 

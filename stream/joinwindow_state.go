@@ -4,7 +4,6 @@ package stream
 // restore, and the refusal of per-partition state.
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -63,8 +62,8 @@ func (st *joinStage[K, L, R, U]) changedLocked() bool { return st.core.dirty.Loa
 
 func (st *joinStage[K, L, R, U]) snapshotLocked() ([]byte, error) {
 	c := &st.core
-	if c.busy {
-		return nil, errors.New("the state was left half changed by a panic")
+	if err := c.whole(); err != nil {
+		return nil, err
 	}
 	c.dirty.Store(false)
 	f := joinFile[K, L, R, U]{Parts: c.partsFile(), Watermark: st.wm, Seq: st.seq,

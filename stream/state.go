@@ -347,6 +347,37 @@ type stateCore struct {
 	// busy is set while the state is being changed: a panic in a user
 	// function leaves it set, and a state half changed is never saved.
 	busy bool
+	// failed is set once a push of the stage failed before it handed its
+	// results on (failPush): it may have marked records as read (check)
+	// whose effect is not in the state (a late record that stops Run, one
+	// without an event time), and a state saved with those marks would
+	// make the restart take them for records it holds and drop them
+	// unseen. The run stops; the last checkpoint stands. (A push that
+	// fails handing its results on leaves the state whole: its results
+	// are pending in it, emitted again after a restart.)
+	failed bool
+}
+
+// whole returns why the state must not be saved, or nil: a panic left it
+// half changed (busy), or a push failed (failed).
+func (c *stateCore) whole() error {
+	switch {
+	case c.busy:
+		return errors.New("the state was left half changed by a panic")
+	case c.failed:
+		return errors.New("a push of the stage failed, so records it marked as read may not be in the state: the last checkpoint stands")
+	}
+	return nil
+}
+
+// failPush marks the state as failed (whole) when a push fails with err
+// before it hands its results on: a push abandoned for a halt
+// (errAbandoned: a consumer group's revocation) is not a failure. The
+// stage's lock is held.
+func (c *stateCore) failPush(err error) {
+	if err != nil && !errors.Is(err, errAbandoned) {
+		c.failed = true
+	}
 }
 
 func (c *stateCore) init(rt *runtime, name string, ctr *stageCounters) {

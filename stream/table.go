@@ -317,10 +317,11 @@ func (st *tableStage[K, V]) startsEmpty(ctx context.Context, elems []Element[V])
 // apply applies elems to the table under its lock, released by a defer: a
 // panic in the key or tombstone function must not leave the table locked
 // (the busy flag then keeps the half-applied table from being saved).
-func (st *tableStage[K, V]) apply(elems []Element[V]) error {
+func (st *tableStage[K, V]) apply(elems []Element[V]) (err error) {
 	t, c := st.t, &st.core
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { c.failPush(err) }()
 	for i := range elems {
 		e := &elems[i]
 		ps := c.part(e.Topic, e.Partition)
@@ -462,8 +463,8 @@ func (st *tableStage[K, V]) changedLocked() bool { return st.core.dirty.Load() }
 
 func (st *tableStage[K, V]) snapshotLocked() ([]byte, error) {
 	c := &st.core
-	if c.busy {
-		return nil, fmt.Errorf("the state was left half changed by a panic")
+	if err := c.whole(); err != nil {
+		return nil, err
 	}
 	c.dirty.Store(false)
 	f := tableFile[K, V]{Parts: c.partsFile(), Keys: make([]aggEntry[K, V], 0, len(st.t.m))}

@@ -649,7 +649,7 @@ func (st *windowStage[K, T, A]) owed() int {
 	return len(st.pend.m)
 }
 
-func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) error {
+func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) (err error) {
 	if elems = dropRevoked(st.core.rt, elems); len(elems) == 0 {
 		return nil
 	}
@@ -657,6 +657,12 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 	c.ctr.in.Add(int64(len(elems)))
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	absorbing := true // until the results are handed on (stateCore.failed)
+	defer func() {
+		if absorbing {
+			c.failPush(err)
+		}
+	}()
 	st.out, st.late, st.fin = st.out[:0], st.late[:0], st.fin[:0]
 	st.redoLocked()
 	if st.cfg.idle > 0 {
@@ -732,6 +738,7 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) er
 		default:
 		}
 	}
+	absorbing = false
 	return st.flushLocked(ctx)
 }
 
@@ -1445,8 +1452,8 @@ func (st *windowStage[K, T, A]) changedLocked() bool { return st.core.dirty.Load
 
 func (st *windowStage[K, T, A]) snapshotLocked() ([]byte, error) {
 	c := &st.core
-	if c.busy {
-		return nil, errors.New("the state was left half changed by a panic")
+	if err := c.whole(); err != nil {
+		return nil, err
 	}
 	c.dirty.Store(false)
 	st.tb = st.one
@@ -1603,8 +1610,8 @@ func (st *windowStage[K, T, A]) pendingOf(pk partKey) []WindowResult[K, A] {
 
 func (st *windowStage[K, T, A]) changesLocked(dst []checkpoint.Change, only func(partKey) bool) ([]checkpoint.Change, error) {
 	c := &st.core
-	if c.busy {
-		return dst, errors.New("the state was left half changed by a panic")
+	if err := c.whole(); err != nil {
+		return dst, err
 	}
 	for pk, tb := range st.tables {
 		if !tb.changed || pk.topic == "" || (only != nil && !only(pk)) {
