@@ -11,8 +11,13 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 )
+
+// minEvents is the fewest events --events takes: one cycle of the event
+// kinds, so that every topic gets records and every query reads some.
+const minEvents = ProportionDenominator
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -30,7 +35,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		events  = fs.Int64("events", 1_000_000, "events to generate (persons, auctions and bids together)")
 		dir     = fs.String("dir", "", "log directory to generate into (must hold no Nexmark topics); default a temporary directory, removed at exit")
 		seed    = fs.Uint64("seed", 1, "generator seed")
-		rate    = fs.Int64("rate", 10_000, "events per second of event time")
+		rate    = fs.Int64("rate", 10_000, "events per second of event time (0: the default)")
 		out     = fs.String("out", "", "write each query's output, one value a line, to FILE (FILE.qN when several queries run)")
 		table   = fs.Bool("table", false, "print a table with Flink 1.13's per-core figures after the runs")
 		profile = fs.String("cpuprofile", "", "write a CPU profile of the query runs (not the generation) to FILE")
@@ -54,10 +59,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			run = append(run, q)
 		}
 	}
-	if *events <= 0 {
-		return fmt.Errorf("nexmark: --events %d: want at least 1", *events)
+	if *events < minEvents {
+		return fmt.Errorf("nexmark: --events %d: want at least %d (one person, three auctions and 46 bids: each topic gets records)", *events, minEvents)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too: the temporary folder (up to a GB) is removed on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	tmp, err := os.MkdirTemp("", "nexmark-")

@@ -160,6 +160,9 @@ func RunQuery(ctx context.Context, q Query, dir, stateDir string, w io.Writer, o
 	in.Log, in.Store = lg, store
 	err = q.run(ctx, in, out)
 	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("interrupted: %w", ctx.Err()) // Run stops without error when its context ends
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("nexmark: %s: %w", q.Name, err)
 	}

@@ -454,6 +454,10 @@ func run(cfg config) error {
 		cancel()
 		relayErr = <-relayed
 	}
+	if errors.Is(relayErr, sink.ErrRecordTooLarge) {
+		// The sink's message names its Go option; a relay user has flags.
+		return fmt.Errorf("%w\nrelay: raise the producer's limit with --max-record-bytes (up to the topic's max.message.bytes), or pass such records on with --on-too-large=skip or --on-too-large=dead-letter --dead-letter TOPIC", relayErr)
+	}
 	if relayErr != nil && !errors.Is(relayErr, context.Canceled) {
 		return relayErr
 	}
