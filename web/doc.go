@@ -1,0 +1,59 @@
+// Package web serves live, read-only pages for operators: what a log
+// directory holds and how far its consumers are behind, and what a running
+// pipeline is doing. Each page is one [net/http.Handler] a program mounts in
+// one line; its HTML, script and style are embedded in the binary (no
+// outside assets, no CDN, no framework), and it updates itself from a
+// Server-Sent Events stream at least once a second.
+//
+// # The log page
+//
+// [NewLogPage] opens a log directory read-only (log.Open with log.ReadOnly:
+// it takes no lock and never writes, so it runs beside the writing process)
+// and serves, for every topic, each partition's log start offset, next
+// offset (the high watermark), segment count and bytes, and its append rate
+// in records per second as a sparkline of the last minutes; and every
+// consumer position saved in the checkpoint folders it was given
+// ([WithStateDirs]: checkpoint.FileStore folders, one
+// <topic>-<partition>.position file each) with its lag, the high watermark
+// minus the position. `strom serve` is this page on a port:
+//
+//	page, err := web.NewLogPage("/var/lib/app/log", web.WithStateDirs("/var/lib/app/state"))
+//	if err != nil {
+//		return err
+//	}
+//	defer page.Close()
+//	mux.Handle("/log/", http.StripPrefix("/log", page))
+//
+// The page's paths, relative to where it is mounted:
+//
+//	/               the HTML page (text/html)
+//	/log.js         its script (text/javascript)
+//	/log.css        its style (text/css)
+//	/snapshot.json  one snapshot, taken when asked ([LogSnapshot], application/json)
+//	/events         a snapshot each sample interval (text/event-stream, event "snapshot")
+//
+// The page links its script, style and event stream by relative URLs, so it
+// works under any prefix that ends in "/" (http.StripPrefix as above). Each
+// path takes one optional query parameter, topic=NAME, which keeps only that
+// topic and its positions. Anything else is refused with a short plain-text
+// message and never a stack: another path is 404, another method than GET or
+// HEAD 405 with an Allow header, an unknown or repeated parameter or a topic
+// name that breaks Kafka's rule 400 naming the parameter, a topic the log
+// does not have 404.
+//
+// # Sampling
+//
+// A goroutine the page owns takes a snapshot once a sample interval
+// ([WithSampleInterval], 1 s by default): it reads every partition's figures
+// (as `strom topics describe` does: log.Partition.StartOffset,
+// HighWatermark and Segments), turns the high watermark's rise since the
+// previous sample into a rate, keeps the last [WithHistory] rates per
+// partition (300 by default: five minutes at 1 s) and pushes the snapshot to
+// every open event stream. [LogPage.Close] stops it and ends the streams.
+// A damaged partition, a missing state folder or a position file that does
+// not parse is shown on the page as an error, next to what could be read.
+//
+// # The pipeline page
+//
+// The page of a running pipeline is described in pipeline.go.
+package web
