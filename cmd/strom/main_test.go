@@ -307,7 +307,7 @@ func TestMissingDirectoryIsReportedAndNeverCreated(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope")
 	for _, args := range [][]string{
 		{"consume", "ev"}, {"produce", "ev"}, {"topics", "list"}, {"topics", "describe"},
-		{"verify"}, {"retention"}, {"positions", "--state", missing},
+		{"verify"}, {"retention"}, {"positions", "--state", missing}, {"serve", "--addr", "127.0.0.1:0"},
 	} {
 		r := strom(t, []byte("x\n"), append([]string{"--dir", missing}, args...)...)
 		assert.Equal(t, 1, r.code, "%q", args)
@@ -554,7 +554,7 @@ func TestGoldenHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"topics"}, {"topics", "create"}, {"topics", "list"}, {"topics", "describe"},
 		{"produce"}, {"consume"}, {"positions"}, {"positions", "set"},
-		{"dump"}, {"verify"}, {"retention"},
+		{"dump"}, {"verify"}, {"retention"}, {"serve"},
 	} {
 		out := ok(t, nil, append(args, "--help")...)
 		assert.Contains(t, string(out), "Examples:", "%q", args)

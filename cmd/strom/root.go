@@ -250,7 +250,7 @@ func newRoot(a *app) *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.PersistentFlags().StringVar(&a.dir, "dir", os.Getenv("STROM_DIR"), "log directory (default $STROM_DIR)")
 	root.AddCommand(newTopicsCmd(a), newProduceCmd(a), newConsumeCmd(a), newPositionsCmd(a),
-		newDumpCmd(a), newVerifyCmd(a), newRetentionCmd(a), newCompactCmd(a))
+		newDumpCmd(a), newVerifyCmd(a), newRetentionCmd(a), newCompactCmd(a), newServeCmd(a))
 	return root
 }
 
