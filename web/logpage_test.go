@@ -578,3 +578,29 @@ func TestNewLogPageRefusesAMissingLogOrStateFolderAndBadOptions(t *testing.T) {
 	defer page.Close()
 	assert.Equal(t, int64(1000), page.Snapshot().SampleIntervalMs, "zero is the default")
 }
+
+// TestLogPageShowsADamagedTopicBesideTheOthers ensures a partition whose
+// last segment lost bytes below its recovery point (records known to be on
+// disk are gone) is shown as its topic's error, naming the damage as verify
+// does, while the other topics are shown in full.
+func TestLogPageShowsADamagedTopicBesideTheOthers(t *testing.T) {
+	dir, lg := writeLog(t)
+	require.NoError(t, lg.Close()) // syncs: the recovery point is the end
+	segs, err := filepath.Glob(filepath.Join(dir, "events", "0", "*.log"))
+	require.NoError(t, err)
+	last := segs[len(segs)-1]
+	fi, err := os.Stat(last)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(last, fi.Size()-50))
+
+	_, base := newPage(t, dir)
+	snap := getSnapshot(t, base)
+	require.Len(t, snap.Topics, 2)
+	t.Logf("events: %s", snap.Topics[0].Error)
+	assert.Contains(t, snap.Topics[0].Error, "corrupt")
+	assert.Contains(t, snap.Topics[0].Error, filepath.Base(last))
+	assert.Empty(t, snap.Topics[1].Error)
+	p, ok := partitionOf(snap, "orders", 0)
+	require.True(t, ok)
+	assert.Equal(t, int64(2), p.NextOffset)
+}

@@ -21,6 +21,7 @@
 //	strom dump SEGMENT_FILE [--json]
 //	strom verify [TOPIC...] [--repair] [--json]
 //	strom retention [TOPIC...]
+//	strom serve [--state DIR]... [--addr HOST:PORT]
 //
 // # The log directory
 //
@@ -29,7 +30,7 @@
 // must not become a new, empty log). A missing directory is reported as
 // missing, and only "topics create" creates one: "produce" to a directory or
 // topic that does not exist fails and creates nothing. consume, topics list
-// and describe, positions and verify (without --repair) open the log
+// and describe, positions, serve and verify (without --repair) open the log
 // read-only: they take no lock and read beside a running writer in another
 // process. produce, topics create, retention, positions set and verify
 // --repair write: produce, retention and verify --repair take the topic's
@@ -74,6 +75,19 @@
 // [{"key":...,"value":...}] in order; timestamp is in milliseconds since the
 // Unix epoch (0 or absent on produce: now). produce --format json reads what
 // consume --format json prints (topic, partition and offset are ignored).
+//
+// # The live page
+//
+// serve serves the page of package web (web.NewLogPage) on --addr,
+// 127.0.0.1:7080 by default: the log's partitions, the positions saved in
+// each --state folder with their lag, and append rates, redrawn every
+// second from a Server-Sent Events stream, with /snapshot.json for scripts.
+// Once it listens it prints "serving on http://ADDR/ (log directory DIR,
+// read-only; Ctrl-C stops)" and flushes stdout, so a script (or a test,
+// with --addr 127.0.0.1:0) learns the port it got; SIGINT or SIGTERM ends
+// the event streams and the server, with exit status 0. The page has no
+// authentication: an --addr off loopback is served with a warning on
+// stderr.
 //
 // # Exit status
 //
