@@ -70,16 +70,20 @@ func newPage(t *testing.T, dir string, opts ...web.LogPageOption) (*web.LogPage,
 	return page, srv.URL
 }
 
+// client bounds the requests of get: an answer that does not end (an event
+// stream served where a refusal was due) fails the test instead of hanging it.
+var client = &http.Client{Timeout: 10 * time.Second}
+
 // get fetches url and returns the answer and its body.
 func get(t *testing.T, method, url string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err, "%s %s", method, url)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	require.NoError(t, err, "%s %s", method, url)
 	return resp, string(b)
 }
 
@@ -537,6 +541,7 @@ func TestLogPageCloseEndsEventStreamsAndStopsSampling(t *testing.T) {
 	assert.Contains(t, body, web.ErrPageClosed.Error())
 	assert.NoError(t, page.Close(), "a second Close")
 	srv.Close()
+	client.CloseIdleConnections()
 	http.DefaultClient.CloseIdleConnections()
 }
 
