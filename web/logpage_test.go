@@ -192,6 +192,7 @@ func TestLogPageSnapshotAgreesWithTheLog(t *testing.T) {
 	require.Equal(t, []string{"events", "orders"}, names)
 	assert.Equal(t, dir, snap.Dir)
 	assert.Equal(t, int64(1000), snap.SampleIntervalMs)
+	assert.Equal(t, web.DefaultHistory, snap.History)
 	assert.Empty(t, snap.Errors)
 	require.Len(t, snap.Topics, len(names))
 	for i, name := range names {
@@ -343,6 +344,7 @@ func TestLogPageRatesRiseAfterAppends(t *testing.T) {
 		return p.NextOffset == 90 && p.Rate > 0
 	})
 	p, _ := partitionOf(snap, "events", 0)
+	assert.Equal(t, 5, snap.History)
 	assert.Len(t, p.Rates, 5, "at most WithHistory rates")
 	assert.Equal(t, p.Rate, p.Rates[len(p.Rates)-1], "Rate is the newest rate")
 	idle, _ := partitionOf(snap, "events", 2)

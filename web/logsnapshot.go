@@ -27,6 +27,9 @@ type LogSnapshot struct {
 	// (WithSampleInterval): the time each rate of PartitionFigures.Rates
 	// covers, and how often /events sends a snapshot.
 	SampleIntervalMs int64 `json:"sampleIntervalMs"`
+	// History is the most rates PartitionFigures.Rates holds
+	// (WithHistory): a sparkline's full width is History sample intervals.
+	History int `json:"history"`
 	// Topics lists the log's topics, sorted by name.
 	Topics []TopicFigures `json:"topics"`
 	// Positions lists every position saved in the state folders, by
@@ -108,7 +111,7 @@ type PositionFigures struct {
 // A topic or folder that fails is reported in the snapshot, not returned:
 // the page shows what it could read. Only topic is read when it is not "".
 func (lp *LogPage) collect(topic string) LogSnapshot {
-	snap := LogSnapshot{Dir: lp.dir, Time: time.Now(), SampleIntervalMs: lp.cfg.interval.Milliseconds(),
+	snap := LogSnapshot{Dir: lp.dir, Time: time.Now(), SampleIntervalMs: lp.cfg.interval.Milliseconds(), History: lp.cfg.history,
 		Topics: []TopicFigures{}, Positions: []PositionFigures{}, Errors: []string{}}
 	names, err := lp.lg.Topics()
 	if err != nil {

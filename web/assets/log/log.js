@@ -56,8 +56,9 @@
   }
 
   // sparkline draws rates (records/s, oldest first) as an SVG polyline,
-  // scaled to its largest rate, newest at the right.
-  function sparkline(rates, intervalMs) {
+  // scaled to its largest rate, the newest at the right edge and the width
+  // standing for history samples, so a young page's line grows leftwards.
+  function sparkline(rates, history, intervalMs) {
     const w = 150;
     const h = 26;
     const svg = document.createElementNS(SVG, "svg");
@@ -73,10 +74,11 @@
     base.setAttribute("y2", h - 1);
     svg.appendChild(base);
     const max = Math.max(1, ...rates);
-    const step = rates.length > 1 ? w / (rates.length - 1) : 0;
-    const pts = rates.map((r, i) => (i * step).toFixed(1) + "," + (h - 1 - (r / max) * (h - 3)).toFixed(1));
+    const step = w / Math.max(1, history - 1, rates.length - 1);
+    const y = (r) => (h - 1 - (r / max) * (h - 3)).toFixed(1);
+    const pts = rates.map((r, i) => (w - (rates.length - 1 - i) * step).toFixed(1) + "," + y(r));
     if (pts.length === 1) {
-      pts.push(w + "," + pts[0].split(",")[1]);
+      pts.unshift((w - step).toFixed(1) + "," + y(rates[0]));
     }
     if (pts.length > 0) {
       const line = document.createElementNS(SVG, "polyline");
@@ -111,7 +113,7 @@
         tr.appendChild(cell("bytes", p.bytes, fmtBytes(p.bytes), "num"));
         tr.appendChild(cell("rate", p.rate, fmtRate(p.rate), "num"));
         const spark = el("td", { "data-field": "rates" });
-        spark.appendChild(sparkline(p.rates, snap.sampleIntervalMs));
+        spark.appendChild(sparkline(p.rates, snap.history, snap.sampleIntervalMs));
         tr.appendChild(spark);
         rows.push(tr);
       }
