@@ -29,7 +29,7 @@
 //	/               the HTML page (text/html)
 //	/log.js         its script (text/javascript)
 //	/log.css        its style (text/css)
-//	/snapshot.json  one snapshot, taken when asked ([LogSnapshot], application/json)
+//	/snapshot.json  one snapshot, taken when asked (a LogSnapshot, application/json)
 //	/events         a snapshot each sample interval (text/event-stream, event "snapshot")
 //
 // The page links its script, style and event stream by relative URLs, so it
@@ -52,6 +52,19 @@
 // every open event stream. [LogPage.Close] stops it and ends the streams.
 // A damaged partition, a missing state folder or a position file that does
 // not parse is shown on the page as an error, next to what could be read.
+//
+// # What the rendered page holds
+//
+// The script draws each snapshot into tables whose cells a browser test
+// can read: a partition is a row <tr data-topic="T" data-partition="N">
+// in #partitions-body, a position a row <tr data-state="DIR"
+// data-topic="T" data-partition="N"> in #positions-body; each figure is a
+// cell with data-field (logStartOffset, nextOffset, segments, bytes, rate,
+// rates, position, lag, note; a topic's read error is data-field="error")
+// and, where its text is formatted (bytes as KiB), data-value with the
+// raw number. body[data-snapshots] counts the snapshots drawn and
+// body[data-time] is the time of the last one; #status says "live" while
+// the event stream is connected.
 //
 // # The pipeline page
 //
