@@ -28,6 +28,7 @@ const keepObserved = 10
 type observeConfig struct {
 	stallAfter time.Duration // 0: DefaultStallAfter; < 0: off
 	logger     *slog.Logger  // nil: slog.Default()
+	monitor    *Monitor      // ObservedBy: published to at each Run
 }
 
 // StallAfter sets how long a partition that is behind may make no progress
@@ -49,6 +50,37 @@ func StallAfter(d time.Duration) Option {
 // l keeps slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return pipelineOptionFunc(func(pc *pipelineConfig) { pc.observe.logger = l })
+}
+
+// Monitor observes the pipeline that runs now among those built with
+// [ObservedBy] it: for a service whose pipeline is rebuilt after a failure
+// ([ConsumeForever], [Forever]), where no single *Stream stays. Its zero
+// value is ready to use and observes nothing until such a pipeline's Run
+// starts. It is an [Observer], safe for concurrent use.
+type Monitor struct {
+	p atomic.Pointer[pipeline]
+}
+
+// Observe returns what the pipeline of the latest Run started among those
+// built with [ObservedBy] this Monitor is doing (see [Stream.Observe]); a
+// pipeline rebuilt after a failure starts its counts, checkpoints and
+// errors anew. Before any such Run it returns the zero Snapshot.
+func (m *Monitor) Observe() Snapshot {
+	if p := m.p.Load(); p != nil {
+		return p.observe()
+	}
+	return Snapshot{}
+}
+
+// ObservedBy makes m observe the pipeline once its Run starts (and until
+// another pipeline built with ObservedBy(m) starts): pass it to From, or to
+// ConsumeForever with WithPipeline. A nil m is ignored.
+func ObservedBy(m *Monitor) Option {
+	return pipelineOptionFunc(func(pc *pipelineConfig) {
+		if m != nil {
+			pc.observe.monitor = m
+		}
+	})
 }
 
 // Snapshot is what a pipeline is doing, as [Stream.Observe] returns it: the
@@ -195,8 +227,6 @@ func (s *Stream[T]) Observe() Snapshot {
 type observer struct {
 	mu     sync.Mutex
 	clock  Clock
-	cfg    observeConfig
-	ran    bool // a Run started: stallAfter is known
 	rates  []stageRates
 	parts  []PartitionSnapshot
 	states map[telPartition]*partitionWatch
@@ -280,8 +310,11 @@ func (p *pipeline) observe() Snapshot {
 func (rt *runtime) startObserving() (stop func()) {
 	o := &rt.p.obs
 	o.mu.Lock()
-	o.clock, o.cfg, o.ran = rt.clock, rt.p.cfg.observe, true
+	o.clock = rt.clock
 	o.mu.Unlock()
+	if m := rt.p.cfg.observe.monitor; m != nil {
+		m.p.Store(rt.p)
+	}
 	var hws []HighWatermarker
 	for _, src := range rt.p.sources {
 		if hw, ok := src.(HighWatermarker); ok {

@@ -246,3 +246,29 @@ func TestStallAfterNegativeTurnsStallsOff(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 }
+
+// TestMonitorObservesTheLatestPipelineRun ensures a Monitor shows nothing
+// before a pipeline built with ObservedBy runs, then the pipeline whose Run
+// started last, as ConsumeForever's rebuilt pipelines need.
+func TestMonitorObservesTheLatestPipelineRun(t *testing.T) {
+	var m stream.Monitor
+	assert.Empty(t, m.Observe().Stages)
+	first := stream.From[int](streamtest.Slice(ints(4)), stream.ObservedBy(&m)).
+		Map(func(_ context.Context, v int) (int, error) { return v, nil }, stream.Name("first"))
+	assert.Empty(t, m.Observe().Stages, "not before Run")
+	require.NoError(t, first.Run(context.Background()))
+	snap := m.Observe()
+	require.Len(t, snap.Stages, 1)
+	assert.Equal(t, "first", snap.Stages[0].Name)
+	assert.Equal(t, int64(4), snap.Stages[0].In)
+
+	second := stream.From[int](streamtest.Slice(ints(2)), stream.ObservedBy(&m)).
+		Map(func(_ context.Context, v int) (int, error) { return v, nil }, stream.Name("second"))
+	require.NoError(t, second.Run(context.Background()))
+	snap = m.Observe()
+	require.Len(t, snap.Stages, 1)
+	assert.Equal(t, "second", snap.Stages[0].Name)
+	assert.Equal(t, int64(2), snap.Stages[0].In)
+	var _ stream.Observer = &m
+	var _ stream.Observer = second
+}
