@@ -122,7 +122,11 @@ type Snapshot struct {
 // pipeline, while the stages after it work on them; before a Parallel stage,
 // while its queue is full), busy is the rest of the time spent in the stage
 // on a batch (its own function), and idle is what is left of the second:
-// waiting for input. The three add up to 1000. For a Parallel or KeyOrdered
+// waiting for input. The three add up to 1000. The stages time their
+// batches from the pipeline's first Observe on (web.Pipeline calls it when
+// made), so that a pipeline nobody observes pays nothing for it: until
+// then, and in the sample that Observe falls in, idle reads high. For a
+// Parallel or KeyOrdered
 // stage (Workers > 1), whose function runs on its workers, busy is the time
 // it took to accept batches (a full queue holds its upstream), and
 // back-pressured the time its workers took handing results on.
@@ -215,7 +219,9 @@ type Observer interface {
 // its source partitions with their positions, lag and stalls, its last 10
 // checkpoints and its last 10 errors (see [Snapshot]). It may be called at
 // any time, from any goroutine, also before and after Run; before Run the
-// rates and partitions are empty. Stage counts are read at the call;
+// rates and partitions are empty. The first call turns on the timing of
+// the stages' batches (busy, back-pressured, idle): call it once before
+// Run for figures from the start. Stage counts are read at the call;
 // rates and partitions are those of the last sample, taken every second
 // while Run runs (and once more as it returns).
 func (s *Stream[T]) Observe() Snapshot {
@@ -225,6 +231,11 @@ func (s *Stream[T]) Observe() Snapshot {
 // observer is a pipeline's observation: the last sample and the rings of
 // checkpoints and errors. Its zero value is ready.
 type observer struct {
+	// timing is set by the first Observe: from then on the stages time
+	// their batches (chainTimed), which costs a pipeline nobody observes
+	// nothing but an atomic load per stage and batch.
+	timing atomic.Bool
+
 	mu     sync.Mutex
 	clock  Clock
 	rates  []stageRates
@@ -272,6 +283,7 @@ func (c observeConfig) log() *slog.Logger {
 
 func (p *pipeline) observe() Snapshot {
 	o := &p.obs
+	o.timing.Store(true)
 	snap := Snapshot{Running: p.running.Load() != nil}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -518,24 +530,61 @@ func appendRing[E any](s []E, v E) []E {
 // spends handing batches on to the next stage (handOnNs), for the busy,
 // back-pressured and idle times of [StageSnapshot]. workers is the stage's
 // number of goroutines (Parallel, KeyOrdered), 1 or 0 for a sequential one.
+//
+// Between two timed stages one timedOutlet does both: the time the upper
+// one spends handing a batch on is the time the lower one spends in its
+// push. The stages are wired from the end of the pipeline up, so the lower
+// one's timer exists when the upper one is wired.
 func chainTimed[T, U any](s *Stream[T], ctr *stageCounters, workers int, stage func(rt *runtime, down outlet[U]) outlet[T]) *Stream[U] {
 	ctr.workers = workers
 	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
-		return &timedOutlet[T]{next: stage(rt, &timedOutlet[U]{next: down, ns: &ctr.handOnNs}), ns: &ctr.pushNs}
+		on := &rt.p.obs.timing
+		switch t := down.(type) {
+		case *timedOutlet[U]:
+			if t.also == nil {
+				t.also = &ctr.handOnNs
+			} else {
+				down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
+			}
+		case *terminal[U]:
+			// Handing on to Run's end takes no time worth two clock reads.
+		default:
+			down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
+		}
+		return &timedOutlet[T]{next: stage(rt, down), ns: &ctr.pushNs, on: on}
 	})
 }
 
-// timedOutlet adds the duration of each push to ns. Its cost is two reads
-// of the monotonic clock and an atomic add per batch, and no allocation.
+// monoBase is a time with a monotonic reading: time.Since(monoBase) reads
+// only the monotonic clock, half the cost of time.Now.
+var monoBase = time.Now()
+
+// monoNow returns the monotonic clock in nanoseconds since monoBase.
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// timedOutlet adds the duration of each push to ns, and to also when set
+// (the handing on of the stage above), once on is set (the pipeline's
+// first Observe). Its cost is an atomic load per batch until then, and two
+// reads of the monotonic clock and one or two atomic adds per batch after;
+// never an allocation.
 type timedOutlet[T any] struct {
 	next outlet[T]
 	ns   *atomic.Int64
+	also *atomic.Int64
+	on   *atomic.Bool
 }
 
 func (t *timedOutlet[T]) push(ctx context.Context, elems []Element[T]) error {
-	start := time.Now()
+	if !t.on.Load() {
+		return t.next.push(ctx, elems)
+	}
+	start := monoNow()
 	err := t.next.push(ctx, elems)
-	t.ns.Add(int64(time.Since(start)))
+	d := monoNow() - start
+	t.ns.Add(d)
+	if t.also != nil {
+		t.also.Add(d)
+	}
 	return err
 }
 

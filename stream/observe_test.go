@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,7 @@ func TestObserveMeasuresBusyBackPressuredAndIdle(t *testing.T) {
 				time.Sleep(30 * time.Millisecond)
 				return nil
 			}))
+		p.Observe() // turns the timing on
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()
 		time.Sleep(3500 * time.Millisecond) // three samples, the rates of the third
@@ -118,11 +120,11 @@ func TestObserveTimingCostsNoAllocationPerRecord(t *testing.T) {
 	run := func(n int) float64 {
 		values := ints(n)
 		return testing.AllocsPerRun(5, func() {
-			err := stream.From[int](streamtest.Slice(values, streamtest.BatchSize(1))).
+			p := stream.From[int](streamtest.Slice(values, streamtest.BatchSize(1))).
 				Map(func(_ context.Context, v int) (int, error) { return v, nil }).
-				To(sinkFunc[int](func(context.Context, []int) error { return nil })).
-				Run(context.Background())
-			require.NoError(t, err)
+				To(sinkFunc[int](func(context.Context, []int) error { return nil }))
+			p.Observe() // turns the timing on
+			require.NoError(t, p.Run(context.Background()))
 		})
 	}
 	small, large := run(100), run(10_000)
@@ -271,4 +273,36 @@ func TestMonitorObservesTheLatestPipelineRun(t *testing.T) {
 	assert.Equal(t, int64(2), snap.Stages[0].In)
 	var _ stream.Observer = &m
 	var _ stream.Observer = second
+}
+
+// BenchmarkObservedThreeStages runs a map, a filter and a sink over
+// 100,000 records in batches of one (the worst case for the accounting per
+// batch: two clock reads per stage boundary per record) and of 500,
+// observed (timing on) or not, reporting ns/record and allocs/op.
+func BenchmarkObservedThreeStages(b *testing.B) {
+	for _, batch := range []int{1, 500} {
+		for _, observed := range []bool{false, true} {
+			b.Run("batch="+strconv.Itoa(batch)+"/observed="+strconv.FormatBool(observed), func(b *testing.B) {
+				benchThreeStages(b, batch, observed)
+			})
+		}
+	}
+}
+
+func benchThreeStages(b *testing.B, batch int, observed bool) {
+	values := ints(100_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := stream.From[int](streamtest.Slice(values, streamtest.BatchSize(batch))).
+			Map(func(_ context.Context, v int) (int, error) { return v + 1, nil }).
+			Filter(func(_ context.Context, v int) (bool, error) { return v%2 == 0, nil }).
+			To(sinkFunc[int](func(context.Context, []int) error { return nil }))
+		if observed {
+			p.Observe()
+		}
+		if err := p.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(values)), "ns/record")
 }
