@@ -130,9 +130,13 @@ type Snapshot struct {
 // stage (Workers > 1), whose function runs on its workers, busy is the time
 // it took to accept batches (a full queue holds its upstream), and
 // back-pressured the time its workers took handing results on.
-// Stages with two inputs (joins, tables) are counted but not timed.
+// Stages with two inputs (joins, tables) and Via are counted but not timed
+// (Timed false: the three read 0, 0 and 1000).
 type StageSnapshot struct {
 	StageStats
+	// Timed is true for a stage whose busy, back-pressured and idle times
+	// are measured.
+	Timed bool `json:"timed"`
 	// Index is the stage's place in the pipeline, from 0.
 	Index int `json:"index"`
 	// Workers is the stage's number of goroutines (Parallel, KeyOrdered),
@@ -295,7 +299,7 @@ func (p *pipeline) observe() Snapshot {
 	snap.StallAfter = p.cfg.observe.stallLimit()
 	snap.Stages = make([]StageSnapshot, len(p.stages))
 	for i, c := range p.stages {
-		st := StageSnapshot{StageStats: c.snapshot(), Index: i, Workers: max(c.workers, 1), IdleMsPerSecond: 1000}
+		st := StageSnapshot{StageStats: c.snapshot(), Index: i, Workers: max(c.workers, 1), Timed: c.timed, IdleMsPerSecond: 1000}
 		if i < len(o.rates) {
 			r := o.rates[i]
 			st.InPerSecond, st.OutPerSecond = r.inPS, r.outPS
@@ -536,7 +540,7 @@ func appendRing[E any](s []E, v E) []E {
 // push. The stages are wired from the end of the pipeline up, so the lower
 // one's timer exists when the upper one is wired.
 func chainTimed[T, U any](s *Stream[T], ctr *stageCounters, workers int, stage func(rt *runtime, down outlet[U]) outlet[T]) *Stream[U] {
-	ctr.workers = workers
+	ctr.workers, ctr.timed = workers, true
 	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
 		on := &rt.p.obs.timing
 		switch t := down.(type) {

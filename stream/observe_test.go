@@ -108,6 +108,7 @@ func TestObserveMeasuresBusyBackPressuredAndIdle(t *testing.T) {
 		assert.InDelta(t, 0, s.BackPressuredMsPerSecond, 45)
 		assert.InDelta(t, 250, s.IdleMsPerSecond, 45)
 		for _, st := range snap.Stages {
+			assert.True(t, st.Timed)
 			assert.InDelta(t, 1000, st.BusyMsPerSecond+st.BackPressuredMsPerSecond+st.IdleMsPerSecond, 0.001)
 		}
 	})

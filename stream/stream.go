@@ -395,6 +395,7 @@ type stageCounters struct {
 	// goroutines, 0 or 1 when sequential.
 	pushNs, handOnNs atomic.Int64
 	workers          int
+	timed            bool // built by chainTimed: pushNs and handOnNs are measured
 }
 
 func (c *stageCounters) snapshot() StageStats {

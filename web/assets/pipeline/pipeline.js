@@ -44,6 +44,7 @@ function stageColour(st) {
 }
 
 function stageValue(st, f) {
+  if (!st.timed && (f === "busy" || f === "backPressured" || f === "idle")) return "–";
   switch (f) {
     case "busy": return st.busyMsPerSecond;
     case "backPressured": return st.backPressuredMsPerSecond;
@@ -70,10 +71,10 @@ function drawStages(stages) {
     if (i > 0) box.append(el("span", { class: "arrow" }, "→"));
     const div = el("div", { class: "stage", "data-stage": String(st.index), "data-name": st.Name });
     const h = el("h3", { "data-field": "name" }, st.Name + (st.workers > 1 ? " ×" + st.workers : ""));
-    h.style.background = stageColour(st);
+    h.style.background = st.timed ? stageColour(st) : "#777";
     div.append(h);
-    const bar = el("div", { class: "bar", title: "busy / back-pressured / idle" });
-    for (const [cls, v] of [["busy", st.busyMsPerSecond], ["back", st.backPressuredMsPerSecond], ["idle", st.idleMsPerSecond]]) {
+    const bar = el("div", { class: "bar", title: st.timed ? "busy / back-pressured / idle" : "not timed" });
+    for (const [cls, v] of (st.timed ? [["busy", st.busyMsPerSecond], ["back", st.backPressuredMsPerSecond], ["idle", st.idleMsPerSecond]] : [])) {
       const s = el("span", { class: cls });
       s.style.width = (v / 10) + "%";
       bar.append(s);
