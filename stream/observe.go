@@ -406,25 +406,27 @@ func (s *sampler) sample() {
 	if len(o.rates) < len(rt.p.stages) {
 		o.rates = append(o.rates, make([]stageRates, len(rt.p.stages)-len(o.rates))...)
 	}
+	// Over a second at least: the first sample and the last (as Run
+	// returns) may follow the one before by a moment, and a handful of
+	// records over a microsecond is no rate to show.
+	elapsed = max(elapsed, observeEvery)
 	secs := elapsed.Seconds()
 	for i, c := range rt.p.stages {
 		r := &o.rates[i]
 		in, out, push, hand := c.in.Load(), c.out.Load(), c.pushNs.Load(), c.handOnNs.Load()
-		if secs > 0 {
-			r.inPS, r.outPS = float64(in-r.in)/secs, float64(out-r.out)/secs
-			dPush, dHand := float64(push-r.pushNs), float64(hand-r.handOnNs)
-			per := float64(time.Second.Nanoseconds()) / float64(elapsed.Nanoseconds()) / 1e6 // ns -> ms per second
-			if c.workers > 1 {
-				r.busy, r.back = dPush*per, dHand*per
-			} else {
-				r.busy, r.back = (dPush-dHand)*per, dHand*per
-			}
-			r.busy, r.back = min(max(r.busy, 0), 1000), min(max(r.back, 0), 1000)
-			if r.busy+r.back > 1000 {
-				r.back = 1000 - r.busy
-			}
-			r.idle = 1000 - r.busy - r.back
+		r.inPS, r.outPS = float64(in-r.in)/secs, float64(out-r.out)/secs
+		dPush, dHand := float64(push-r.pushNs), float64(hand-r.handOnNs)
+		per := float64(time.Second.Nanoseconds()) / float64(elapsed.Nanoseconds()) / 1e6 // ns -> ms per second
+		if c.workers > 1 {
+			r.busy, r.back = dPush*per, dHand*per
+		} else {
+			r.busy, r.back = (dPush-dHand)*per, dHand*per
 		}
+		r.busy, r.back = min(max(r.busy, 0), 1000), min(max(r.back, 0), 1000)
+		if r.busy+r.back > 1000 {
+			r.back = 1000 - r.busy
+		}
+		r.idle = 1000 - r.busy - r.back
 		r.in, r.out, r.pushNs, r.handOnNs = in, out, push, hand
 	}
 
@@ -449,7 +451,7 @@ func (s *sampler) sample() {
 		if r.hasHwm {
 			ps.Lag = max(r.hwm-r.low, 0)
 		}
-		if p, ok := prev[key]; ok && secs > 0 {
+		if p, ok := prev[key]; ok {
 			ps.RecordsPerSecond = max(float64(r.low)-p, 0) / secs
 		}
 		behind := ps.Lag > 0 || (!r.hasHwm && r.inFlight > 0)
