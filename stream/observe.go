@@ -99,8 +99,10 @@ type Snapshot struct {
 	// Stages are the pipeline's stages in the order of [Stream.Stats].
 	Stages []StageSnapshot `json:"stages"`
 	// Partitions are the source partitions the pipeline has read, sorted
-	// by topic and partition, as of the last sample (once a second while
-	// Run runs; the last one stays after it returned).
+	// by topic and partition: those of the last sample (once a second
+	// while Run runs; the last one stays after it returned), with their
+	// positions, high watermarks, lags and records in flight read at the
+	// call while Run runs.
 	Partitions []PartitionSnapshot `json:"partitions"`
 	// Checkpoints are the last 10 rounds of checkpoint saves that had a
 	// position to save, or that failed, oldest first.
@@ -308,6 +310,9 @@ func (p *pipeline) observe() Snapshot {
 		snap.Stages[i] = st
 	}
 	snap.Partitions = append([]PartitionSnapshot(nil), o.parts...)
+	if rt := p.running.Load(); rt != nil {
+		refreshPartitions(rt, snap.Partitions)
+	}
 	for i := range snap.Partitions {
 		snap.Partitions[i].SinceProgress = max(snap.Time.Sub(snap.Partitions[i].LastProgress), 0)
 	}
@@ -318,6 +323,43 @@ func (p *pipeline) observe() Snapshot {
 	}
 	snap.Errors = append([]ErrorSnapshot{}, o.errs...)
 	return snap
+}
+
+// refreshPartitions sets the position, high watermark, lag and records in
+// flight of parts (those of the last sample) to what they are now, so that
+// a snapshot shows a lag at once rather than up to a sample later; rates
+// and stalls stay the sample's.
+func refreshPartitions(rt *runtime, parts []PartitionSnapshot) {
+	if len(parts) == 0 {
+		return
+	}
+	var hws []HighWatermarker
+	for _, src := range rt.p.sources {
+		if hw, ok := src.(HighWatermarker); ok {
+			hws = append(hws, hw)
+		}
+	}
+	byKey := make(map[telPartition]*PartitionSnapshot, len(parts))
+	for i := range parts {
+		byKey[telPartition{parts[i].Topic, parts[i].Partition}] = &parts[i]
+	}
+	for _, pt := range rt.tracker.Partitions(nil) {
+		ps := byKey[telPartition{pt.Topic(), pt.ID()}]
+		if ps == nil {
+			continue
+		}
+		low, _, ok := pt.Progress()
+		if !ok {
+			continue
+		}
+		ps.Position, ps.InFlight = low, pt.InFlight()
+		for _, h := range hws {
+			if hw, ok := h.HighWatermark(pt.Topic(), pt.ID()); ok {
+				ps.HighWatermark, ps.HasHighWatermark, ps.Lag = hw, true, max(hw-low, 0)
+				break
+			}
+		}
+	}
 }
 
 // startObserving starts the goroutine that samples the pipeline every
