@@ -90,8 +90,9 @@
 //	strom_partition_position                 gauge      the lowest offset not yet finished: what the next checkpoint saves, where a restart resumes
 //	strom_partition_high_watermark           gauge      the partition's next offset, from sources that know it (source.Partition, source.Topic, source.Kafka)
 //	strom_partition_lag                      gauge      high watermark minus position: records not yet finished
+//	strom_partition_stalled                  gauge      1 while the partition is stalled: behind, and no progress for stream.StallAfter (30 s), else 0
 //
-// The three gauges are served only while the pipeline runs; the counters keep their final
+// The four gauges are served only while the pipeline runs; the counters keep their final
 // values after Run returns, and the next run of the same name adds to them.
 //
 // Per pipeline that saves positions (Checkpointing), with messaging_system="strom":
@@ -111,7 +112,7 @@
 //	strom_log_sync_duration_seconds          histogram  one value per sync: the fdatasync or msync
 //
 // Histograms of the pipeline have buckets from 10 µs to 10 s, those of the log from 50 µs
-// to 1 s. A useful first alert is on strom_partition_lag rising, or on
+// to 1 s. A useful first alert is on strom_partition_stalled being 1, on strom_partition_lag rising, or on
 // strom_checkpoint_saves_total standing still while strom_stage_records_in_total moves.
 //
 // The counters and gauges cost a record nothing: they read what the log and the pipeline

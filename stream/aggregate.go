@@ -55,7 +55,7 @@ func aggregate[K comparable, T, A any](k *Keyed[K, T], kind string, first func(T
 	}
 	registerState(k, kind, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
-	return chain(k.s, func(rt *runtime, down outlet[KV[K, A]]) outlet[T] {
+	return chainTimed(k.s, ctr, 1, func(rt *runtime, down outlet[KV[K, A]]) outlet[T] {
 		st := &aggStage[K, T, A]{kind: kind, key: k.key, first: first, add: add, down: down,
 			kc: newCodec[K](), ac: newCodec[A]()}
 		st.core.init(rt, cfg.name, ctr)

@@ -135,6 +135,7 @@ func (st *asyncSinkStage[T]) failed(b *asyncBatch[T], i int, err error) error {
 	f := b.failure(cfg.name, i, err)
 	rerr := &RecordError{Stage: cfg.name, Topic: f.Topic, Partition: f.Partition, Offset: f.Offset, Err: err}
 	st.sr.ctr.failed.Add(1)
+	st.sr.rt.noteFailure(f)
 	for _, h := range cfg.hooks {
 		h(f)
 	}

@@ -24,7 +24,7 @@ import (
 func Batch[T any](s *Stream[T], size int, linger time.Duration) *Stream[[]T] {
 	size = max(size, 1)
 	ctr := s.p.counters(StageBatch)
-	out := chain(s, func(rt *runtime, down outlet[[]T]) outlet[T] {
+	out := chainTimed(s, ctr, 1, func(rt *runtime, down outlet[[]T]) outlet[T] {
 		// A batch holds its records unfinished until it is handed on, and
 		// the source stops reading at WithMaxInFlight unfinished records of
 		// a partition: a larger batch could never fill.

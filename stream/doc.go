@@ -157,6 +157,7 @@
 //	strom.partition.position           gauge (async)     {offset}  the lowest offset not yet finished: what the next checkpoint saves, where a restart resumes
 //	strom.partition.high_watermark     gauge (async)     {offset}  the partition's next offset, from a source that is a [HighWatermarker] (source.Partition, source.Topic, source.Kafka)
 //	strom.partition.lag                gauge (async)     {message} high watermark minus position: records not yet finished
+//	strom.partition.stalled            gauge (async)     {partition} 1 while the partition is stalled ([StallAfter]: behind, no progress for 30 s by default), else 0
 //
 // Per pipeline:
 //
@@ -183,6 +184,24 @@
 // batch's first offset), whose context the stage functions of sequential
 // stages get, so their own spans are its children. Sample them with the
 // provider's sampler.
+//
+// # Observing a running pipeline
+//
+// [Stream.Observe] returns a [Snapshot] of what the pipeline is doing, at
+// any time, from any goroutine: every stage's counts (those of Stats) with
+// records per second and Flink's busy, back-pressured and idle milliseconds
+// per second, measured once per batch where records are handed on; every
+// source partition's position, high watermark, lag, records in flight and
+// rate; the last 10 checkpoints (when, how long, the positions and state
+// bytes saved, the error of a failed one); and the last 10 failed calls
+// of stage functions and sinks with their records' lineage. A [Monitor]
+// given with [ObservedBy] follows the pipelines [ConsumeForever] and
+// [Forever] rebuild. Run samples once a second; a partition that is behind
+// and whose position has not moved for [StallAfter] (30 s) is marked
+// stalled, counted in strom.partition.stalled and logged once per episode
+// ([WithLogger], slog.Default by default). Package web serves a Snapshot
+// as a live page (web.Pipeline). Not yet in it: a Window's watermark per
+// partition.
 //
 // # go-streams
 //

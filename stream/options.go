@@ -29,6 +29,8 @@ type pipelineConfig struct {
 	name           string
 
 	eos eosConfig // ExactlyOnce
+
+	observe observeConfig // StallAfter, WithLogger (observe.go)
 }
 
 func defaultPipelineConfig() pipelineConfig {

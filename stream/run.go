@@ -393,9 +393,11 @@ func (s *Stream[T]) Run(ctx context.Context) (err error) {
 	defer p.running.Store(nil)
 	rt.wantProgress = len(p.stores) > 0 && (p.cp.records > 0 || (p.cp.eachBatch && rt.async))
 	stopProgress := rt.startProgress()
+	stopObserving := rt.startObserving()
 	rt.start()
 	err = rt.coordinate(ctx)
 	stopProgress()
+	stopObserving()
 	for _, src := range p.sources {
 		if cerr := src.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("stream: close source: %w", cerr)
@@ -522,6 +524,7 @@ func (rt *runtime) save() error {
 		return nil
 	}
 	ctx := context.WithoutCancel(rt.parent)
+	at, began := rt.clock.Now(), time.Now() // for Observe's checkpoint history
 	rt.parts = rt.tracker.Partitions(rt.parts[:0])
 	rt.batch, rt.batchPts = rt.batch[:0], rt.batchPts[:0]
 	for _, pt := range rt.parts {
@@ -543,6 +546,7 @@ func (rt *runtime) save() error {
 		// is delivered again, and the stage's marks tell it counted.
 		if err := rt.saveState(ctx); err != nil {
 			rt.saveFailed.Store(true)
+			rt.noteCheckpoint(at, time.Since(began), rt.batch, err)
 			return err
 		}
 	}
@@ -556,10 +560,12 @@ func (rt *runtime) save() error {
 			// this run; the pipeline stops.
 			rt.saveFailed.Store(true)
 			rt.tel.endSave(span, start, err)
+			rt.noteCheckpoint(at, time.Since(began), rt.batch, err)
 			return err
 		}
 	}
 	rt.tel.endSave(span, start, nil)
+	rt.noteCheckpoint(at, time.Since(began), rt.batch, nil)
 	for i, tp := range rt.batch {
 		rt.saved[rt.batchPts[i]] = tp.Position
 		if rt.p.onCheckpoint != nil {

@@ -74,6 +74,7 @@ func failed[T, U any](ctx context.Context, sr *stageRun, e *Element[T], fn func(
 		sr.ctr.failed.Add(1)
 		f := Failure{Stage: cfg.name, Topic: e.Topic, Partition: e.Partition, Offset: e.Offset,
 			Attempt: attempt, Err: err, Value: e.Value}
+		sr.rt.noteFailure(f)
 		for _, h := range cfg.hooks {
 			h(f)
 		}
@@ -333,7 +334,7 @@ func MapTo[T, U any](s *Stream[T], fn func(context.Context, T) (U, error), opts 
 		out, err := fn(ctx, v)
 		return out, true, err
 	}
-	out := chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
+	out := chainTimed(s, ctr, cfg.parallel, func(rt *runtime, down outlet[U]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
 		if cfg.parallel > 1 {
 			return newParallel(sr, wrapped, down)
@@ -356,7 +357,7 @@ func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlac
 	cfg := newStageConfig(name, opts)
 	ctr := s.p.counters(cfg.name)
 	s.p.noteDeadLetter(cfg)
-	out := chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
+	out := chainTimed(s, ctr, cfg.parallel, func(rt *runtime, down outlet[T]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
 		switch {
 		case cfg.parallel > 1:
@@ -510,14 +511,14 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 		if cfg.attempts > 1 {
 			panic("stream: Retry does not apply to an AsyncSink: it retries on its own (franz-go's record retries for sink.Kafka)")
 		}
-		return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
+		return chainTimed(s, ctr, 1, func(rt *runtime, down outlet[T]) outlet[T] {
 			// The sink holds values' memory until Kafka's ack, past the
 			// next Read: a source reusing its bytes is refused.
 			rt.async, rt.holds = true, true
 			return &asyncSinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: as, down: down}
 		})
 	}
-	return chain(s, func(rt *runtime, down outlet[T]) outlet[T] {
+	return chainTimed(s, ctr, 1, func(rt *runtime, down outlet[T]) outlet[T] {
 		st := &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
 		st.sr.batch = st
 		return st
@@ -649,7 +650,7 @@ func FlatMap[T, U any](s *Stream[T], fn func(context.Context, T) ([]U, error), o
 	}
 	ctr := s.p.counters(cfg.name)
 	s.p.noteDeadLetter(cfg)
-	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
+	return chainTimed(s, ctr, 1, func(rt *runtime, down outlet[U]) outlet[T] {
 		return &flatStage[T, U]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, fn: func(ctx context.Context, v T) ([]U, bool, error) {
 			out, err := fn(ctx, v)
 			return out, true, err

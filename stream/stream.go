@@ -81,6 +81,9 @@ type pipeline struct {
 	// names the pipeline's tables, for Run's checks.
 	tableSources []io.Closer
 	tables       []string
+
+	// obs is what Observe reports (observe.go).
+	obs observer
 }
 
 // From returns a Stream reading from src. Nothing is read until [Stream.Run].
@@ -386,6 +389,13 @@ type stageCounters struct {
 	idx                                             int // the stage's place in pipeline.stages
 	in, out, skipped, deadLettered, failed, retried atomic.Int64
 	late                                            atomic.Int64
+
+	// pushNs and handOnNs are the nanoseconds spent in the stage's push
+	// and handing batches on (observe.go's chainTimed); workers its
+	// goroutines, 0 or 1 when sequential.
+	pushNs, handOnNs atomic.Int64
+	workers          int
+	timed            bool // built by chainTimed: pushNs and handOnNs are measured
 }
 
 func (c *stageCounters) snapshot() StageStats {

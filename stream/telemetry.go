@@ -39,6 +39,9 @@ const (
 	MetricPartitionPosition        = "strom.partition.position"
 	MetricPartitionHighWatermark   = "strom.partition.high_watermark"
 	MetricPartitionLag             = "strom.partition.lag"
+	// MetricPartitionStalled is 1 while a partition is stalled (behind
+	// and no progress for the limit of StallAfter), else 0.
+	MetricPartitionStalled = "strom.partition.stalled"
 )
 
 // The names of the pipeline's spans.
@@ -242,6 +245,11 @@ func (t *telemetry) observe(o metric.Observer) {
 		a := metric.WithAttributeSet(t.partitionAttrs(pt.Topic(), pt.ID()))
 		o.ObserveInt64(in.consumed, begun, a)
 		o.ObserveInt64(in.position, low, a)
+		stalled := int64(0)
+		if t.rt.p.obs.stalled(pt.Topic(), pt.ID()) {
+			stalled = 1
+		}
+		o.ObserveInt64(in.stalled, stalled, a)
 		for _, h := range t.hws {
 			if hw, ok := h.HighWatermark(pt.Topic(), pt.ID()); ok {
 				o.ObserveInt64(in.hwm, hw, a)

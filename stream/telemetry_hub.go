@@ -14,7 +14,7 @@ type telInstruments struct {
 	in, out, skipped, dead, failures, retries metric.Int64ObservableCounter
 	late                                      metric.Int64ObservableCounter
 	consumed                                  metric.Int64ObservableCounter
-	position, hwm, lag                        metric.Int64ObservableGauge
+	position, hwm, lag, stalled               metric.Int64ObservableGauge
 
 	stageDur, processDur, saveDur metric.Float64Histogram
 	saves, saveFailures           metric.Int64Counter
@@ -33,6 +33,7 @@ func newTelInstruments(m metric.Meter) *telInstruments {
 		position: newGauge(m, MetricPartitionPosition, "{offset}", "The partition's position: its lowest offset not yet finished, which the next checkpoint saves (where the pipeline resumes if it stops now)."),
 		hwm:      newGauge(m, MetricPartitionHighWatermark, "{offset}", "The partition's high watermark (next offset), from the source."),
 		lag:      newGauge(m, MetricPartitionLag, "{message}", "High watermark minus position: records of the partition not yet finished by the pipeline."),
+		stalled:  newGauge(m, MetricPartitionStalled, "{partition}", "1 while the partition is stalled: behind, and its position has not moved for the pipeline's StallAfter limit (30 s by default); else 0."),
 
 		stageDur:     newHistogram(m, MetricStageDuration, "Time a stage spent on one batch: its function over every record of the batch (a sink: its Write), without the stages after it. Not recorded for Parallel and KeyOrdered stages."),
 		processDur:   newHistogram(m, MetricProcessDuration, "Time from a source batch entering the pipeline to the first stage with goroutines of its own (Parallel, KeyOrdered, Batch's linger) or the end: in a sequential pipeline, the handling of the whole batch."),
@@ -44,7 +45,7 @@ func newTelInstruments(m metric.Meter) *telInstruments {
 
 func (in *telInstruments) observables() []metric.Observable {
 	return []metric.Observable{in.in, in.out, in.skipped, in.dead, in.failures, in.retries, in.late,
-		in.consumed, in.position, in.hwm, in.lag}
+		in.consumed, in.position, in.hwm, in.lag, in.stalled}
 }
 
 // telHub is what the pipelines reporting to one meter provider share: the

@@ -385,7 +385,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 	// partitions never reach this window (listed as its own, they held
 	// its watermark back to the end of the input).
 	srcs := slices.Clone(k.s.p.sources)
-	return unkeyed(cfg.name, chain(k.s, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
+	return unkeyed(cfg.name, chainTimed(k.s, ctr, 1, func(rt *runtime, down outlet[WindowResult[K, A]]) outlet[T] {
 		st := &windowStage[K, T, A]{spec: w, cfg: cfg, key: k.key, agg: agg, evTime: evTime, lateSink: lateSink,
 			down: down, kc: newCodec[K](), ac: newCodec[A](),
 			wake: make(chan struct{}, 1), quit: make(chan struct{})}

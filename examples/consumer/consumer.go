@@ -14,6 +14,8 @@ import (
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
+	"github.com/strom-dev/strom/stream"
+	"github.com/strom-dev/strom/web"
 )
 
 // consumer handles records and keeps the numbers /stats reports.
@@ -30,6 +32,11 @@ type consumer struct {
 	reconnects  int64
 	last        *service.RecordView
 	part        *log.Partition // read-only handle for the high watermark; nil until the topic exists
+
+	// mon observes the running pipeline (ConsumeForever's, rebuilt after a
+	// failure) and page serves it at /ui/; page is nil when not served.
+	mon  stream.Monitor
+	page *web.PipelinePage
 }
 
 // handle is the consumer's per-record work: wait --delay, then append the record to --out.
@@ -187,13 +194,17 @@ func (c *consumer) stats() service.ConsumerStats {
 	return st
 }
 
-// routes are the consumer's endpoints, all read-only: GET /stats, /metrics and /health. Any
-// other method is 405 with an Allow header (http.ServeMux's method patterns).
+// routes are the consumer's endpoints, all read-only: GET /stats, /metrics and /health, and
+// the live page of its pipeline under /ui/ when c.page is set (web.Pipeline). Any other
+// method is 405 with an Allow header (http.ServeMux's method patterns; the page's own).
 func (c *consumer) routes(metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", c.handleStats)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /health", service.Health)
+	if c.page != nil {
+		mux.Handle("/ui/", http.StripPrefix("/ui", c.page))
+	}
 	return mux
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/web"
 )
 
 // TestHTTPListensOnLoopbackAndIsReadOnly ensures the consumer binds 127.0.0.1 unless --addr
@@ -27,7 +28,9 @@ func TestHTTPListensOnLoopbackAndIsReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	defer ro.Close()
 	c := &consumer{cfg: config{name: "c", topic: "events"}, lg: ro}
+	c.page = web.Pipeline(&c.mon)
+	t.Cleanup(func() { _ = c.page.Close() })
 	base := testutil.ServeHTTP(t, c.routes(http.NotFoundHandler()))
-	testutil.RequireReadOnly(t, base, "/stats", "/health")
+	testutil.RequireReadOnly(t, base, "/stats", "/health", "/ui/", "/ui/snapshot.json")
 	testutil.RequireBodyLimit(t, http.MethodGet, base+"/stats")
 }

@@ -73,6 +73,7 @@ import (
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/metrics"
 	"github.com/strom-dev/strom/stream"
+	"github.com/strom-dev/strom/web"
 )
 
 // Backoff after a source failure, from the first retry to the longest wait: short, so a
@@ -188,6 +189,8 @@ func run(cfg config) error {
 		defer c.out.Close()
 	}
 
+	c.page = web.Pipeline(&c.mon)
+	defer c.page.Close()
 	mux := c.routes(metricsHandler)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
@@ -196,8 +199,8 @@ func run(cfg config) error {
 	if found {
 		from = fmt.Sprintf("at the saved %s", resumed)
 	}
-	fmt.Fprintf(os.Stderr, "%s: reading %s/%d from %s (%s); stats on http://%s/stats\n",
-		cfg.name, cfg.topic, cfg.partition, cfg.dir, from, ln.Addr())
+	fmt.Fprintf(os.Stderr, "%s: reading %s/%d from %s (%s); stats on http://%s/stats, live page on http://%s/ui/\n",
+		cfg.name, cfg.topic, cfg.partition, cfg.dir, from, ln.Addr(), ln.Addr())
 
 	src := c.source(store)
 	consumed := make(chan error, 1)
@@ -206,7 +209,7 @@ func run(cfg config) error {
 			stream.WithBackoff(backoffMin, backoffMax),
 			stream.OnSourceError(c.sourceError),
 			stream.OnCheckpoint(c.checkpointed),
-			stream.WithPipeline(stream.WithName(cfg.name)),
+			stream.WithPipeline(stream.WithName(cfg.name), stream.ObservedBy(&c.mon)),
 		)
 	}()
 

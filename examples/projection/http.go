@@ -12,8 +12,9 @@ type errorBody struct {
 }
 
 // routes are the projection's endpoints, all read-only: GET /users/{id}, /users, /stats,
-// /metrics and /health. Any other method is 405 with an Allow header (http.ServeMux's method
-// patterns).
+// /metrics and /health, and the live page of its pipeline under /ui/ when p.page is set
+// (web.Pipeline). Any other method is 405 with an Allow header (http.ServeMux's method
+// patterns; the page's own).
 func (p *projection) routes(metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{id}", p.handleUser)
@@ -21,6 +22,9 @@ func (p *projection) routes(metrics http.Handler) *http.ServeMux {
 	mux.HandleFunc("GET /stats", p.handleStats)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /health", service.Health)
+	if p.page != nil {
+		mux.Handle("/ui/", http.StripPrefix("/ui", p.page))
+	}
 	return mux
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/strom-dev/strom/internal/testutil"
 	"github.com/strom-dev/strom/stream"
 	"github.com/strom-dev/strom/stream/streamtest"
+	"github.com/strom-dev/strom/web"
 )
 
 // TestHTTPListensOnLoopbackAndIsReadOnly ensures the projection binds 127.0.0.1 unless
@@ -26,7 +27,9 @@ func TestHTTPListensOnLoopbackAndIsReadOnly(t *testing.T) {
 	p.table = stream.ToTable(stream.KeyBy(stream.From(rows), func(kv stream.KV[string, userStats]) string { return kv.Key }))
 	require.NoError(t, p.table.Run(t.Context())) // ready to answer
 	p.parts = 1
+	p.page = web.Pipeline(&p.mon)
+	t.Cleanup(func() { _ = p.page.Close() })
 	base := testutil.ServeHTTP(t, p.routes(http.NotFoundHandler()))
-	testutil.RequireReadOnly(t, base, "/stats", "/health", "/users/u1", "/users")
+	testutil.RequireReadOnly(t, base, "/stats", "/health", "/users/u1", "/users", "/ui/", "/ui/snapshot.json")
 	testutil.RequireBodyLimit(t, http.MethodGet, base+"/users/u1")
 }

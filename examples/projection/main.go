@@ -76,6 +76,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/metrics"
+	"github.com/strom-dev/strom/web"
 )
 
 // config is the projection's parsed command line.
@@ -140,11 +141,13 @@ func run(cfg config) error {
 		store = newSavedPositions(fs)
 	}
 	p := newProjection(cfg.topic, store)
+	p.page = web.Pipeline(&p.mon)
+	defer p.page.Close()
 	mux := p.routes(metricsHandler)
 	served := make(chan error, 1)
 	go func() { served <- service.Serve(ctx, ln, mux) }()
 
-	fmt.Fprintf(os.Stderr, "projection: projecting %s from %s; users on http://%[3]s/users/ID, stats on http://%[3]s/stats\n",
+	fmt.Fprintf(os.Stderr, "projection: projecting %s from %s; users on http://%[3]s/users/ID, stats on http://%[3]s/stats, live page on http://%[3]s/ui/\n",
 		cfg.topic, cfg.dir, ln.Addr())
 
 	projected := make(chan error, 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/source"
 	"github.com/strom-dev/strom/stream"
+	"github.com/strom-dev/strom/web"
 )
 
 // userStats is a user's row of the read model: how many events it has and its latest one.
@@ -35,6 +36,10 @@ type projection struct {
 	mu    sync.Mutex
 	table *stream.Table[string, stream.KV[string, userStats]] // nil until the topic exists
 	parts int
+
+	// mon observes the running pipeline, and page serves it at /ui/ (nil: not served).
+	mon  stream.Monitor
+	page *web.PipelinePage
 }
 
 // partStats is one partition's line of /stats. Checkpointed is null until a position of it
@@ -91,7 +96,7 @@ func (p *projection) run(ctx context.Context, lg *log.Log, poll time.Duration) e
 			}
 		}
 	}
-	events := stream.From(source.Topic(lg, p.topic, start), stream.WithName("projection")).
+	events := stream.From(source.Topic(lg, p.topic, start), stream.WithName("projection"), stream.ObservedBy(&p.mon)).
 		Filter(func(_ context.Context, r log.Record) (bool, error) { return r.Key != nil, nil }, stream.Name("keyed"))
 	if p.store != nil {
 		events = events.Checkpointing(p.store)

@@ -25,6 +25,7 @@ import (
 	"github.com/strom-dev/strom/checkpoint"
 	"github.com/strom-dev/strom/internal/service"
 	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/web"
 )
 
 // binary is the projection binary TestMain built.
@@ -223,6 +224,23 @@ func TestCountsEqualTheLogAtEveryQuietPointAcrossTwoKills(t *testing.T) {
 		code, _, err := get(c.url + "/users/user-unknown")
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusNotFound, code, "a user with no events is 404")
+		// The live page at /ui/ shows the running pipeline caught up: every partition's
+		// position at its high watermark, the positions adding up to the log's records.
+		require.Eventually(t, func() bool {
+			var snap web.PipelineSnapshot
+			if service.GetJSON(context.Background(), c.url+"/ui/snapshot.json", &snap) != nil ||
+				!snap.Running || len(snap.Stages) == 0 || len(snap.Partitions) != 3 {
+				return false
+			}
+			var sum int64
+			for _, ps := range snap.Partitions {
+				if !ps.HasHighWatermark || ps.Lag != 0 || ps.Stalled {
+					return false
+				}
+				sum += ps.Position
+			}
+			return sum == total
+		}, 8*time.Second, 50*time.Millisecond, "round %d: /ui/snapshot.json never showed the pipeline caught up", round)
 	}
 
 	write(2000) // some history for the first replay

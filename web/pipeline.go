@@ -1,0 +1,411 @@
+package web
+
+// The pipeline page: what a running pipeline is doing, from
+// stream.Stream.Observe.
+//
+// A program mounts it in one line, with any prefix that ends in "/":
+//
+//	page := web.Pipeline(p) // p is the *stream.Stream whose Run runs
+//	defer page.Close()
+//	mux.Handle("/ui/", http.StripPrefix("/ui", page))
+//
+// Its paths, relative to where it is mounted:
+//
+//	/               the HTML page (text/html)
+//	/pipeline.js    its script (text/javascript)
+//	/pipeline.css   its style (text/css)
+//	/snapshot.json  one snapshot, taken when asked ([PipelineSnapshot], application/json)
+//	/events         a snapshot each sample interval (text/event-stream, event "snapshot")
+//
+// The page shows the chain of stages with their counts, records per second
+// in and out, and how much of each second each was busy, back-pressured and
+// idle, colour-coded as Flink's web UI does (busy from blue to red,
+// back-pressure grey to black, idle blue); each source partition with its
+// position, high watermark, lag, records in flight, records per second as a
+// sparkline of the last samples, time since its last progress and whether
+// it is stalled; the last checkpoints; and the last errors with their
+// records' lineage. Its HTML carries stable hooks for tests and scripts:
+// each stage is an element with data-stage="INDEX" whose figures are
+// elements with data-field="in", "out", "busy", ...; each partition is a
+// row with data-topic and data-partition whose cells have data-field
+// "position", "highWatermark", "lag", ...
+//
+// Each path takes one optional query parameter, topic=NAME, which keeps
+// only that topic's partitions. Anything else is refused with a short
+// plain-text message and never a stack: another path is 404, another method
+// than GET or HEAD 405 with an Allow header, an unknown or repeated
+// parameter or a topic name that breaks Kafka's rule 400 naming the
+// parameter.
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/stream"
+)
+
+// PipelineOption configures a [PipelinePage]. The zero configuration (no
+// options) samples every second and keeps 300 samples (five minutes).
+type PipelineOption func(*pipelineConfig)
+
+type pipelineConfig struct {
+	interval time.Duration
+	history  int
+}
+
+// PipelineSampleInterval sets how often the page samples the pipeline and
+// pushes a snapshot to its event streams: 1 s by default, which is also the
+// most (the page updates at least once a second). d <= 0 or above 1 s keeps
+// the default.
+func PipelineSampleInterval(d time.Duration) PipelineOption {
+	return func(c *pipelineConfig) {
+		if d > 0 && d <= time.Second {
+			c.interval = d
+		}
+	}
+}
+
+// PipelineHistory sets how many samples of each partition's records per
+// second and lag the page keeps for its sparklines: 300 by default (five
+// minutes at 1 s). n <= 0 keeps the default.
+func PipelineHistory(n int) PipelineOption {
+	return func(c *pipelineConfig) {
+		if n > 0 {
+			c.history = n
+		}
+	}
+}
+
+// PipelineSnapshot is what /snapshot.json and each event of /events carry:
+// the pipeline's [stream.Snapshot] (its fields at the top level of the JSON)
+// and, per partition, the page's history of samples.
+type PipelineSnapshot struct {
+	stream.Snapshot
+	// History is, per partition the page has seen, its last samples,
+	// oldest first, sorted by topic and partition like Partitions.
+	History []PartitionHistory `json:"history"`
+}
+
+// PartitionHistory is one partition's last samples, oldest first, one per
+// sample interval.
+type PartitionHistory struct {
+	Topic            string    `json:"topic"`
+	Partition        int32     `json:"partition"`
+	RecordsPerSecond []float64 `json:"recordsPerSecond"`
+	Lag              []int64   `json:"lag"`
+}
+
+// PipelinePage is the live page of a running pipeline, an http.Handler;
+// [Pipeline] returns it. It is safe for concurrent use.
+type PipelinePage struct {
+	obs stream.Observer
+	cfg pipelineConfig
+
+	mu      sync.Mutex
+	history map[pipelinePartition]*PartitionHistory
+	last    []byte        // the last sample, encoded
+	version uint64        // bumped with each sample
+	changed chan struct{} // closed and replaced with each sample
+
+	done      chan struct{}
+	closeOnce sync.Once
+	stopped   chan struct{}
+}
+
+type pipelinePartition struct {
+	topic     string
+	partition int32
+}
+
+// errPipelinePageClosed answers a request to a closed page.
+var errPipelinePageClosed = errors.New("web: the pipeline page is closed")
+
+// pipelineWriteTimeout bounds one write to an event stream: a client that
+// does not read is dropped.
+const pipelineWriteTimeout = 10 * time.Second
+
+// Pipeline returns the live page of the pipeline obs observes (a
+// *stream.Stream of it; [stream.Observer]). It takes a first sample at once
+// and then one each sample interval ([PipelineSampleInterval], 1 s) on a
+// goroutine of its own until [PipelinePage.Close], and may be made before
+// Run starts: the page then shows the stages with zero counts. It panics if
+// obs is nil.
+func Pipeline(obs stream.Observer, opts ...PipelineOption) *PipelinePage {
+	if obs == nil {
+		panic("web: Pipeline called with a nil Observer")
+	}
+	cfg := pipelineConfig{interval: time.Second, history: 300}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	pp := &PipelinePage{obs: obs, cfg: cfg, history: make(map[pipelinePartition]*PartitionHistory),
+		changed: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{})}
+	pp.sample()
+	go pp.run()
+	return pp
+}
+
+// Close stops the page's sampling and ends its event streams; requests
+// after it are answered 503. It returns nil, and may be called more than
+// once.
+func (pp *PipelinePage) Close() error {
+	pp.closeOnce.Do(func() { close(pp.done) })
+	<-pp.stopped
+	return nil
+}
+
+func (pp *PipelinePage) run() {
+	defer close(pp.stopped)
+	tick := time.NewTicker(pp.cfg.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			pp.sample()
+		case <-pp.done:
+			return
+		}
+	}
+}
+
+// sample observes the pipeline, adds each partition's rate and lag to its
+// history, encodes the snapshot and wakes the event streams.
+func (pp *PipelinePage) sample() {
+	snap := pp.obs.Observe()
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for _, p := range snap.Partitions {
+		key := pipelinePartition{p.Topic, p.Partition}
+		h := pp.history[key]
+		if h == nil {
+			h = &PartitionHistory{Topic: p.Topic, Partition: p.Partition}
+			pp.history[key] = h
+		}
+		h.RecordsPerSecond = appendKeep(h.RecordsPerSecond, p.RecordsPerSecond, pp.cfg.history)
+		h.Lag = appendKeep(h.Lag, p.Lag, pp.cfg.history)
+	}
+	b, err := json.Marshal(pp.withHistoryLocked(snap, ""))
+	if err != nil { // cannot happen: the snapshot is plain data
+		return
+	}
+	pp.last = b
+	pp.version++
+	close(pp.changed)
+	pp.changed = make(chan struct{})
+}
+
+// appendKeep appends v to s and keeps its last n values.
+func appendKeep[E any](s []E, v E, n int) []E {
+	if len(s) >= n {
+		s = append(s[:0], s[len(s)-n+1:]...)
+	}
+	return append(s, v)
+}
+
+// withHistoryLocked returns snap with the history of its partitions, and
+// only topic's partitions when topic is not "".
+func (pp *PipelinePage) withHistoryLocked(snap stream.Snapshot, topic string) PipelineSnapshot {
+	if topic != "" {
+		kept := snap.Partitions[:0:0]
+		for _, p := range snap.Partitions {
+			if p.Topic == topic {
+				kept = append(kept, p)
+			}
+		}
+		snap.Partitions = kept
+	}
+	out := PipelineSnapshot{Snapshot: snap, History: []PartitionHistory{}}
+	for _, p := range snap.Partitions {
+		if h := pp.history[pipelinePartition{p.Topic, p.Partition}]; h != nil {
+			out.History = append(out.History, PartitionHistory{Topic: h.Topic, Partition: h.Partition,
+				RecordsPerSecond: append([]float64{}, h.RecordsPerSecond...), Lag: append([]int64{}, h.Lag...)})
+		}
+	}
+	return out
+}
+
+// current returns the last sample, encoded (kept to topic when not ""), its
+// version and the channel closed at the next.
+func (pp *PipelinePage) current(topic string) ([]byte, uint64, <-chan struct{}) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	b := pp.last
+	if topic != "" {
+		var snap stream.Snapshot
+		if err := json.Unmarshal(pp.last, &snap); err == nil {
+			if nb, err := json.Marshal(pp.withHistoryLocked(snap, topic)); err == nil {
+				b = nb
+			}
+		}
+	}
+	return b, pp.version, pp.changed
+}
+
+//go:embed assets/pipeline
+var pipelineAssets embed.FS
+
+// pipelinePageFiles maps the page's static paths to their embedded file
+// and content type.
+var pipelinePageFiles = map[string][2]string{
+	"/":             {"assets/pipeline/index.html", "text/html; charset=utf-8"},
+	"/pipeline.js":  {"assets/pipeline/pipeline.js", "text/javascript; charset=utf-8"},
+	"/pipeline.css": {"assets/pipeline/pipeline.css", "text/css; charset=utf-8"},
+}
+
+// pipelinePageCSP keeps the page to its own script, style and event
+// stream: no inline script, nothing from elsewhere, no framing.
+const pipelinePageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+// ServeHTTP serves the page (see the top of pipeline.go, or the package
+// doc, for its paths and for how it answers what it does not serve).
+func (pp *PipelinePage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	select {
+	case <-pp.done:
+		pipelineRefuse(w, http.StatusServiceUnavailable, "%v", errPipelinePageClosed)
+		return
+	default:
+	}
+	path := r.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	file, static := pipelinePageFiles[path]
+	if !static && path != "/snapshot.json" && path != "/events" {
+		pipelineRefuse(w, http.StatusNotFound, "no page at %s; this page serves /, /snapshot.json and /events", pipelineQuote(path))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.Set("Allow", "GET, HEAD")
+		pipelineRefuse(w, http.StatusMethodNotAllowed, "method %s not allowed: the page is read-only (GET, HEAD)", pipelineQuote(r.Method))
+		return
+	}
+	topic, ok := pipelineTopicParam(w, r)
+	if !ok {
+		return
+	}
+	switch path {
+	case "/snapshot.json":
+		snap := pp.obs.Observe() // taken now: its counts are Stats' of this moment
+		pp.mu.Lock()
+		out := pp.withHistoryLocked(snap, topic)
+		pp.mu.Unlock()
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil { // cannot happen: plain data
+			pipelineRefuse(w, http.StatusInternalServerError, "encode the snapshot: %v", err)
+			return
+		}
+		h.Set("Content-Type", "application/json")
+		_, _ = w.Write(buf.Bytes())
+	case "/events":
+		pp.serveEvents(w, r, topic)
+	default:
+		b, err := pipelineAssets.ReadFile(file[0])
+		if err != nil { // cannot happen: the files are embedded
+			pipelineRefuse(w, http.StatusInternalServerError, "page file %s missing from the binary", file[0])
+			return
+		}
+		h.Set("Content-Type", file[1])
+		h.Set("Content-Security-Policy", pipelinePageCSP)
+		_, _ = w.Write(b)
+	}
+}
+
+// pipelineTopicParam checks the query: topic=NAME at most once, a legal
+// topic name, and nothing else. It returns the topic ("" for none), or
+// answers 400 and returns false.
+func pipelineTopicParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		pipelineRefuse(w, http.StatusBadRequest, "bad query: %v", err)
+		return "", false
+	}
+	for k, v := range q {
+		switch {
+		case k != "topic":
+			pipelineRefuse(w, http.StatusBadRequest, "unknown parameter %s: the page takes only topic", pipelineQuote(k))
+			return "", false
+		case len(v) > 1:
+			pipelineRefuse(w, http.StatusBadRequest, "parameter topic given %d times: give it once", len(v))
+			return "", false
+		}
+	}
+	if !q.Has("topic") {
+		return "", true
+	}
+	topic := q.Get("topic")
+	if err := log.ValidateTopicName(topic); err != nil {
+		pipelineRefuse(w, http.StatusBadRequest, "bad parameter topic: %v", err)
+		return "", false
+	}
+	return topic, true
+}
+
+// serveEvents streams the last sample at once and then each new one, as
+// Server-Sent Events ("event: snapshot", the JSON on one data line), until
+// the client goes, a write fails or takes over pipelineWriteTimeout, or
+// the page is closed.
+func (pp *PipelinePage) serveEvents(w http.ResponseWriter, r *http.Request, topic string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{})
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", max(pp.cfg.interval.Milliseconds(), 500)); err != nil {
+		return
+	}
+	var sent uint64
+	for {
+		b, version, changed := pp.current(topic)
+		if version != sent {
+			_ = rc.SetWriteDeadline(time.Now().Add(pipelineWriteTimeout)) // not every ResponseWriter can
+			if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			sent = version
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return
+		case <-pp.done:
+			return
+		}
+	}
+}
+
+// pipelineRefuse answers status with a one-line plain-text message.
+func pipelineRefuse(w http.ResponseWriter, status int, format string, args ...any) {
+	http.Error(w, "strom: "+fmt.Sprintf(format, args...), status)
+}
+
+// pipelineQuote quotes s, cut to 100 bytes: a hostile path or parameter is
+// echoed short and with its control characters escaped.
+func pipelineQuote(s string) string {
+	if len(s) > 100 {
+		return fmt.Sprintf("%q...", s[:100])
+	}
+	return fmt.Sprintf("%q", s)
+}
