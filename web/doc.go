@@ -68,5 +68,40 @@
 //
 // # The pipeline page
 //
-// The page of a running pipeline is described in pipeline.go.
+// [Pipeline] serves what a running pipeline is doing, from
+// [stream.Stream.Observe].
+//
+// A program mounts it in one line, with any prefix that ends in "/":
+//
+//	page := web.Pipeline(p) // p is the *stream.Stream whose Run runs
+//	defer page.Close()
+//	mux.Handle("/ui/", http.StripPrefix("/ui", page))
+//
+// Its paths, relative to where it is mounted:
+//
+//	/               the HTML page (text/html)
+//	/pipeline.js    its script (text/javascript)
+//	/pipeline.css   its style (text/css)
+//	/snapshot.json  one snapshot, taken when asked ([PipelineSnapshot], application/json)
+//	/events         a snapshot each sample interval (text/event-stream, event "snapshot")
+//
+// The page shows the chain of stages with their counts, records per second
+// in and out, and how much of each second each was busy, back-pressured and
+// idle, colour-coded as Flink's web UI does (busy from blue to red,
+// back-pressure grey to black, idle blue); each source partition with its
+// position, high watermark, lag, records in flight, records per second as a
+// sparkline of the last samples, time since its last progress and whether
+// it is stalled; the last checkpoints; and the last errors with their
+// records' lineage. Its HTML carries stable hooks for tests and scripts:
+// each stage is an element with data-stage="INDEX" whose figures are
+// elements with data-field="in", "out", "busy", ...; each partition is a
+// row with data-topic and data-partition whose cells have data-field
+// "position", "highWatermark", "lag", ...
+//
+// Each path takes one optional query parameter, topic=NAME, which keeps
+// only that topic's partitions. Anything else is refused with a short
+// plain-text message and never a stack: another path is 404, another method
+// than GET or HEAD 405 with an Allow header, an unknown or repeated
+// parameter or a topic name that breaks Kafka's rule 400 naming the
+// parameter.
 package web
