@@ -88,7 +88,7 @@ SOAK_TESTS ?= ^(TestFollowNeverLosesAWakeUp|TestKilledSyncedAppenderKeepsEveryAc
 # query reads the same stream.
 NEXMARK_EVENTS ?= 5000000
 
-.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture torture-soak fuzz bench nexmark lint build
+.PHONY: demo demo-relay demo-sshwatch demo-scale test soak torture torture-soak fuzz bench nexmark screenshots lint build
 
 demo:
 	@./scripts/demo.sh
@@ -134,6 +134,11 @@ bench:
 nexmark:
 	$(GO) build -o bin/ ./examples/nexmark
 	./bin/nexmark --query all --events $(NEXMARK_EVENTS) --table --gostreams
+
+# The README's screenshots of the live pages, taken by the browser tests
+# (needs chromium: apt-get install chromium).
+screenshots:
+	STROM_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run 'InABrowser' ./web/
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$out"; exit 1; fi

@@ -200,6 +200,13 @@ while :; do
 	sleep 0.1
 done
 say "every consumer has a position: ${positions[*]}"
+# Each consumer serves the live page of its pipeline (web.Pipeline) at /ui/.
+for ((p = 0; p < PARTITIONS; p++)); do
+	snap=$(curl -fsS "${CONSUMER_URLS[p]}/ui/snapshot.json") ||
+		fail "consumer-$p's live page ${CONSUMER_URLS[p]}/ui/ does not answer"
+	[[ $snap =~ \"running\":[[:space:]]*true ]] || fail "consumer-$p's live page says its pipeline is not running: ${snap:0:200}"
+done
+say "live pages, open one in a browser while the demo runs: ${CONSUMER_URLS[*]/%//ui/}"
 
 say "letting them run for ${RUN_SECONDS}s"
 sleep "$RUN_SECONDS"

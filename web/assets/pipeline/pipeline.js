@@ -193,6 +193,7 @@ function draw(snap) {
   drawCheckpoints(snap.checkpoints);
   drawErrors(snap.errors);
   document.body.setAttribute("data-updated", String(Date.now()));
+  document.body.setAttribute("data-time", snap.time);
 }
 
 function connect() {
