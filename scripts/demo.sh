@@ -19,6 +19,8 @@
 #   CI=true          shorter pauses
 #   RATE             publisher records/s (default 200)
 #   DELAY            consumer handling time per record (default 2ms)
+#   RUN              seconds everything runs before the kill (default 2, 1 with CI=true):
+#                    RUN=120 leaves time to look at the consumers' live pages (/ui/)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +42,8 @@ else
 	DOWN_SECONDS=3
 	AFTER_SECONDS=2
 fi
+RUN_SECONDS=${RUN:-$RUN_SECONDS}
+[[ $RUN_SECONDS =~ ^[0-9]+$ ]] || { printf 'demo: FAIL: RUN=%q: want whole seconds\n' "$RUN_SECONDS" >&2; exit 2; }
 
 say() { printf 'demo: %s\n' "$*"; }
 fail() {
@@ -147,11 +151,12 @@ post() {
 	[[ $status == *" 200 "* ]] || fail "POST $1$2: ${status:-no answer}"
 }
 
-# metrics URL prints the service's GET /metrics (Prometheus text), with bash's /dev/tcp.
-metrics() {
+# get URL PATH prints the service's answer to GET PATH, headers and body, with
+# bash's /dev/tcp (no curl): /metrics (Prometheus text), /ui/snapshot.json.
+get() {
 	local hostport=${1#http://}
 	exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}" || return 1
-	printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' "$hostport" >&3
+	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$hostport" >&3
 	cat <&3
 	exec 3<&-
 }
@@ -202,8 +207,8 @@ done
 say "every consumer has a position: ${positions[*]}"
 # Each consumer serves the live page of its pipeline (web.Pipeline) at /ui/.
 for ((p = 0; p < PARTITIONS; p++)); do
-	snap=$(curl -fsS "${CONSUMER_URLS[p]}/ui/snapshot.json") ||
-		fail "consumer-$p's live page ${CONSUMER_URLS[p]}/ui/ does not answer"
+	snap=$(get "${CONSUMER_URLS[p]}" /ui/snapshot.json) || snap=
+	[[ $snap == "HTTP/1."?" 200 "* ]] || fail "consumer-$p's live page ${CONSUMER_URLS[p]}/ui/ does not answer: ${snap:0:200}"
 	[[ $snap =~ \"running\":[[:space:]]*true ]] || fail "consumer-$p's live page says its pipeline is not running: ${snap:0:200}"
 done
 say "live pages, open one in a browser while the demo runs: ${CONSUMER_URLS[*]/%//ui/}"
@@ -265,7 +270,7 @@ echo
 echo
 # The consumers' OpenTelemetry metrics, as Prometheus scrapes them (see the README's "Metrics").
 echo "\$ curl -s ${CONSUMER_URLS[0]}/metrics | grep -E '^strom_(partition|checkpoint_saves)'"
-scrape=$(metrics "${CONSUMER_URLS[0]}" | grep -E '^strom_(partition|checkpoint_saves)' | sed -E 's/,?otel_scope_[a-z_]+="[^"]*"//g')
+scrape=$(get "${CONSUMER_URLS[0]}" /metrics | grep -E '^strom_(partition|checkpoint_saves)' | sed -E 's/,?otel_scope_[a-z_]+="[^"]*"//g')
 if [[ $scrape == *strom_partition_position* ]]; then
 	echo "$scrape"
 else

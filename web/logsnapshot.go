@@ -1,18 +1,11 @@
 package web
 
 import (
-	"cmp"
-	"context"
-	"errors"
 	"fmt"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/strom-dev/strom/checkpoint"
-	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/internal/positions"
 )
 
 // LogSnapshot is what the log page shows at one moment: the JSON of
@@ -95,15 +88,22 @@ type PositionFigures struct {
 	// PartitionFigures; nil when the log has no such partition.
 	LogStartOffset *int64 `json:"logStartOffset"`
 	NextOffset     *int64 `json:"nextOffset"`
-	// Lag is NextOffset minus Position, in records; nil when the log has no
-	// such partition. It is negative for a position past the high
-	// watermark (see Note).
+	// ResumeOffset is where a consumer resuming from the position reads
+	// next, by source.FromStore's rules (a later epoch that began below
+	// the position moves it back there; below the log start offset it is
+	// reset to the log start offset by default); nil when the consumer will
+	// stop with an error or the log has no such partition. `strom
+	// positions --json` gives the same.
+	ResumeOffset *int64 `json:"resumeOffset"`
+	// Lag is NextOffset minus the offset the consumer resumes from, in
+	// records; nil when it will stop with an error or the log has no such
+	// partition.
 	Lag *int64 `json:"lag"`
 	// Note says what is odd about the position, "" when nothing is: the
 	// topic or partition is not in the log, the position is past the high
-	// watermark or below the log start offset, or it was saved against
-	// another topic ID (the topic was deleted and created again). `strom
-	// positions` says where a consumer will resume in each case.
+	// watermark or below the log start offset, it was cut by a later
+	// epoch, or it was saved against another topic ID (the topic was
+	// deleted and created again); each says where the consumer resumes.
 	Note string `json:"note,omitempty"`
 }
 
@@ -164,37 +164,17 @@ func (lp *LogPage) topicFigures(name string) TopicFigures {
 	return tf
 }
 
-// positionFigures joins a saved position with its partition's figures.
+// positionFigures joins a saved position with its partition's figures and
+// where a consumer resumes from it, as `strom positions` says
+// (internal/positions, shared by both).
 func (lp *LogPage) positionFigures(state string, s checkpoint.TopicPosition) PositionFigures {
 	pf := PositionFigures{State: state, Topic: s.Topic, Partition: s.Partition, Position: s.Position.Offset}
-	t, err := lp.lg.Topic(s.Topic)
-	if errors.Is(err, log.ErrUnknownTopic) {
-		pf.Note = "topic not in the log"
-		return pf
-	} else if err != nil {
-		pf.Note = err.Error()
-		return pf
-	}
-	if int(s.Partition) >= t.Partitions() {
-		pf.Note = fmt.Sprintf("partition not in the log (the topic has %d)", t.Partitions())
-		return pf
-	}
-	p, err := t.Partition(s.Partition)
+	r, err := positions.Of(lp.lg, s)
 	if err != nil {
 		pf.Note = err.Error()
 		return pf
 	}
-	start, next := p.StartOffset(), p.HighWatermark()
-	lag := next - s.Position.Offset
-	pf.LogStartOffset, pf.NextOffset, pf.Lag = &start, &next, &lag
-	switch id := t.ID(); {
-	case !s.Position.TopicID.IsZero() && !id.IsZero() && s.Position.TopicID != id:
-		pf.Note = fmt.Sprintf("saved against topic ID %s, the topic now has ID %s: it was deleted and created again", s.Position.TopicID, id)
-	case s.Position.Offset > next:
-		pf.Note = fmt.Sprintf("past the high watermark %d", next)
-	case s.Position.Offset < start:
-		pf.Note = fmt.Sprintf("below the log start offset %d: %d records deleted unread", start, start-s.Position.Offset)
-	}
+	pf.LogStartOffset, pf.NextOffset, pf.ResumeOffset, pf.Lag, pf.Note = r.LogStartOffset, r.NextOffset, r.ResumeOffset, r.Lag, r.Note
 	return pf
 }
 
@@ -210,32 +190,13 @@ type stateFolder struct {
 // parse (or for the folder, when it cannot be listed), as `strom positions`
 // does: one bad file does not hide the others. It only reads.
 func savedPositions(st stateFolder) ([]checkpoint.TopicPosition, []string) {
-	entries, err := os.ReadDir(st.store.Dir())
+	saved, corrupt, err := positions.List(st.store)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("state folder %s: %v", st.name, err)}
 	}
-	var saved []checkpoint.TopicPosition
-	var errs []string
-	for _, e := range entries {
-		base, ok := strings.CutSuffix(e.Name(), ".position")
-		i := strings.LastIndexByte(base, '-')
-		if !ok || i < 1 || !e.Type().IsRegular() {
-			continue // a state file, a temporary file of a Save, anything else
-		}
-		pn, err := strconv.ParseInt(base[i+1:], 10, 32)
-		if err != nil || pn < 0 || log.ValidateTopicName(base[:i]) != nil {
-			continue
-		}
-		pos, found, err := st.store.Load(context.Background(), base[:i], int32(pn))
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Sprintf("state folder %s: %v", st.name, err))
-		case found: // else removed since ReadDir
-			saved = append(saved, checkpoint.TopicPosition{Topic: base[:i], Partition: int32(pn), Position: pos})
-		}
+	errs := make([]string, 0, len(corrupt))
+	for _, e := range corrupt {
+		errs = append(errs, fmt.Sprintf("state folder %s: %v", st.name, e))
 	}
-	slices.SortFunc(saved, func(a, b checkpoint.TopicPosition) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
 	return saved, errs
 }

@@ -193,7 +193,8 @@ func firstOffsetResumed(t *testing.T, dir, state string) (int64, error) {
 // where a consumer resuming from it will read (where the repair's epoch
 // began) instead of a negative lag, and that a consumer does resume there;
 // and that a position past the high watermark no epoch explains is said to
-// stop the consumer, as it does, with no lag.
+// stop the consumer, as it does, with no lag. strom serve's page says the
+// same as positions --json.
 func TestPositionsAfterRepairSayWhereTheConsumerResumes(t *testing.T) {
 	t.Parallel()
 	dir := newLog(t, "ev", 1)
@@ -213,6 +214,17 @@ func TestPositionsAfterRepairSayWhereTheConsumerResumes(t *testing.T) {
 	require.NotNil(t, rows[0].ResumeOffset)
 	assert.EqualValues(t, 98, *rows[0].ResumeOffset)
 	assert.EqualValues(t, 0, *rows[0].Lag)
+	// strom serve's page says the same (both read internal/positions).
+	s := startServe(t, "--dir", dir, "serve", "--addr", "127.0.0.1:0", "--state", state)
+	snap := getServeSnapshot(t, s.url+"snapshot.json")
+	s.stop(t, os.Interrupt)
+	require.Len(t, snap.Positions, 1)
+	sp := snap.Positions[0]
+	require.NotNil(t, sp.ResumeOffset)
+	require.NotNil(t, sp.Lag)
+	assert.Equal(t, *rows[0].ResumeOffset, *sp.ResumeOffset)
+	assert.Equal(t, *rows[0].Lag, *sp.Lag)
+	assert.Equal(t, rows[0].Note, sp.Note)
 
 	// Records appended since: the consumer reads them from 98, as said.
 	ok(t, []byte("new-98\nnew-99\nnew-100\n"), "--dir", dir, "produce", "ev")

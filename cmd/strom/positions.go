@@ -1,21 +1,16 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strom-dev/strom/checkpoint"
-	"github.com/strom-dev/strom/log"
+	"github.com/strom-dev/strom/internal/positions"
 )
 
 func newPositionsCmd(a *app) *cobra.Command {
@@ -135,7 +130,7 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 	if err != nil {
 		return err
 	}
-	saved, corrupt, err := listSaved(store)
+	saved, corrupt, err := positions.List(store)
 	if err != nil {
 		return err
 	}
@@ -153,25 +148,11 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 	for _, s := range saved {
 		row := positionRow{Topic: s.Topic, Partition: s.Partition, Position: s.Position.Offset, Epoch: s.Position.Epoch,
 			TopicID: s.Position.TopicID.String()}
-		p, id, err := partitionOf(lg, s.Topic, s.Partition)
-		switch {
-		case errors.Is(err, log.ErrUnknownTopic):
-			row.Note = "topic not in the log"
-		case errors.Is(err, log.ErrPartitionOutOfRange):
-			row.Note = "partition not in the log"
-		case err != nil:
+		r, err := positions.Of(lg, s)
+		if err != nil {
 			return err
-		case !s.Position.TopicID.IsZero() && !id.IsZero() && s.Position.TopicID != id:
-			start, next := p.StartOffset(), p.HighWatermark()
-			lag := next - start
-			row.LogStartOffset, row.NextOffset, row.ResumeOffset, row.Lag = &start, &next, &start, &lag
-			row.Note = fmt.Sprintf("saved against topic ID %s, the topic now has ID %s: it was deleted and created again; the consumer resumes at the log start offset %d by default (OnOutOfRange: ResetLatest resumes at %d, ResetError stops)",
-				s.Position.TopicID, id, start, next)
-		default:
-			if err := resumeOf(p, &row); err != nil {
-				return err
-			}
 		}
+		row.LogStartOffset, row.NextOffset, row.ResumeOffset, row.Lag, row.Note = r.LogStartOffset, r.NextOffset, r.ResumeOffset, r.Lag, r.Note
 		rows = append(rows, row)
 	}
 	if asJSON {
@@ -198,100 +179,12 @@ func (a *app) listPositions(state string, asJSON bool) (err error) {
 	return tw.Flush()
 }
 
-// resumeOf fills in row's offsets, lag and note from partition p: where a
-// consumer resuming from the saved position reads next, by the rules of
-// source.FromStore (log.Partition.ResumeOffset: a later epoch that began
-// below the position moves it back there; a position above the high
-// watermark is an error, never a jump; one below the log start offset is
-// reset, by default to the log start offset).
-func resumeOf(p *log.Partition, row *positionRow) error {
-	start, next := p.StartOffset(), p.HighWatermark()
-	row.LogStartOffset, row.NextOffset = &start, &next
-	resume, err := p.ResumeOffset(row.Position, row.Epoch)
-	lag := next - row.Position
-	var oor *log.OffsetOutOfRangeError
-	switch {
-	case errors.As(err, &oor) && resume < oor.StartOffset:
-		start = oor.StartOffset
-		row.ResumeOffset, row.Lag = &start, &lag
-		row.Note = fmt.Sprintf("below the log start offset %d: %d records deleted unread; the consumer resumes at %d by default (OnOutOfRange: ResetLatest resumes at %d, ResetError stops)",
-			start, start-resume, start, oor.NextOffset)
-	case errors.As(err, &oor):
-		why := "the position has no epoch"
-		if row.Epoch >= 0 {
-			why = fmt.Sprintf("its epoch %d is the log's latest or unknown to it: the position may come from another log", row.Epoch)
-		}
-		row.Note = fmt.Sprintf("position %d is past the high watermark %d, and no epoch of the log says where it was cut (%s): "+
-			"the consumer will stop with an offset-out-of-range error rather than skip or repeat records; set where it resumes with 'strom positions set'",
-			row.Position, oor.NextOffset, why)
-	case err != nil:
-		return err
-	case resume < row.Position:
-		lag = next - resume
-		row.ResumeOffset, row.Lag = &resume, &lag
-		cut := "a later epoch began at %d, below this position: the log was cut there after it was saved (by verify --repair, a truncation or a writer's recovery); " +
-			"the consumer will resume at %[1]d, so the records appended since are not skipped"
-		if row.Position > next {
-			cut = "position %[2]d is past the high watermark %[3]d: records it had passed were dropped after it was saved (by verify --repair, a truncation or a writer's recovery; " +
-				"a later epoch began at %[1]d); the consumer will resume at %[1]d"
-		}
-		row.Note = fmt.Sprintf(cut, resume, row.Position, next)
-	default:
-		row.ResumeOffset, row.Lag = &resume, &lag
-	}
-	return nil
-}
-
-// listSaved is store.List, except that a position file that does not parse
-// (checkpoint.ErrCorrupt) is returned in corrupt instead of failing it all.
-func listSaved(store *checkpoint.FileStore) (saved []checkpoint.TopicPosition, corrupt []error, err error) {
-	entries, err := os.ReadDir(store.Dir())
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, e := range entries {
-		base, ok := strings.CutSuffix(e.Name(), ".position")
-		i := strings.LastIndexByte(base, '-')
-		if !ok || i < 1 || !e.Type().IsRegular() {
-			continue
-		}
-		pn, err := strconv.ParseInt(base[i+1:], 10, 32)
-		if err != nil || pn < 0 || log.ValidateTopicName(base[:i]) != nil {
-			continue
-		}
-		pos, found, err := store.Load(context.Background(), base[:i], int32(pn))
-		switch {
-		case errors.Is(err, checkpoint.ErrCorrupt):
-			corrupt = append(corrupt, err)
-		case err != nil:
-			return nil, nil, err
-		case found: // else removed since ReadDir
-			saved = append(saved, checkpoint.TopicPosition{Topic: base[:i], Partition: int32(pn), Position: pos})
-		}
-	}
-	slices.SortFunc(saved, func(a, b checkpoint.TopicPosition) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
-	return saved, corrupt, nil
-}
-
 // optInt formats an optional number, "-" for none.
 func optInt(v *int64) string {
 	if v == nil {
 		return "-"
 	}
 	return strconv.FormatInt(*v, 10)
-}
-
-// partitionOf opens a partition of a topic, and returns it with the
-// topic's ID.
-func partitionOf(lg *log.Log, topic string, partition int32) (*log.Partition, log.TopicID, error) {
-	t, err := lg.Topic(topic)
-	if err != nil {
-		return nil, log.TopicID{}, err
-	}
-	p, err := t.Partition(partition)
-	return p, t.ID(), err
 }
 
 // parseNonNegative parses a partition, offset or count argument.
