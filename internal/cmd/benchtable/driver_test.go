@@ -24,6 +24,8 @@ func TestMedianAndSpreadOfRounds(t *testing.T) {
 	assert.Equal(t, 1.2, hi)
 	assert.Equal(t, "-", spreadText([]float64{1}, ratioText))
 	assert.Equal(t, "0.90x–1.20x (3)", spreadText([]float64{1.2, 0.9, 1.0}, ratioText))
+	assert.Equal(t, "8.3–8.5 B/key (2)", spreadText([]float64{8.5, 8.3}, bytesPerKey))
+	assert.Equal(t, "794–911 records/s (3)", spreadText([]float64{911, 794, 890}, rate))
 }
 
 // TestRatiosPairTheSameRound ensures a round's ratio divides the figure by

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // median returns the middle of xs (the mean of the two middle values when
@@ -53,7 +54,12 @@ func spreadText(xs []float64, f func(float64) string) string {
 		return "-"
 	}
 	lo, hi := spread(xs)
-	return fmt.Sprintf("%s–%s (%d)", f(lo), f(hi), len(xs))
+	los, his := f(lo), f(hi)
+	// "8.3 B/key–8.5 B/key" reads better as "8.3–8.5 B/key".
+	if num, unit, ok := strings.Cut(los, " "); ok && strings.HasSuffix(his, " "+unit) {
+		los = num
+	}
+	return fmt.Sprintf("%s–%s (%d)", los, his, len(xs))
 }
 
 func ratioText(v float64) string { return fmt.Sprintf("%.2fx", v) }
