@@ -161,3 +161,40 @@ func TestRunMainRendersStdin(t *testing.T) {
 	assert.Contains(t, out.String(), "the median of the per-round ratios")
 	assert.Equal(t, 2, runMain([]string{"-nonsense"}, strings.NewReader(""), &out, &errOut))
 }
+
+// TestCompareSaysWhichRatioRowsHeld ensures two runs are compared on
+// their median ratios: a row whose ratio moved by less than 15% held, one
+// that moved more did not, a row without a baseline is shown but not
+// counted, and a row only one run measured is neither.
+func TestCompareSaysWhichRatioRowsHeld(t *testing.T) {
+	a := `# machine: load average (1, 5, 15 min): 0.10 0.20 0.30 at the start, 0.40 0.50 0.60 at the end
+BenchmarkThree/strom-2      	 1	 1 ns/op	   8000000 records/s
+BenchmarkThree/gostreams-2  	 1	 1 ns/op	    400000 records/s
+BenchmarkThree/rill-2       	 1	 1 ns/op	    800000 records/s
+BenchmarkIndexMemory-2   1   1 ns/op   40.0 index-MiB
+BenchmarkKeyOrdered/n=1-2   	       1	1 ns/op	       1000 records/s
+BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       4000 records/s
+`
+	b := `BenchmarkThree/strom-2      	 1	 1 ns/op	   4000000 records/s
+BenchmarkThree/gostreams-2  	 1	 1 ns/op	    220000 records/s
+BenchmarkThree/rill-2       	 1	 1 ns/op	    200000 records/s
+BenchmarkIndexMemory-2   1   1 ns/op   50.0 index-MiB
+`
+	ma, ha, err := parse(strings.NewReader(a), nil)
+	require.NoError(t, err)
+	mb, hb, err := parse(strings.NewReader(b), nil)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	n, within := compare(&out, ma, mb, ha, hb)
+	s := out.String()
+	assert.Equal(t, 2, n, s)
+	assert.Equal(t, 1, within, s)
+	assert.Contains(t, s, "run A: load average (1, 5, 15 min): 0.10 0.20 0.30")
+	// go-streams: 20x then 18.18x (0.91, held); rill: 10x then 20x (2.00, not).
+	assert.Regexp(t, `strom vs go-streams\s+20.00x\s+18.18x\s+0.91\s+yes`, s)
+	assert.Regexp(t, `strom vs rill\s+10.00x\s+20.00x\s+2.00\s+no`, s)
+	assert.Regexp(t, `10 GiB of 64 B records\s+40.0 MiB\s+50.0 MiB\s+1.25\s*\n`, s)
+	assert.Regexp(t, `n=4 vs n=1\s+4.00x\s+-\s+-\s*\n`, s)
+	assert.Regexp(t, `live page open vs off\s+-\s+-\s+-\s*\n`, s)
+	assert.Contains(t, s, "1 of 2 ratio rows within 15% of each other")
+}

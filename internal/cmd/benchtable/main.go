@@ -498,7 +498,8 @@ func main() {
 }
 
 // runMain is the command: with -run it drives the benchmarks itself (make
-// bench), otherwise it reads go test -bench output (a bench.out) on stdin.
+// bench), with -compare it sets two saved runs side by side, otherwise it
+// reads go test -bench output (a bench.out) on stdin.
 // It returns the exit status: 0 even where a target is missed, 1 when a
 // benchmark process failed or the output could not be read, 2 for bad
 // flags.
@@ -511,8 +512,20 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out := fl.String("out", "bench.out", "with -run: where the raw output goes")
 	only := fl.String("only", "", "with -run: only the families whose name contains this")
 	echo := fl.Bool("echo", false, "without -run: echo the input to stderr")
+	cmp := fl.Bool("compare", false, "compare two raw outputs given as arguments (A.out B.out): each row's median ratio side by side, and whether they are within 15%")
 	if err := fl.Parse(args); err != nil {
 		return 2
+	}
+	if *cmp {
+		if fl.NArg() != 2 {
+			fmt.Fprintln(stderr, "benchtable: -compare wants two files: benchtable -compare A.out B.out")
+			return 2
+		}
+		if err := compareFiles(stdout, fl.Arg(0), fl.Arg(1)); err != nil {
+			fmt.Fprintln(stderr, "benchtable:", err)
+			return 1
+		}
+		return 0
 	}
 	var (
 		m      metrics
