@@ -18,7 +18,7 @@ const compareTolerance = 0.15
 // its values; ok is false when it did not run.
 func judged(r row, m metrics) (v float64, isRatio, ok bool) {
 	vs := m[r.bench][r.unit]
-	if len(vs) == 0 {
+	if len(present(vs)) == 0 {
 		return 0, r.baseline != "", false
 	}
 	if r.baseline != "" {

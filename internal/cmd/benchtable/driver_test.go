@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -197,4 +198,35 @@ BenchmarkIndexMemory-2   1   1 ns/op   50.0 index-MiB
 	assert.Regexp(t, `n=4 vs n=1\s+4.00x\s+-\s+-\s*\n`, s)
 	assert.Regexp(t, `live page open vs off\s+-\s+-\s+-\s*\n`, s)
 	assert.Contains(t, s, "1 of 2 ratio rows within 15% of each other")
+}
+
+// TestParsePairsRoundsAcrossAFailedProcess ensures that when one side's
+// process fails in a round, the rounds after it still pair each figure
+// with the baseline measured next to it: the driver's comment lines say
+// which round a result belongs to.
+func TestParsePairsRoundsAcrossAFailedProcess(t *testing.T) {
+	in := `# KeyOrdered, round 1/3: BenchmarkKeyOrdered/n=1 (...)
+BenchmarkKeyOrdered/n=1-2   	       1	1 ns/op	       1000 records/s
+# KeyOrdered, round 1/3: BenchmarkKeyOrdered/n=4 (...)
+BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       4000 records/s
+# KeyOrdered, round 2/3: BenchmarkKeyOrdered/n=1 (...)
+--- FAIL: BenchmarkKeyOrdered/n=1
+# KeyOrdered, round 2/3: BenchmarkKeyOrdered/n=4 (...)
+BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       9000 records/s
+# KeyOrdered, round 3/3: BenchmarkKeyOrdered/n=1 (...)
+BenchmarkKeyOrdered/n=1-2   	       1	1 ns/op	       2000 records/s
+# KeyOrdered, round 3/3: BenchmarkKeyOrdered/n=4 (...)
+BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       7000 records/s
+`
+	m, _, err := parse(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	n1 := m["BenchmarkKeyOrdered/n=1"]["records/s"]
+	require.Len(t, n1, 3)
+	assert.True(t, math.IsNaN(n1[1]), "round 2 of n=1 failed: %v", n1)
+	// Round 1: 4x; round 2: no pair; round 3: 3.5x (not 7000/1000 or 9000/2000).
+	assert.Equal(t, []float64{4, 3.5}, ratios(m["BenchmarkKeyOrdered/n=4"]["records/s"], n1))
+	var out bytes.Buffer
+	render(&out, m)
+	assert.Regexp(t, `n=1\s+1500 records/s\s+-\s+-\s+1000–2000 records/s \(2\)`, out.String())
+	assert.Regexp(t, `n=4 vs n=1\s+7000 records/s\s+1500 records/s\s+3.75x\s+3.50x–4.00x \(2\)`, out.String())
 }

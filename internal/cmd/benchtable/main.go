@@ -44,6 +44,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -59,6 +60,24 @@ type metrics map[string]map[string][]float64
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
+// roundLine is the driver's comment before each process, "# family, round
+// r/R: side (...)".
+var roundLine = regexp.MustCompile(`^# .*, round (\d+)/\d+: `)
+
+// addRound puts v at round's place in xs (1-based), filling rounds not
+// measured (a process that failed) with NaN, or appends it when round is 0
+// (plain go test output) or its place is taken.
+func addRound(xs []float64, round int, v float64) []float64 {
+	if round <= 0 || round <= len(xs) && !math.IsNaN(xs[round-1]) {
+		return append(xs, v)
+	}
+	for len(xs) < round {
+		xs = append(xs, math.NaN())
+	}
+	xs[round-1] = v
+	return xs
+}
+
 // parse reads go test -bench output (bench.out), echoing each line to
 // echo when it is not nil. A benchmark line appends its values to the
 // benchmark's; a line of the driver's machine header ("# machine: ...")
@@ -67,6 +86,7 @@ var procSuffix = regexp.MustCompile(`-\d+$`)
 func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 	m := metrics{}
 	var header []string
+	round := 0 // the round the driver's last comment line named; 0: none
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -76,6 +96,10 @@ func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 		}
 		if h, ok := strings.CutPrefix(line, machinePrefix); ok {
 			header = append(header, h)
+			continue
+		}
+		if sm := roundLine.FindStringSubmatch(line); sm != nil {
+			round, _ = strconv.Atoi(sm[1])
 			continue
 		}
 		f := strings.Fields(line)
@@ -91,7 +115,7 @@ func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 			if err != nil {
 				break
 			}
-			m[name][f[i+1]] = append(m[name][f[i+1]], v)
+			m[name][f[i+1]] = addRound(m[name][f[i+1]], round, v)
 		}
 	}
 	return m, header, sc.Err()
@@ -587,7 +611,7 @@ func render(w io.Writer, m metrics) {
 	fmt.Fprintln(tw, "figure\tmeasured\tbaseline (same run)\tratio\tspread\ttarget\tverdict")
 	for _, r := range rows() {
 		vs := m[r.bench][r.unit]
-		if len(vs) == 0 {
+		if len(present(vs)) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\tnot run\n", r.figure, r.target)
 			continue
 		}

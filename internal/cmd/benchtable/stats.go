@@ -2,17 +2,32 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
 
-// median returns the middle of xs (the mean of the two middle values when
-// len(xs) is even); xs is not modified. It returns 0 for no values.
+// present returns the values of xs that were measured: a round whose
+// process failed leaves a NaN in its place (parse), so that the rounds
+// after it still pair with their neighbours.
+func present(xs []float64) []float64 {
+	out := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// median returns the middle of the measured values of xs (the mean of the
+// two middle ones when their count is even); xs is not modified. It
+// returns 0 for no values.
 func median(xs []float64) float64 {
-	if len(xs) == 0 {
+	s := present(xs)
+	if len(s) == 0 {
 		return 0
 	}
-	s := slices.Clone(xs)
 	slices.Sort(s)
 	mid := len(s) / 2
 	if len(s)%2 == 1 {
@@ -21,8 +36,10 @@ func median(xs []float64) float64 {
 	return (s[mid-1] + s[mid]) / 2
 }
 
-// spread returns the smallest and largest of xs (0, 0 for none).
+// spread returns the smallest and largest measured value of xs (0, 0 for
+// none).
 func spread(xs []float64) (lo, hi float64) {
+	xs = present(xs)
 	if len(xs) == 0 {
 		return 0, 0
 	}
@@ -32,7 +49,8 @@ func spread(xs []float64) (lo, hi float64) {
 // ratios pairs the rounds of a measured figure with its baseline's: the
 // i-th ratio is a[i] over b[i], the two measured in the same round (next
 // to each other); a baseline with fewer rounds than the figure lends its
-// last one to the rest. Pairs with a value <= 0 are left out.
+// last one to the rest. Pairs with a value <= 0, or a round not measured
+// (NaN), are left out.
 func ratios(a, b []float64) []float64 {
 	if len(b) == 0 {
 		return nil
@@ -50,6 +68,7 @@ func ratios(a, b []float64) []float64 {
 // spreadText prints the range of xs with format f, "lo–hi (n)", or "-"
 // for fewer than two values (a single round has no spread).
 func spreadText(xs []float64, f func(float64) string) string {
+	xs = present(xs)
 	if len(xs) < 2 {
 		return "-"
 	}
