@@ -41,8 +41,11 @@ SHELL := /bin/bash
 #   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint, sink decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
-#   make bench [BENCHTIME=1s]                   the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
-#                                               with ratios to baselines of the same run (raw output: bench.out)
+#   make bench [BENCHTIME=1s] [ROUNDS=3]        the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
+#                                               with ratios to baselines of the same run: each compared side in a process of its own, after a
+#                                               sync, the sides taking turns for ROUNDS rounds (A B A B A B), the verdict on the median ratio,
+#                                               its spread (lowest to highest) beside it, the machine at the top (raw output: bench.out;
+#                                               about 20 minutes on 2 cores; BENCH_ONLY=name runs the families whose name contains it)
 #   make nexmark [NEXMARK_EVENTS=5000000]       the Nexmark queries built so far (q0-q5, q7, q8, q9, q11, q12) over NEXMARK_EVENTS generated events read
 #                                               from the log (read-only, checkpoints every 200 ms to a FileStore): a table of events/s (wall),
 #                                               CPU s per million events, events/s per core, Flink 1.13's per-core figure and the ratio; and
@@ -53,6 +56,8 @@ SHELL := /bin/bash
 
 GO        ?= go
 BENCHTIME ?= 1s
+ROUNDS    ?= 3
+BENCH_ONLY ?=
 FUZZTIME  ?= 10s
 FUZZFLAGS ?=
 # The recovery targets run about 50 inputs a second (each opens a log:
@@ -125,10 +130,13 @@ torture-soak:
 fuzz:
 	@GO="$(GO)" FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZTIME="$(FUZZTIME)" FUZZMINIMIZETIME="$(FUZZMINIMIZETIME)" FUZZFLAGS="$(FUZZFLAGS)" ./scripts/fuzz.sh
 
-# internal/bench's BenchmarkTailFollow is one 3 s wall-clock run per op, so at
-# BENCHTIME=1s it runs once; -benchmem gives every figure its allocs/op.
+# internal/cmd/benchtable -run builds the test binaries of ./log/,
+# ./internal/bench/ and ./cmd/strom/ and runs each benchmark family's sides
+# in processes of their own, interleaved (its package doc, and
+# docs/benchmarks.md, say why); -benchmem gives every figure its allocs/op.
+# `go run ./internal/cmd/benchtable < bench.out` prints the table again.
 bench:
-	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./log/ ./internal/bench/ ./cmd/strom/ | tee bench.out | $(GO) run ./internal/cmd/benchtable
+	@GO="$(GO)" $(GO) run ./internal/cmd/benchtable -run -rounds $(ROUNDS) -benchtime $(BENCHTIME) -only '$(BENCH_ONLY)' -out bench.out
 
 # The command is built first, so the table times the queries, not the compiler.
 nexmark:

@@ -60,6 +60,7 @@ func BenchmarkRecovery(b *testing.B) {
 				total += fi.Size()
 			}
 			fixtureGiB := float64(total) / (1 << 30)
+			settle()
 			b.Run("baseline", func(b *testing.B) {
 				buf := make([]byte, 1<<20)
 				b.SetBytes(total)

@@ -47,6 +47,7 @@ func BenchmarkSyncedAppend(b *testing.B) {
 				left.Store(int64(b.N))
 				syncs, syncTime, writes := log.SyncCalls(p), log.SyncTime(p), log.WriteCalls(p)
 				b.SetBytes(64)
+				settle()
 				b.ResetTimer()
 				var wg sync.WaitGroup
 				for range appenders {

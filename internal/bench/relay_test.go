@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,7 +173,7 @@ func BenchmarkRelayLogToKafka(b *testing.B) {
 						// before it: without this the side that runs first
 						// after another benchmark measured 0.69x in make bench
 						// against 0.86x alone.
-						runtime.GC()
+						settle()
 						b.StartTimer()
 						start := time.Now()
 						check := c.relay(b, topic)
@@ -334,7 +333,7 @@ func BenchmarkRelayKafkaToLog(b *testing.B) {
 							b.Fatal(err)
 						}
 						group := relayName("g-" + c.name)
-						runtime.GC() // as in BenchmarkRelayLogToKafka
+						settle() // as in BenchmarkRelayLogToKafka
 						b.StartTimer()
 						start := time.Now()
 						c.relay(b, group, out)

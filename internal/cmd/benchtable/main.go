@@ -20,6 +20,20 @@
 // the log package's and internal/bench's benchmarks through it; the raw
 // output is kept in bench.out.
 //
+// With -run (make bench) it is also the driver: it builds the test
+// binaries of ./log/, ./internal/bench/ and ./cmd/strom/ and runs each
+// family of compared benchmarks (families, plan.go) side by side in
+// processes of their own, after a sync(2), the sides taking turns for
+// -rounds rounds (A B A B A B), and writes their output to bench.out with
+// the machine it ran on (CPU model, cores, kernel, Go, commit, load
+// average at the start and end, CPU steal). Each row is judged on the
+// median of its per-round ratios, whose lowest and highest are printed
+// beside it: issue 24 found that in one go test run of every benchmark a
+// ratio depended on what ran before it and on the minute it ran in
+// (internal/bench's package doc has the measurements). Without -run it
+// reads go test -bench output (a saved bench.out) on stdin, where a
+// benchmark seen several times counts as several rounds.
+//
 // A figure whose benchmark did not run (filtered out, or skipped by size)
 // prints "-" and is not judged. The exit status is 0 even when a target is
 // missed: targets on a shared machine are information, not a gate.
@@ -27,8 +41,10 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -37,13 +53,40 @@ import (
 )
 
 // metrics maps a benchmark name (GOMAXPROCS suffix removed) to its
-// reported values by unit.
-type metrics map[string]map[string]float64
+// reported values by unit, one per time the benchmark ran, in the order of
+// the output: one per round when the driver ran it (-run), and the i-th of
+// a figure was measured in the same round as the i-th of its baseline.
+type metrics map[string]map[string][]float64
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
-func parse(r io.Reader, echo io.Writer) (metrics, error) {
+// roundLine is the driver's comment before each process, "# family, round
+// r/R: side (...)".
+var roundLine = regexp.MustCompile(`^# .*, round (\d+)/\d+: `)
+
+// addRound puts v at round's place in xs (1-based), filling rounds not
+// measured (a process that failed) with NaN, or appends it when round is 0
+// (plain go test output) or its place is taken.
+func addRound(xs []float64, round int, v float64) []float64 {
+	if round <= 0 || round <= len(xs) && !math.IsNaN(xs[round-1]) {
+		return append(xs, v)
+	}
+	for len(xs) < round {
+		xs = append(xs, math.NaN())
+	}
+	xs[round-1] = v
+	return xs
+}
+
+// parse reads go test -bench output (bench.out), echoing each line to
+// echo when it is not nil. A benchmark line appends its values to the
+// benchmark's; a line of the driver's machine header ("# machine: ...")
+// is kept in the returned header, so a table rendered again from a saved
+// bench.out names the machine it was measured on.
+func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 	m := metrics{}
+	var header []string
+	round := 0 // the round the driver's last comment line named; 0: none
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -51,22 +94,31 @@ func parse(r io.Reader, echo io.Writer) (metrics, error) {
 		if echo != nil {
 			fmt.Fprintln(echo, line)
 		}
+		if h, ok := strings.CutPrefix(line, machinePrefix); ok {
+			header = append(header, h)
+			continue
+		}
+		if sm := roundLine.FindStringSubmatch(line); sm != nil {
+			round, _ = strconv.Atoi(sm[1])
+			continue
+		}
 		f := strings.Fields(line)
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
 		name := procSuffix.ReplaceAllString(f[0], "")
-		vals := map[string]float64{}
+		if m[name] == nil {
+			m[name] = map[string][]float64{}
+		}
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
 				break
 			}
-			vals[f[i+1]] = v
+			m[name][f[i+1]] = addRound(m[name][f[i+1]], round, v)
 		}
-		m[name] = vals
 	}
-	return m, sc.Err()
+	return m, header, sc.Err()
 }
 
 // row is one figure of the table.
@@ -298,6 +350,12 @@ func pipelineRows() []row {
 			baseline: three, baseUnit: "records/s", target: ">= 0.9x", minRatio: 0.9, formatter: millions},
 		{figure: "  same, allocations", bench: "BenchmarkThreeTelemetry/metrics", unit: "allocs/op",
 			target: "< 0.01/record", formatter: allocs, meets: perRecord},
+		// Issue 23: a live page open (web.Pipeline, its /events read by a
+		// client) costs the pipeline it shows at most 1%.
+		{figure: "3 stages from memory, live page open vs off", bench: "BenchmarkThreeLivePage/open", unit: "records/s",
+			baseline: "BenchmarkThreeLivePage/off", baseUnit: "records/s", target: ">= 0.99x", minRatio: 0.99, formatter: millions},
+		{figure: "  same, events the page's client read", bench: "BenchmarkThreeLivePage/open", unit: "events/s",
+			formatter: func(v float64) string { return fmt.Sprintf("%.2f /s", v) }},
 		{figure: "3 stages from a log replay + FileStore vs go-streams in memory", bench: fromLog, unit: "records/s",
 			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
 		{figure: "  same, with source.ReuseBytes (record bytes valid until the next Read)", bench: reuse, unit: "records/s",
@@ -460,39 +518,117 @@ func statefulRows() []row {
 }
 
 func main() {
-	var echo io.Writer
-	if len(os.Args) > 1 && os.Args[1] == "-echo" {
-		echo = os.Stderr
-	}
-	m, err := parse(os.Stdin, echo)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchtable:", err)
-		os.Exit(1)
-	}
-	render(os.Stdout, m)
+	os.Exit(runMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// runMain is the command: with -run it drives the benchmarks itself (make
+// bench), with -compare it sets two saved runs side by side, otherwise it
+// reads go test -bench output (a bench.out) on stdin.
+// It returns the exit status: 0 even where a target is missed, 1 when a
+// benchmark process failed or the output could not be read, 2 for bad
+// flags.
+func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("benchtable", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	drive := fl.Bool("run", false, "build the test binaries and run every family's sides in processes of their own, interleaved, -rounds times")
+	rounds := fl.Int("rounds", 3, "with -run: rounds of each family (A B A B ...); the verdict is on the median ratio")
+	benchtime := fl.String("benchtime", "1s", "with -run: -test.benchtime of each process (a family may set its own)")
+	out := fl.String("out", "bench.out", "with -run: where the raw output goes")
+	only := fl.String("only", "", "with -run: only the families whose name contains this")
+	echo := fl.Bool("echo", false, "without -run: echo the input to stderr")
+	cmp := fl.Bool("compare", false, "compare two raw outputs given as arguments (A.out B.out): each row's median ratio side by side, and whether they are within 15%")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if *cmp {
+		if fl.NArg() != 2 {
+			fmt.Fprintln(stderr, "benchtable: -compare wants two files: benchtable -compare A.out B.out")
+			return 2
+		}
+		if err := compareFiles(stdout, fl.Arg(0), fl.Arg(1)); err != nil {
+			fmt.Fprintln(stderr, "benchtable:", err)
+			return 1
+		}
+		return 0
+	}
+	var (
+		m      metrics
+		header []string
+		failed []string
+		err    error
+	)
+	if *drive {
+		goCmd := os.Getenv("GO")
+		if goCmd == "" {
+			goCmd = "go"
+		}
+		m, header, failed, err = driveRun(runConfig{goCmd: goCmd, rounds: *rounds, benchtime: *benchtime, out: *out, only: *only}, stderr)
+	} else {
+		var e io.Writer
+		if *echo {
+			e = stderr
+		}
+		m, header, err = parse(stdin, e)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "benchtable:", err)
+		return 1
+	}
+	for _, h := range header {
+		fmt.Fprintln(stdout, h)
+	}
+	if len(header) > 0 {
+		fmt.Fprintln(stdout)
+	}
+	render(stdout, m)
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, tableNotes)
+	if len(failed) > 0 {
+		fmt.Fprintln(stderr, "benchtable: these benchmark processes failed (their output is in the raw file):")
+		for _, f := range failed {
+			fmt.Fprintln(stderr, "  "+f)
+		}
+		return 1
+	}
+	return 0
+}
+
+// tableNotes is printed under the table.
+const tableNotes = `measured, baseline: the median of the rounds; ratio: the median of the per-round ratios (a round's
+figure over its baseline measured next to it, each side in a process of its own, after a sync); spread:
+the lowest and the highest of those ratios (or values, for a figure without a baseline), and how many
+rounds. Families of figures without a baseline run once; the recovery family runs 10 iterations per
+side (-benchtime 10x) and the strom command's one (1x). The verdict is on the median.
+`
+
+// render prints the table: per row the median of the figure's rounds, the
+// median of its baseline's, the median of the per-round ratios with their
+// spread (lowest to highest ratio, and how many rounds), the target and the
+// verdict, taken on the median ratio (or the median value for a row
+// without a baseline, whose spread is that of its values).
 func render(w io.Writer, m metrics) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tmeasured\tbaseline (same run)\tratio\ttarget\tverdict")
+	fmt.Fprintln(tw, "figure\tmeasured\tbaseline (same run)\tratio\tspread\ttarget\tverdict")
 	for _, r := range rows() {
-		v, ok := m[r.bench][r.unit]
-		if !ok {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\tnot run\n", r.figure, r.target)
+		vs := m[r.bench][r.unit]
+		if len(present(vs)) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\tnot run\n", r.figure, r.target)
 			continue
 		}
-		baseStr, ratioStr, verdict := "-", "-", ""
-		if b, ok := m[r.bench][r.beside]; ok && r.beside != "" {
-			baseStr = r.formatter(b)
+		v := median(vs)
+		baseStr, ratioStr, spreadStr, verdict := "-", "-", spreadText(vs, r.formatter), ""
+		if b := m[r.bench][r.beside]; len(b) > 0 && r.beside != "" {
+			baseStr = r.formatter(median(b))
 		}
 		if r.baseline != "" {
-			if b, ok := m[r.baseline][r.baseUnit]; ok && b > 0 && v > 0 {
-				baseStr = r.formatter(b)
-				ratio := v / b
-				if own, ok := m[r.bench][r.ratioUnit]; ok && r.ratioUnit != "" {
-					ratio = own
-				}
-				ratioStr = fmt.Sprintf("%.2fx", ratio)
+			rs := ratios(vs, m[r.baseline][r.baseUnit])
+			if own := m[r.bench][r.ratioUnit]; len(own) > 0 && r.ratioUnit != "" {
+				rs = own
+			}
+			if len(rs) > 0 {
+				baseStr = r.formatter(median(m[r.baseline][r.baseUnit]))
+				ratio := median(rs)
+				ratioStr, spreadStr = ratioText(ratio), spreadText(rs, ratioText)
 				switch {
 				case r.minRatio > 0 && ratio >= r.minRatio, r.maxRatio > 0 && ratio <= r.maxRatio:
 					verdict = "met"
@@ -507,7 +643,7 @@ func render(w io.Writer, m metrics) {
 				verdict = "MISSED"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.figure, r.formatter(v), baseStr, ratioStr, r.target, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.figure, r.formatter(v), baseStr, ratioStr, spreadStr, r.target, verdict)
 	}
 	tw.Flush()
 }

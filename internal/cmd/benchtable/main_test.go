@@ -24,16 +24,16 @@ BenchmarkBaselineSyncPerRecord-2   100   1 ns/op   2500 records/s
 BenchmarkIndexMemory-2   1   1 ns/op   40.0 index-MiB
 PASS
 `
-	m, err := parse(strings.NewReader(in), nil)
+	m, _, err := parse(strings.NewReader(in), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	render(&out, m)
 	s := out.String()
-	assert.Regexp(t, `append 64B, mmap, 1024/call, synced at the end\s+4.00 M/s\s+5.00 M/s\s+0.80x\s+>= 0.8x\s+met`, s)
-	assert.Regexp(t, `1024/call, synced at the end.*\n\s+same, against the bare loop \(page cache only\)\s+4.00 M/s\s+10.00 M/s\s+0.40x\s*\n`, s)
-	assert.Regexp(t, `mmap, 64 appenders\s+150000 /s\s+2500 /s\s+60.50x\s+>= 50x\s+met`, s)
+	assert.Regexp(t, `append 64B, mmap, 1024/call, synced at the end\s+4.00 M/s\s+5.00 M/s\s+0.80x\s+-\s+>= 0.8x\s+met`, s)
+	assert.Regexp(t, `1024/call, synced at the end.*\n\s+same, against the bare loop \(page cache only\)\s+4.00 M/s\s+10.00 M/s\s+0.40x\s+-\s*\n`, s)
+	assert.Regexp(t, `mmap, 64 appenders\s+150000 /s\s+2500 /s\s+60.50x\s+-\s+>= 50x\s+met`, s)
 	assert.Regexp(t, `10 GiB of 64 B records\s+40.0 MiB.*met`, s)
-	assert.Regexp(t, `append 64B, mmap, 1/call, synced at the end\s+2.00 M/s\s+5.00 M/s\s+0.40x\s+>= 0.5x\s+MISSED\s*\n\s+same, against a bare mapped store loop \(its page faults\)\s+2.00 M/s\s+4.00 M/s\s+0.50x\s*\n`, s)
+	assert.Regexp(t, `append 64B, mmap, 1/call, synced at the end\s+2.00 M/s\s+5.00 M/s\s+0.40x\s+-\s+>= 0.5x\s+MISSED\s*\n\s+same, against a bare mapped store loop \(its page faults\)\s+2.00 M/s\s+4.00 M/s\s+0.50x\s+-\s*\n`, s)
 	assert.Regexp(t, `append 1KiB, file, 1/call, synced at the end\s+-.*not run`, s)
 }
 
@@ -56,24 +56,24 @@ BenchmarkTrackerMemory-2    	34462856	        34.95 ns/op	 8.000 MiB	 8.389 byte
 BenchmarkFirstCheckpoint-2   	       1	4668914126 ns/op	      1820 first-position	      4661 ms-to-first-checkpoint	 1837032 B/op	    6420 allocs/op
 PASS
 `
-	m, err := parse(strings.NewReader(in), nil)
+	m, _, err := parse(strings.NewReader(in), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	render(&out, m)
 	s := out.String()
-	assert.Regexp(t, `strom vs go-streams\s+8.00 M/s\s+0.40 M/s\s+20.00x\s+>= 20x\s+met`, s)
-	assert.Regexp(t, `strom vs rill\s+8.00 M/s\s+0.80 M/s\s+10.00x\s+>= 8x\s+met`, s)
-	assert.Regexp(t, `from memory, strom allocations\s+0.0000 allocs/record\s+-\s+-\s+< 0.01/record\s+met`, s)
-	assert.Regexp(t, `FileStore vs go-streams in memory\s+2.00 M/s\s+0.40 M/s\s+5.00x\s+>= 10x\s+MISSED`, s)
-	assert.Regexp(t, `read-write\) replay\s+1.00 M/s\s+2.00 M/s\s+0.50x\s+>= 0.83x \(within 1.2x\)\s+MISSED`, s)
-	assert.Regexp(t, `checkpoint saves\s+5.0 /s\s+-\s+-\s+<= 10 /s\s+met`, s)
-	assert.Regexp(t, `handler, p99\s+1.37 ms\s+-\s+-\s+\n`, s)
-	assert.Regexp(t, `n=4 vs n=1\s+3344 records/s\s+880 records/s\s+3.80x\s+>= 3x\s+met`, s)
-	assert.Regexp(t, `n=16 vs n=1\s+8800 records/s\s+880 records/s\s+10.00x\s+>= 12x\s+MISSED`, s)
-	assert.Regexp(t, `Begin\+Done, allocations\s+0 allocs/op\s+-\s+-\s+0\s+met`, s)
+	assert.Regexp(t, `strom vs go-streams\s+8.00 M/s\s+0.40 M/s\s+20.00x\s+-\s+>= 20x\s+met`, s)
+	assert.Regexp(t, `strom vs rill\s+8.00 M/s\s+0.80 M/s\s+10.00x\s+-\s+>= 8x\s+met`, s)
+	assert.Regexp(t, `from memory, strom allocations\s+0.0000 allocs/record\s+-\s+-\s+-\s+< 0.01/record\s+met`, s)
+	assert.Regexp(t, `FileStore vs go-streams in memory\s+2.00 M/s\s+0.40 M/s\s+5.00x\s+-\s+>= 10x\s+MISSED`, s)
+	assert.Regexp(t, `read-write\) replay\s+1.00 M/s\s+2.00 M/s\s+0.50x\s+-\s+>= 0.83x \(within 1.2x\)\s+MISSED`, s)
+	assert.Regexp(t, `checkpoint saves\s+5.0 /s\s+-\s+-\s+-\s+<= 10 /s\s+met`, s)
+	assert.Regexp(t, `handler, p99\s+1.37 ms\s+-\s+-\s+-\s+\n`, s)
+	assert.Regexp(t, `n=4 vs n=1\s+3344 records/s\s+880 records/s\s+3.80x\s+-\s+>= 3x\s+met`, s)
+	assert.Regexp(t, `n=16 vs n=1\s+8800 records/s\s+880 records/s\s+10.00x\s+-\s+>= 12x\s+MISSED`, s)
+	assert.Regexp(t, `Begin\+Done, allocations\s+0 allocs/op\s+-\s+-\s+-\s+0\s+met`, s)
 	assert.Regexp(t, `memory per record\s+8.39 B/record`, s)
-	assert.Regexp(t, `first checkpoint after\s+4661.00 ms\s+-\s+-\s+< 500 ms\s+MISSED`, s)
-	assert.Regexp(t, `position saved by that checkpoint\s+1820 records\s+-\s+-\s+\n`, s)
+	assert.Regexp(t, `first checkpoint after\s+4661.00 ms\s+-\s+-\s+-\s+< 500 ms\s+MISSED`, s)
+	assert.Regexp(t, `position saved by that checkpoint\s+1820 records\s+-\s+-\s+-\s+\n`, s)
 }
 
 // TestRenderRelayFigures ensures issue 7's rows pair each strom relay with
@@ -87,14 +87,14 @@ BenchmarkRelayLogToKafka/1KiB/strom-2   	      30	  40250319 ns/op	    450000 re
 BenchmarkRelayLogToKafka/1KiB/franz-2   	      55	  48628188 ns/op	    500000 records/s
 PASS
 `
-	m, err := parse(strings.NewReader(in), nil)
+	m, _, err := parse(strings.NewReader(in), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	render(&out, m)
 	s := out.String()
-	assert.Regexp(t, `relay log -> Kafka \(kfake\), 100 B, strom vs plain franz-go loop\s+1500000 records/s\s+2000000 records/s\s+0.75x\s+>= 0.8x\s+MISSED`, s)
-	assert.Regexp(t, `relay log -> Kafka \(kfake\), 1 KiB, strom vs plain franz-go loop\s+450000 records/s\s+500000 records/s\s+0.90x\s+>= 0.8x\s+met`, s)
-	assert.Regexp(t, `relay Kafka -> log \(kfake\), 100 B, strom vs plain franz-go loop\s+-\s+-\s+-\s+>= 0.8x\s+not run`, s)
+	assert.Regexp(t, `relay log -> Kafka \(kfake\), 100 B, strom vs plain franz-go loop\s+1500000 records/s\s+2000000 records/s\s+0.75x\s+-\s+>= 0.8x\s+MISSED`, s)
+	assert.Regexp(t, `relay log -> Kafka \(kfake\), 1 KiB, strom vs plain franz-go loop\s+450000 records/s\s+500000 records/s\s+0.90x\s+-\s+>= 0.8x\s+met`, s)
+	assert.Regexp(t, `relay Kafka -> log \(kfake\), 100 B, strom vs plain franz-go loop\s+-\s+-\s+-\s+-\s+>= 0.8x\s+not run`, s)
 }
 
 // TestRenderStatefulFigures ensures issue 9's rows divide the window's and
@@ -110,21 +110,21 @@ BenchmarkWindow/tumbling/memory-each-batch-2         	 2380234	       493.1 ns/o
 BenchmarkAggregate/count/memory-2                    	11428472	        94.80 ns/op	         0.0008358 allocs/record	  10550439 records/s	        30.10 save-ns/record	       163.4 saves/s	      8158 state-B	         8.158 state-B/key	        64.70 without-ns/record	       2 B/op	       0 allocs/op
 PASS
 `
-	m, err := parse(strings.NewReader(in), nil)
+	m, _, err := parse(strings.NewReader(in), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	render(&out, m)
 	s := out.String()
-	assert.Regexp(t, `tumbling 1-min window count, 1,000 keys \(64 B\), vs the stateless 3 stages\s+8.00 M/s\s+12.50 M/s\s+0.64x\s+\n`, s)
+	assert.Regexp(t, `tumbling 1-min window count, 1,000 keys \(64 B\), vs the stateless 3 stages\s+8.00 M/s\s+12.50 M/s\s+0.64x\s+-\s+\n`, s)
 	assert.Regexp(t, `same, allocations\s+0.0839 allocs/record`, s)
 	assert.Regexp(t, `window state per key open \(last snapshot / 1,000 keys\)\s+25.4 B/key`, s)
-	assert.Regexp(t, `MemoryStore, default policy \(vs no store\)\s+10.5 ns/record\s+125.0 ns/record\s+-\s+\n`, s)
+	assert.Regexp(t, `MemoryStore, default policy \(vs no store\)\s+10.5 ns/record\s+125.0 ns/record\s+-\s+-\s+\n`, s)
 	assert.Regexp(t, `state snapshots saved\s+106 /s`, s)
 	assert.Regexp(t, `MemoryStore, CheckpointEachBatch \(worst case\)\s+368.1 ns/record\s+125.0 ns/record`, s)
-	assert.Regexp(t, `FileStore, CheckpointEachBatch \(worst case\)\s+-\s+-\s+-\s+not run`, s)
+	assert.Regexp(t, `FileStore, CheckpointEachBatch \(worst case\)\s+-\s+-\s+-\s+-\s+not run`, s)
 	assert.Regexp(t, `aggregate state per key \(last snapshot / 1,000 keys\)\s+8.2 B/key`, s)
 	assert.Regexp(t, `Aggregate count, 1,000 keys \(64 B\), vs the stateless 3 stages\s+-.*not run`, s)
-	assert.Regexp(t, `Aggregate count[^\n]*\n[^\n]*\n\s+cost of saving state, MemoryStore, default policy \(vs no store\)\s+30.1 ns/record\s+64.7 ns/record\s+-\s+\n`, s)
+	assert.Regexp(t, `Aggregate count[^\n]*\n[^\n]*\n\s+cost of saving state, MemoryStore, default policy \(vs no store\)\s+30.1 ns/record\s+64.7 ns/record\s+-\s+-\s+\n`, s)
 }
 
 func TestRenderDamagedLengthFigures(t *testing.T) {
@@ -133,7 +133,7 @@ BenchmarkOpenDamagedLength/file/torn/len=0x7fffffff-2    	       3	  12078557 ns
 BenchmarkOpenDamagedLength/mmap/corrupt/len=0x7fffffff-2 	       3	   3624419 ns/op	 20111301 B/op	     147 allocs/op
 PASS
 `
-	m, err := parse(strings.NewReader(in), nil)
+	m, _, err := parse(strings.NewReader(in), nil)
 	require.NoError(t, err)
 	var out bytes.Buffer
 	render(&out, m)

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runConfig is what the driver (-run) is asked for.
+type runConfig struct {
+	goCmd     string // the go command that builds the test binaries
+	rounds    int
+	benchtime string
+	out       string // where the raw output goes: bench.out
+	only      string // when set, only families whose name contains it
+}
+
+// drive builds the test binaries, runs the schedule, writes every line
+// the benchmarks print to cfg.out (with a comment line before each process
+// saying what it is and what the machine looked like) and echoes them to
+// progress, and returns the raw output's metrics and machine header. A
+// process that fails is reported and the run goes on; failed lists them.
+func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, failed []string, err error) {
+	mach := thisMachine()
+	fams := families()
+	if cfg.only != "" {
+		kept := fams[:0]
+		for _, f := range fams {
+			if strings.Contains(f.name, cfg.only) {
+				kept = append(kept, f)
+			}
+		}
+		fams = kept
+	}
+	tmp, err := os.MkdirTemp("", "strom-bench-bin-")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("benchtable: a folder for the test binaries: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	bins := map[string]string{}
+	for _, f := range fams {
+		if _, ok := bins[f.pkg]; ok {
+			continue
+		}
+		bin := filepath.Join(tmp, strings.ReplaceAll(strings.Trim(f.pkg, "./"), "/", "_")+".test")
+		fmt.Fprintf(progress, "benchtable: building %s\n", f.pkg)
+		cmd := exec.Command(cfg.goCmd, "test", "-c", "-o", bin, f.pkg)
+		cmd.Stdout, cmd.Stderr = progress, progress
+		if err := cmd.Run(); err != nil {
+			return nil, nil, nil, fmt.Errorf("benchtable: go test -c %s: %w", f.pkg, err)
+		}
+		bins[f.pkg] = bin
+	}
+	out, err := os.Create(cfg.out)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("benchtable: %w", err)
+	}
+	defer out.Close()
+	var raw bytes.Buffer
+	w := io.MultiWriter(out, &raw)
+	plan := schedule(fams, cfg.rounds)
+	start := time.Now()
+	for i, inv := range plan {
+		// What the process before left in the page cache is written back
+		// here, untimed, and said in the comment line: a fixture's dirty
+		// pages written back while the next benchmark runs were one of the
+		// causes of issue 24 (internal/bench's package doc).
+		dirty, wb := dirtyKiB()
+		unix.Sync()
+		runtime.GC()
+		benchtime := cfg.benchtime
+		if inv.family.benchtime != "" {
+			benchtime = inv.family.benchtime
+		}
+		fmt.Fprintf(w, "# %s, round %d/%d: %s (-benchtime %s; before it: dirty %d KiB, writeback %d KiB, synced; load %s) [%d/%d, %s]\n",
+			inv.family.name, inv.round, inv.rounds, inv.side, benchtime, dirty, wb, loadAverage(readFile("/proc/loadavg")),
+			i+1, len(plan), time.Since(start).Round(time.Second))
+		fmt.Fprintf(progress, "# %s, round %d/%d: %s [%d/%d, %s]\n", inv.family.name, inv.round, inv.rounds, inv.side, i+1, len(plan), time.Since(start).Round(time.Second))
+		cmd := exec.Command(bins[inv.family.pkg], "-test.run", "^$", "-test.bench", benchPattern(inv.side),
+			"-test.benchmem", "-test.benchtime", benchtime, "-test.timeout", "30m")
+		cmd.Dir = inv.family.pkg
+		pr, pw := io.Pipe()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		copied := make(chan struct{})
+		go func() {
+			defer close(copied)
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				line := sc.Text()
+				fmt.Fprintln(w, line)
+				if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "---") || strings.Contains(line, "FAIL") || strings.Contains(line, "panic") {
+					fmt.Fprintln(progress, line)
+				}
+			}
+			io.Copy(io.Discard, pr)
+		}()
+		runErr := cmd.Run()
+		pw.Close()
+		<-copied
+		if runErr != nil {
+			failed = append(failed, fmt.Sprintf("%s, round %d: %s: %v", inv.family.name, inv.round, inv.side, runErr))
+			fmt.Fprintf(progress, "benchtable: %s failed: %v\n", inv.side, runErr)
+		}
+	}
+	mach.finish()
+	header = mach.lines()
+	for _, h := range header {
+		fmt.Fprintln(w, machinePrefix+h)
+	}
+	fmt.Fprintf(w, "%s%d rounds, -benchtime %s, %s in all\n", machinePrefix, cfg.rounds, cfg.benchtime, time.Since(start).Round(time.Second))
+	m, header, err = parse(&raw, nil)
+	return m, header, failed, err
+}
+
+// dirtyKiB reads /proc/meminfo's Dirty and Writeback, in KiB (0 where
+// unreadable).
+func dirtyKiB() (dirty, writeback int64) {
+	return meminfo(readFile("/proc/meminfo"))
+}
+
+// meminfo returns the Dirty and Writeback lines of a /proc/meminfo, in KiB.
+func meminfo(s string) (dirty, writeback int64) {
+	for line := range strings.Lines(s) {
+		var v int64
+		if _, err := fmt.Sscanf(line, "Dirty: %d kB", &v); err == nil {
+			dirty = v
+		} else if _, err := fmt.Sscanf(line, "Writeback: %d kB", &v); err == nil {
+			writeback = v
+		}
+	}
+	return dirty, writeback
+}

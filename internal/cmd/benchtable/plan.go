@@ -1,0 +1,121 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+)
+
+// family is a set of benchmarks compared with each other: a figure and
+// its baseline (or several figures sharing one). Each side runs in a
+// process of its own, so nothing one leaves behind (a heap, a page cache
+// full of another fixture, a goroutine still writing back) is paid by the
+// next, and the sides take turns, round after round (A B A B ...), so a
+// slow minute of a shared machine falls on both: the ratio of a round is
+// taken between neighbours.
+type family struct {
+	name string
+	pkg  string // the package whose test binary runs it: "./log/", "./internal/bench/", "./cmd/strom/"
+	// sides are benchmark names ("BenchmarkThree/strom", the GOMAXPROCS
+	// suffix left out), each matching itself and its sub-benchmarks, or
+	// regular expressions for -test.bench when they start with "^".
+	sides []string
+	// once runs the family in one round whatever the run's rounds: figures
+	// judged on their value alone (a latency, a memory size), or a family
+	// too long to repeat, whose benchmark measures its baseline beside it.
+	once bool
+	// benchtime overrides the run's -benchtime ("" keeps it).
+	benchtime string
+}
+
+// invocation is one process: one side of a family in one round.
+type invocation struct {
+	family        *family
+	round, rounds int // 1-based
+	side          string
+}
+
+// schedule lays the families out one after another, each in rounds
+// (rounds, or 1 for a family run once) of its sides in order: for sides A
+// and B and 3 rounds, A B A B A B.
+func schedule(fams []family, rounds int) []invocation {
+	rounds = max(rounds, 1)
+	var out []invocation
+	for i := range fams {
+		f := &fams[i]
+		n := rounds
+		if f.once {
+			n = 1
+		}
+		for r := 1; r <= n; r++ {
+			for _, s := range f.sides {
+				out = append(out, invocation{family: f, round: r, rounds: n, side: s})
+			}
+		}
+	}
+	return out
+}
+
+// benchPattern turns a benchmark name into the -test.bench pattern that
+// runs it and its sub-benchmarks only, one anchored expression per level
+// ("BenchmarkThree/strom" -> "^BenchmarkThree$/^strom$"); a side starting
+// with "^" is already a pattern.
+func benchPattern(side string) string {
+	if strings.HasPrefix(side, "^") {
+		return side
+	}
+	parts := strings.Split(side, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// families is what make bench runs, in order. Every figure of rows() is in
+// one; benchmarks the table does not show are not run (go test -bench runs
+// them).
+func families() []family {
+	var fs []family
+	for _, size := range []string{"64B", "1KiB"} {
+		sides := []string{"BenchmarkBaselineDurablePwrite/value=" + size}
+		for _, mode := range []string{"file", "mmap"} {
+			for _, batch := range []string{"1", "64", "1024"} {
+				sides = append(sides, "BenchmarkSegmentAppend/mode="+mode+"/value="+size+"/batch="+batch)
+			}
+		}
+		sides = append(sides, "BenchmarkBaselineMappedStore/value="+size, "BenchmarkBaselineFramedPwrite/value="+size)
+		fs = append(fs, family{name: "appends " + size, pkg: "./log/", sides: sides})
+	}
+	synced := []string{"BenchmarkBaselineSyncPerRecord"}
+	for _, mode := range []string{"file", "mmap"} {
+		for _, n := range []string{"1", "8", "64"} {
+			synced = append(synced, "BenchmarkSyncedAppend/mode="+mode+"/appenders="+n)
+		}
+	}
+	fs = append(fs,
+		family{name: "synced appends", pkg: "./log/", sides: synced},
+		family{name: "recovery", pkg: "./log/", sides: []string{"BenchmarkRecovery/value=64B", "BenchmarkRecovery/value=1KiB"}, benchtime: "10x"},
+		family{name: "compaction", pkg: "./log/", sides: []string{"BenchmarkCompaction/append/cleaner=off", "BenchmarkCompaction/append/cleaner=on"}},
+		family{name: "log, value only", pkg: "./log/", once: true, sides: []string{"BenchmarkCompaction/clean",
+			"BenchmarkFollowLatency", "BenchmarkIndexMemory", "BenchmarkIdlePartitionDisk", "BenchmarkOpenDamagedLength"}},
+		family{name: "three stages", pkg: "./internal/bench/", sides: []string{"BenchmarkThree/strom", "BenchmarkThree/gostreams",
+			"BenchmarkThree/rill", "BenchmarkThreeTelemetry/metrics", "BenchmarkThreeFromLog/rw", "BenchmarkThreeFromLog/ro",
+			"BenchmarkThreeFromLog/rw-reuse"}},
+		// A run of 3 s holds 3 of the page's samples (one a second).
+		family{name: "live page", pkg: "./internal/bench/", sides: []string{"BenchmarkThreeLivePage/off", "BenchmarkThreeLivePage/open"}, benchtime: "3s"},
+		family{name: "KeyOrdered", pkg: "./internal/bench/", sides: []string{"BenchmarkKeyOrdered/n=1", "BenchmarkKeyOrdered/n=4", "BenchmarkKeyOrdered/n=16"}},
+		family{name: "stateful stages", pkg: "./internal/bench/", sides: []string{"BenchmarkWindow/stateless", "BenchmarkWindow/tumbling", "BenchmarkAggregate"}},
+		family{name: "joins", pkg: "./internal/bench/", sides: []string{"BenchmarkJoin/stateless", "BenchmarkJoin/table", "BenchmarkJoin/window"}},
+		family{name: "relay", pkg: "./internal/bench/", sides: []string{
+			"BenchmarkRelayLogToKafka/100B/strom", "BenchmarkRelayLogToKafka/100B/franz",
+			"BenchmarkRelayLogToKafka/1KiB/strom", "BenchmarkRelayLogToKafka/1KiB/franz",
+			"BenchmarkRelayKafkaToLog/100B/strom", "BenchmarkRelayKafkaToLog/100B/franz",
+			"BenchmarkRelayKafkaToLog/1KiB/strom", "BenchmarkRelayKafkaToLog/1KiB/franz"}},
+		family{name: "Kafka window", pkg: "./internal/bench/", sides: []string{"BenchmarkKafkaWindow/members=1", "BenchmarkKafkaWindow/members=3"}},
+		family{name: "exactly-once", pkg: "./internal/bench/", sides: []string{"BenchmarkKafkaExactlyOnce/mode=at-least-once", "BenchmarkKafkaExactlyOnce/mode=exactly-once"}},
+		family{name: "pipeline, value only", pkg: "./internal/bench/", once: true, sides: []string{"BenchmarkTailFollow", "BenchmarkTrackerMemory",
+			"BenchmarkFirstCheckpoint", "BenchmarkKafkaVisibility", "BenchmarkPartitionMove", "BenchmarkChangelogRestore",
+			"BenchmarkChangelogSave", "BenchmarkWindowChangelog"}},
+		family{name: "strom command", pkg: "./cmd/strom/", sides: []string{"BenchmarkCLI"}, benchtime: "1x"},
+	)
+	return fs
+}
