@@ -684,6 +684,7 @@ func (st *viaStage[T, U]) collect() error {
 		}
 		if len(buf) > 0 {
 			st.ctr.out.Add(int64(len(buf)))
+			st.ctr.left.Add(int64(len(buf)))
 			if err := st.down.push(rt.stageCtx, buf); err != nil {
 				rt.fail(err)
 				st.abandon()

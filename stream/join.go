@@ -160,6 +160,7 @@ func (j *tableJoin[K, T, V, U]) push(ctx context.Context, elems []Element[T]) er
 	j.drop = drop
 	j.out = out
 	j.ctr.out.Add(int64(len(out)))
+	j.ctr.left.Add(int64(len(elems)))
 	if len(out) == 0 {
 		return nil
 	}

@@ -173,6 +173,7 @@ func (st *parallelStage[T, U]) work(w int, in <-chan Element[T]) error {
 		if rt.revokes.Load() > 0 && abandonRevoked(e.owner, e.Offset) {
 			// Its partition was revoked while it waited: the new owner
 			// handles it. Not started, not handed on.
+			st.sr.ctr.left.Add(1)
 			if st.router != nil {
 				st.mu.Lock()
 				st.router.release(e.Value)
@@ -241,6 +242,7 @@ func (st *parallelStage[T, U]) collect() error {
 			clear(drop)
 		}
 		st.sr.ctr.out.Add(int64(len(out)))
+		st.sr.ctr.left.Add(int64(len(out) + len(drop)))
 		if len(out) > 0 {
 			if err := st.down.push(rt.stageCtx, out); err != nil {
 				return err

@@ -269,10 +269,12 @@ func handOn[T, U any](ctx context.Context, sr *stageRun, drop []Element[T], offs
 	if len(drop) > 0 {
 		offs = finish(drop, offs)
 		sr.rt.noteFinished(len(drop))
+		sr.ctr.left.Add(int64(len(drop)))
 		clear(drop)
 		drop = drop[:0]
 	}
 	sr.ctr.out.Add(int64(len(out)))
+	sr.ctr.left.Add(int64(len(out)))
 	if len(out) == 0 {
 		return drop, offs, nil
 	}
@@ -577,6 +579,7 @@ func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
 	if err != nil {
 		return err
 	}
+	st.sr.ctr.left.Add(int64(len(elems)))
 	if oc == dropped {
 		st.offs = finish(elems, st.offs)
 		st.sr.rt.noteFinished(len(elems))
@@ -678,10 +681,13 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	st.sr.ctr.in.Add(int64(len(elems)))
 	start := st.sr.timeBatch()
 	out := st.buf[:0]
+	from := 0 // elems[from:i] are handled and not yet counted as left
 	for i := range elems {
 		if gen.Load()-g0 >= splitAfter {
 			// 10 to 20 ms on this batch, or a halt (progress.go).
 			st.sr.doneBatch(start)
+			st.sr.ctr.left.Add(int64(i - from))
+			from = i
 			err := st.handOn(ctx, out)
 			clear(out)
 			out = out[:0]
@@ -709,6 +715,7 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	st.sr.doneBatch(start)
 	st.buf = out
+	st.sr.ctr.left.Add(int64(len(elems) - from))
 	err := st.handOn(ctx, out)
 	clear(out)
 	return err

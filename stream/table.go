@@ -298,6 +298,7 @@ func (st *tableStage[K, V]) push(ctx context.Context, elems []Element[V]) error 
 		return err
 	}
 	c.ctr.out.Add(int64(len(elems)))
+	c.ctr.left.Add(int64(len(elems)))
 	st.offs = finish(elems, st.offs)
 	c.rt.noteFinished(len(elems))
 	return nil
