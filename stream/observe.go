@@ -134,9 +134,15 @@ type Snapshot struct {
 // Parallel or KeyOrdered
 // stage (Workers > 1), whose function runs on its workers, busy is the time
 // it took to accept batches (a full queue holds its upstream), and
-// back-pressured the time its workers took handing results on.
-// Stages with two inputs (joins, tables) and Via are counted but not timed
-// (Timed false: the three read 0, 0 and 1000).
+// back-pressured the time its workers took handing results on; so for Via,
+// whose flow runs on goroutines of its own: busy is the time it took the
+// flow to accept records, back-pressured the time it took to hand the
+// flow's output on. A join with a table ([JoinTable], [LeftJoinTable]) is
+// timed as a sequential stage; a table's own stage ([ToTable]) hands
+// nothing on: busy is the time it spends applying records. The windowed
+// joins ([JoinWindow] and its kin), whose two inputs push on two
+// goroutines and wait for each other to keep their event times together,
+// are counted but not timed (Timed false: the three read 0, 0 and 1000).
 //
 // Its JSON form has the fields of StageStats ("name", "in", "out", ...)
 // at its top level, beside its own.
@@ -573,7 +579,7 @@ func (s *sampler) sample() {
 		r.inPS, r.outPS = float64(in-r.in)/secs, float64(out-r.out)/secs
 		dPush, dHand := float64(push-r.pushNs), float64(hand-r.handOnNs)
 		per := float64(time.Second.Nanoseconds()) / float64(elapsed.Nanoseconds()) / 1e6 // ns -> ms per second
-		if c.workers > 1 {
+		if c.workers > 1 || c.detached {
 			r.busy, r.back = dPush*per, dHand*per
 		} else {
 			r.busy, r.back = (dPush-dHand)*per, dHand*per
@@ -700,21 +706,29 @@ func appendRing[E any](s []E, v E) []E {
 func chainTimed[T, U any](s *Stream[T], ctr *stageCounters, workers int, stage func(rt *runtime, down outlet[U]) outlet[T]) *Stream[U] {
 	ctr.workers, ctr.timed = workers, true
 	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
-		on := &rt.p.obs.timing
-		switch t := down.(type) {
-		case *timedOutlet[U]:
-			if t.also == nil {
-				t.also = &ctr.handOnNs
-			} else {
-				down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
-			}
-		case *terminal[U]:
-			// Handing on to Run's end takes no time worth two clock reads.
-		default:
+		return timeStage(rt, ctr, down, stage)
+	})
+}
+
+// timeStage builds a stage with stage, for rt, as chainTimed does: with
+// its push timed into ctr.pushNs and its handing on to down into
+// ctr.handOnNs. For the stages wired without chain (a join with a
+// table); the caller sets ctr.timed.
+func timeStage[T, U any](rt *runtime, ctr *stageCounters, down outlet[U], stage func(rt *runtime, down outlet[U]) outlet[T]) outlet[T] {
+	on := &rt.p.obs.timing
+	switch t := down.(type) {
+	case *timedOutlet[U]:
+		if t.also == nil {
+			t.also = &ctr.handOnNs
+		} else {
 			down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
 		}
-		return &timedOutlet[T]{next: stage(rt, down), ns: &ctr.pushNs, on: on}
-	})
+	case *terminal[U]:
+		// Handing on to Run's end takes no time worth two clock reads.
+	default:
+		down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
+	}
+	return &timedOutlet[T]{next: stage(rt, down), ns: &ctr.pushNs, on: on}
 }
 
 // monoBase is a time with a monotonic reading: time.Since(monoBase) reads

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/reugn/go-streams/flow"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -288,5 +289,86 @@ func TestObserveShowsAJoinWindowsWatermarkPerInputPartition(t *testing.T) {
 		assert.Equal(t, "left", snap.Partitions[0].Topic)
 		cancel()
 		require.NoError(t, <-done)
+	})
+}
+
+// stageNamed returns the stage of snap named name.
+func stageNamed(t *testing.T, snap stream.Snapshot, name string) stream.StageSnapshot {
+	t.Helper()
+	for _, st := range snap.Stages {
+		if st.Name == name {
+			return st
+		}
+	}
+	require.FailNow(t, "no stage "+name)
+	return stream.StageSnapshot{}
+}
+
+// TestObserveTimesJoinsWithATableTablesAndVia ensures a join with a table,
+// the table's own stage and Via are timed as the other stages are: a join
+// handing each record to a sink that takes 10 ms is back-pressured nearly
+// all of each second; a Via whose flow takes 10 ms a record is busy
+// (accepting records into the flow) nearly all of it, as a Parallel stage.
+// Fake time (synctest): the stages' own work takes no time.
+func TestObserveTimesJoinsWithATableTablesAndVia(t *testing.T) {
+	t.Run("join with a table", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tbl := usersOf([]user{{ID: "u1", Name: "one"}})
+			clicks := make([]click, 1000)
+			for i := range clicks {
+				clicks[i] = click{User: "u1", N: i}
+			}
+			ks := stream.KeyBy(stream.From(streamtest.Slice(clicks, streamtest.OnTopic("clicks"), streamtest.BatchSize(1))),
+				func(c click) string { return c.User })
+			p := stream.JoinTable(ks, tbl, func(c click, u user) enriched { return enriched{N: c.N, Name: u.Name} }).
+				To(sinkFunc[enriched](func(context.Context, []enriched) error {
+					time.Sleep(10 * time.Millisecond)
+					return nil
+				}))
+			p.Observe() // turns the timing on
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			time.Sleep(3500 * time.Millisecond)
+			snap := p.Observe()
+			cancel()
+			require.NoError(t, <-done)
+
+			join := stageNamed(t, snap, stream.StageJoinTable)
+			table := stageNamed(t, snap, "users")
+			for _, st := range []stream.StageSnapshot{join, table} {
+				assert.True(t, st.Timed, st.Name)
+				assert.InDelta(t, 1000, st.BusyMsPerSecond+st.BackPressuredMsPerSecond+st.IdleMsPerSecond, 0.001, st.Name)
+			}
+			assert.Greater(t, join.BackPressuredMsPerSecond, 900.0, "waits for the sink")
+			assert.InDelta(t, 100, join.InPerSecond, 5, "a record each 10 ms")
+			assert.InDelta(t, 1000, table.IdleMsPerSecond, 1, "its records were applied at the start")
+		})
+	})
+	t.Run("via", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			slow := flow.NewMap(func(v int) int {
+				time.Sleep(10 * time.Millisecond)
+				return v
+			}, 1)
+			p := stream.Via[int, int](stream.From[int](streamtest.Slice(ints(1000), streamtest.BatchSize(1))), slow, stream.GoName("slow")).
+				To(sinkFunc[int](func(context.Context, []int) error { return nil }))
+			p.Observe()
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			time.Sleep(3500 * time.Millisecond)
+			snap := p.Observe()
+			cancel()
+			require.NoError(t, <-done)
+
+			via := stageNamed(t, snap, "slow")
+			assert.True(t, via.Timed)
+			assert.Greater(t, via.BusyMsPerSecond, 900.0, "waits for the flow to take each record")
+			assert.Less(t, via.BackPressuredMsPerSecond, 50.0, "the sink takes no time")
+			assert.InDelta(t, 1000, via.BusyMsPerSecond+via.BackPressuredMsPerSecond+via.IdleMsPerSecond, 0.001)
+		})
 	})
 }

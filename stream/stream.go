@@ -408,6 +408,10 @@ type stageCounters struct {
 	workers          int
 	timed            bool // built by chainTimed: pushNs and handOnNs are measured
 	eventTime        bool // an event-time stage: Window (not over processing time), JoinWindow
+	// detached: the stage hands on from a goroutine of its own, not from
+	// its push (Via), as a Parallel stage does: busy is then its push
+	// time, back-pressured its handing on.
+	detached bool
 }
 
 func (c *stageCounters) snapshot() StageStats {
