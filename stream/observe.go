@@ -376,6 +376,9 @@ func (p *pipeline) observe() Snapshot {
 	}
 	for i, c := range p.stages {
 		left := c.left.Load() // before In: In - left is never below 0
+		if c.oneToOne {
+			left += c.out.Load()
+		}
 		st := StageSnapshot{StageStats: c.snapshot(), Index: i, Workers: max(c.workers, 1), Timed: c.timed,
 			IdleMsPerSecond: 1000, EventTime: c.eventTime}
 		st.InFlight = max(st.In-left, 0)

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,6 +72,29 @@ func TestObserveCountsRecordsInFlightInTheStageThatHoldsThem(t *testing.T) {
 			require.NoError(t, <-done)
 			assert.Equal(t, []int64{0, 0, 0}, inFlight(p.Observe()))
 		})
+	})
+	t.Run("finished in the stage", func(t *testing.T) {
+		// Records filtered, skipped or dead-lettered left the stage too.
+		errOdd := errors.New("odd")
+		p := stream.From[int](streamtest.Slice(ints(100), streamtest.BatchSize(7))).
+			Filter(func(_ context.Context, v int) (bool, error) { return v%3 != 0, nil }).
+			Map(func(_ context.Context, v int) (int, error) {
+				if v%5 == 0 {
+					return 0, errOdd
+				}
+				return v, nil
+			}, stream.Skip()).
+			Filter(func(_ context.Context, v int) (bool, error) { return v%2 == 0, nil }, stream.Parallel(3)).
+			To(sinkFunc[int](func(_ context.Context, vs []int) error {
+				if len(vs) > 2 {
+					return errOdd
+				}
+				return nil
+			}), stream.Skip())
+		require.NoError(t, p.Run(context.Background()))
+		snap := p.Observe()
+		assert.Equal(t, []int64{0, 0, 0, 0}, inFlight(snap))
+		assert.NotZero(t, snap.Stages[3].Skipped, "the sink skipped batches")
 	})
 	t.Run("batch", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

@@ -239,10 +239,10 @@ func (st *parallelStage[T, U]) collect() error {
 		if len(drop) > 0 {
 			offs = finish(drop, offs)
 			rt.noteFinished(len(drop))
+			st.sr.ctr.left.Add(int64(len(drop))) // those handed on are Out: oneToOne
 			clear(drop)
 		}
 		st.sr.ctr.out.Add(int64(len(out)))
-		st.sr.ctr.left.Add(int64(len(out) + len(drop)))
 		if len(out) > 0 {
 			if err := st.down.push(rt.stageCtx, out); err != nil {
 				return err

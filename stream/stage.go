@@ -273,8 +273,7 @@ func handOn[T, U any](ctx context.Context, sr *stageRun, drop []Element[T], offs
 		clear(drop)
 		drop = drop[:0]
 	}
-	sr.ctr.out.Add(int64(len(out)))
-	sr.ctr.left.Add(int64(len(out)))
+	sr.ctr.out.Add(int64(len(out))) // and left: oneToOne
 	if len(out) == 0 {
 		return drop, offs, nil
 	}
@@ -331,6 +330,7 @@ func MapTo[T, U any](s *Stream[T], fn func(context.Context, T) (U, error), opts 
 	mustFunc("MapTo", fn == nil)
 	cfg := newStageConfig(StageMapTo, opts)
 	ctr := s.p.counters(cfg.name)
+	ctr.oneToOne = true
 	s.p.noteDeadLetter(cfg)
 	wrapped := func(ctx context.Context, v T) (U, bool, error) {
 		out, err := fn(ctx, v)
@@ -358,6 +358,7 @@ func sameSlice[T any](e []Element[T]) []Element[T] { return e }
 func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlaceStage[T], fn func(context.Context, T) (T, bool, error)) *Stream[T] {
 	cfg := newStageConfig(name, opts)
 	ctr := s.p.counters(cfg.name)
+	ctr.oneToOne = true
 	s.p.noteDeadLetter(cfg)
 	out := chainTimed(s, ctr, cfg.parallel, func(rt *runtime, down outlet[T]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
@@ -520,6 +521,7 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 			return &asyncSinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: as, down: down}
 		})
 	}
+	ctr.oneToOne = true
 	return chainTimed(s, ctr, 1, func(rt *runtime, down outlet[T]) outlet[T] {
 		st := &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
 		st.sr.batch = st
@@ -579,8 +581,8 @@ func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
 	if err != nil {
 		return err
 	}
-	st.sr.ctr.left.Add(int64(len(elems)))
 	if oc == dropped {
+		st.sr.ctr.left.Add(int64(len(elems))) // those handed on are Out: oneToOne
 		st.offs = finish(elems, st.offs)
 		st.sr.rt.noteFinished(len(elems))
 		return nil
