@@ -97,7 +97,7 @@
 // column per event-time stage with the partition's watermark in it,
 // marked idle while the stage counts the partition idle
 // ([stream.PartitionWatermark]); the last checkpoints; and the last errors
-// with their records' lineage. Watermarks are shown as UTC times of day
+// with their records' lineage. Watermarks are shown as UTC dates and times
 // with milliseconds. Its HTML carries stable hooks for tests and scripts:
 // each stage is an element with data-stage="INDEX" whose figures are
 // elements with data-field="in", "out", "inFlight", "busy", "watermark",

@@ -55,9 +55,10 @@ function stageValue(st, f) {
   }
 }
 
-// watermark formats a watermark in ms since the Unix epoch as an ISO time
-// of day in UTC with milliseconds ("–" when there is none yet): the same
-// text whatever the browser's zone, so a test can compare it.
+// watermark formats a watermark in ms since the Unix epoch as a UTC date
+// and time with milliseconds, "2026-12-03 08:00:19.000" ("–" when there is
+// none yet): the same text whatever the browser's zone, so a test can
+// compare it.
 function watermark(has, ms) {
   if (!has) return "–";
   const d = new Date(ms);
