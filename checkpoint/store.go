@@ -33,21 +33,25 @@ func ParseTopicID(s string) (TopicID, error) { return topicid.Parse(s) }
 // tells a position of a topic deleted and created again under the same
 // name, whose offsets count other records, from one of the topic as it is
 // (see source.ErrTopicRecreated).
+//
+// Its JSON form (a pipeline's live page, stream.Snapshot) is
+// {"offset": 42, "epoch": 3, "topicId": "ZtbcOJ8_SA-ji9PcQpfNBw"}, the
+// topic ID left out when zero.
 type Position struct {
 	// Offset is the next offset to read: one past the last record handled,
 	// never the last record handled itself.
-	Offset int64
+	Offset int64 `json:"offset"`
 	// Epoch is the log epoch (log.Record.Epoch) of the last record handled,
 	// or NoEpoch. A source of file lines (source.Lines) puts the generation
 	// of the file there instead, which names the file identity the offset
 	// counts lines of.
-	Epoch int32
+	Epoch int32 `json:"epoch"`
 	// TopicID is the identity of the topic the position was read from
 	// (log.Topic.ID), set by the pipeline from its source; the zero ID
 	// when unknown (a position saved before topic IDs, by a source of
 	// another kind, or by hand), and then the position is trusted as it
 	// is.
-	TopicID TopicID
+	TopicID TopicID `json:"topicId,omitzero"`
 }
 
 // At returns the Position of offset with no epoch.
@@ -123,11 +127,12 @@ func validateSave(topic string, partition int32, position Position) error {
 	return nil
 }
 
-// TopicPosition is one topic-partition's position, for [BatchStore].
+// TopicPosition is one topic-partition's position, for [BatchStore]. Its
+// JSON form is {"topic": ..., "partition": ..., "position": {...}}.
 type TopicPosition struct {
-	Topic     string
-	Partition int32
-	Position  Position
+	Topic     string   `json:"topic"`
+	Partition int32    `json:"partition"`
+	Position  Position `json:"position"`
 }
 
 // BatchStore is a [Store] that saves the positions of several partitions in

@@ -184,6 +184,7 @@ func (st *aggStage[K, T, A]) push(ctx context.Context, elems []Element[T]) (err 
 		clear(st.fin)
 	}
 	c.ctr.out.Add(int64(len(out)))
+	c.ctr.left.Add(int64(len(elems)))
 	if len(out) == 0 {
 		return nil
 	}

@@ -94,6 +94,7 @@ func (st *asyncSinkStage[T]) push(ctx context.Context, elems []Element[T]) error
 		} else {
 			st.sr.ctr.out.Add(int64(len(b.lineage)))
 		}
+		st.sr.ctr.left.Add(int64(len(b.lineage)))
 		g.Done(-1)
 	})
 	st.sr.doneBatch(start)

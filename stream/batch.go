@@ -158,6 +158,7 @@ func (b *batchStage[T]) emitLocked(ctx context.Context) error {
 	if len(b.grp.members) > 0 {
 		b.out[0].owner = b.grp
 	}
+	b.ctr.left.Add(int64(len(b.cur)))
 	b.cur, b.grp = nil, nil
 	b.gen++
 	b.ctr.out.Add(1)

@@ -189,10 +189,12 @@
 //
 // [Stream.Observe] returns a [Snapshot] of what the pipeline is doing, at
 // any time, from any goroutine: every stage's counts (those of Stats) with
-// records per second and Flink's busy, back-pressured and idle milliseconds
-// per second, measured once per batch where records are handed on; every
-// source partition's position, high watermark, lag, records in flight and
-// rate; the last 10 checkpoints (when, how long, the positions and state
+// records per second, its records in flight, Flink's busy, back-pressured
+// and idle milliseconds per second, measured once per batch where records
+// are handed on, and for an event-time stage ([Window], [JoinWindow]) its
+// watermark; every source partition's position, high watermark, lag,
+// records in flight, rate and watermark in each event-time stage (marked
+// when the stage counts it idle); the last 10 checkpoints (when, how long, the positions and state
 // bytes saved, the error of a failed one); and the last 10 failed calls
 // of stage functions and sinks with their records' lineage. A [Monitor]
 // given with [ObservedBy] follows the pipelines [ConsumeForever] and
@@ -200,8 +202,7 @@
 // and whose position has not moved for [StallAfter] (30 s) is marked
 // stalled, counted in strom.partition.stalled and logged once per episode
 // ([WithLogger], slog.Default by default). Package web serves a Snapshot
-// as a live page (web.Pipeline). Not yet in it: a Window's watermark per
-// partition.
+// as a live page (web.Pipeline); its JSON names every field in camelCase.
 //
 // # go-streams
 //

@@ -518,7 +518,8 @@ func Via[T, U any](s *Stream[T], f streams.Flow, opts ...GoOption) *Stream[U] {
 	ctr := s.p.counters(cfg.name)
 	s.p.noteEffect(fmt.Sprintf("go-streams flow %q (Via)", cfg.name),
 		"a flow's stages and sinks are outside the pipeline: what they wrote could not be taken back when a transaction aborts")
-	out := chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
+	ctr.detached = true // collect hands on, on its own goroutine
+	out := chainTimed(s, ctr, 1, func(rt *runtime, down outlet[U]) outlet[T] {
 		st := &viaStage[T, U]{rt: rt, ctr: ctr, name: cfg.name, f: f, in: f.In(), out: f.Out(), down: down,
 			stallTimeout: cfg.stallTimeout, bad: checkFlow(f, cfg.name)}
 		// Values stay in the flow past the next Read and finish on the
@@ -684,6 +685,7 @@ func (st *viaStage[T, U]) collect() error {
 		}
 		if len(buf) > 0 {
 			st.ctr.out.Add(int64(len(buf)))
+			st.ctr.left.Add(int64(len(buf)))
 			if err := st.down.push(rt.stageCtx, buf); err != nil {
 				rt.fail(err)
 				st.abandon()

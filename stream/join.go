@@ -114,10 +114,13 @@ func joinTable[K comparable, T, V, U any](k *Keyed[K, T], t *Table[K, V], op, na
 	s := k.s
 	p := t.joinInto(op, s.p)
 	ctr := p.counters(name)
+	ctr.timed = true
 	up := s.connect
 	return &Stream[U]{p: p, reorders: s.reorders, unkeyedBy: s.unkeyedBy, connect: func(rt *runtime, down outlet[U]) {
 		t.wire(rt)
-		up(rt, &tableJoin[K, T, V, U]{rt: rt, t: t, key: k.key, fn: fn, ctr: ctr, down: down})
+		up(rt, timeStage(rt, ctr, down, func(rt *runtime, down outlet[U]) outlet[T] {
+			return &tableJoin[K, T, V, U]{rt: rt, t: t, key: k.key, fn: fn, ctr: ctr, down: down}
+		}))
 	}}
 }
 
@@ -160,6 +163,7 @@ func (j *tableJoin[K, T, V, U]) push(ctx context.Context, elems []Element[T]) er
 	j.drop = drop
 	j.out = out
 	j.ctr.out.Add(int64(len(out)))
+	j.ctr.left.Add(int64(len(elems)))
 	if len(out) == 0 {
 		return nil
 	}

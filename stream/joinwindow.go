@@ -303,6 +303,7 @@ func joinWindow[K comparable, L, R, U any](left *Keyed[K, L], right *Keyed[K, R]
 		p.noteSink(fmt.Sprintf("late sink of the right input of %s %q (LateRightTo)", op, cfg.name), lateR)
 	}
 	ctr := p.counters(cfg.name)
+	ctr.eventTime = true
 	upL, upR := left.s.connect, right.s.connect
 	// An input fed by a Window (or a join) carries its results, which
 	// belong to no source partition: its sources' partitions tell only
@@ -433,6 +434,8 @@ type joinStage[K comparable, L, R, U any] struct {
 	upParts    [2][]TopicPartition
 	upListers  [2][]PartitionLister
 	quit       chan struct{}
+
+	wmv wmView // the watermarks, for Observe (observe_wm.go)
 }
 
 // fresh returns a copy of the stage's settings with empty state, for one
@@ -686,6 +689,10 @@ func (in *joinInput[K, L, R, U, V, W]) pushLocked(ctx context.Context, elems []E
 		case st.wake <- struct{}{}:
 		default:
 		}
+	}
+	c.ctr.left.Add(int64(len(elems)))
+	if st.wmv.want.Load() {
+		st.wmv.publishLocked(st.fillWatermarks)
 	}
 	absorbing = false
 	return st.flushLocked(ctx)
@@ -1250,6 +1257,9 @@ func (st *joinStage[K, L, R, U]) idleTick() error {
 		st.core.busy = true
 		st.raise()
 		st.core.busy = false
+		if st.wmv.want.Load() {
+			st.wmv.publishLocked(st.fillWatermarks)
+		}
 		if len(st.out) > 0 {
 			st.core.dirty.Store(true)
 		}

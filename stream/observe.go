@@ -1,8 +1,11 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -131,11 +134,32 @@ type Snapshot struct {
 // Parallel or KeyOrdered
 // stage (Workers > 1), whose function runs on its workers, busy is the time
 // it took to accept batches (a full queue holds its upstream), and
-// back-pressured the time its workers took handing results on.
-// Stages with two inputs (joins, tables) and Via are counted but not timed
-// (Timed false: the three read 0, 0 and 1000).
+// back-pressured the time its workers took handing results on; so for Via,
+// whose flow runs on goroutines of its own: busy is the time it took the
+// flow to accept records, back-pressured the time it took to hand the
+// flow's output on. A join with a table ([JoinTable], [LeftJoinTable]) is
+// timed as a sequential stage; a table's own stage ([ToTable]) hands
+// nothing on: busy is the time it spends applying records. The windowed
+// joins ([JoinWindow] and its kin), whose two inputs push on two
+// goroutines and wait for each other to keep their event times together,
+// are counted but not timed (Timed false: the three read 0, 0 and 1000).
+//
+// Its JSON form has the fields of StageStats ("name", "in", "out", ...)
+// at its top level, beside its own.
 type StageSnapshot struct {
 	StageStats
+	// InFlight is how many records are in the stage at the snapshot: they
+	// entered it (In) and have not left it, that is been handed on (as
+	// themselves, or in a result: a Batch's batch, a Window's or a join's
+	// results are new records, and the records they absorb leave as they
+	// are absorbed), nor finished in it (filtered, skipped,
+	// dead-lettered, sent to a late sink); for a sink over an
+	// [AsyncSink], not yet acknowledged. A sequential stage holds at most
+	// the batch it works on; a Parallel or KeyOrdered stage also those
+	// queued for its workers, a Batch its open batch, Via those inside its
+	// flow. A record that failed and stopped the pipeline stays counted.
+	// Read at the call, from counters kept once per batch.
+	InFlight int64 `json:"inFlight"`
 	// Timed is true for a stage whose busy, back-pressured and idle times
 	// are measured.
 	Timed bool `json:"timed"`
@@ -144,6 +168,19 @@ type StageSnapshot struct {
 	// Workers is the stage's number of goroutines (Parallel, KeyOrdered),
 	// 1 for a sequential stage.
 	Workers int `json:"workers"`
+	// EventTime is true for a stage with an event-time watermark: a
+	// [Window] (not over [ProcessingTime]) or a [JoinWindow]. Its
+	// watermark per source partition is in each [PartitionSnapshot]'s
+	// Watermarks.
+	EventTime bool `json:"eventTime"`
+	// Watermark is the stage's watermark, in milliseconds since the Unix
+	// epoch (as a record's Timestamp), when HasWatermark: before an event
+	// time reached the stage it has none. With its state kept per source
+	// partition (an [Assignable] source), each partition has a watermark
+	// of its own and this is the least of them. Read while Run runs, as
+	// PartitionSnapshot.Watermarks.
+	Watermark    int64 `json:"watermarkMs"`
+	HasWatermark bool  `json:"hasWatermark"`
 	// InPerSecond and OutPerSecond are records in and out per second.
 	InPerSecond  float64 `json:"inPerSecond"`
 	OutPerSecond float64 `json:"outPerSecond"`
@@ -183,6 +220,38 @@ type PartitionSnapshot struct {
 	// StalledSince.
 	Stalled      bool      `json:"stalled"`
 	StalledSince time.Time `json:"stalledSince,omitzero"`
+	// Watermarks are the partition's watermarks in the pipeline's
+	// event-time stages (StageSnapshot.EventTime), one per such stage in
+	// pipeline order, empty in a pipeline without one.
+	Watermarks []PartitionWatermark `json:"watermarks"`
+}
+
+// PartitionWatermark is one source partition's watermark in one
+// event-time stage ([Window], [JoinWindow]), in a [PartitionSnapshot].
+//
+// A stage's watermark is the least of its partitions' (less those idle),
+// so the partition whose watermark is lowest is the one holding the
+// stage's windows back. They are read while Run runs, without waiting for
+// a stage that is busy handing results on: then the figures are those the
+// stage last gave (at most a push or a second old), and after Run returns
+// those of its last snapshot.
+type PartitionWatermark struct {
+	// Stage and Index name the stage, as in [StageSnapshot].
+	Stage string `json:"stage"`
+	Index int    `json:"index"`
+	// Watermark is the partition's watermark in the stage, in
+	// milliseconds since the Unix epoch, when HasWatermark: its greatest
+	// event time that reached the stage less [OutOfOrderness] (with the
+	// state kept per partition, an [Assignable] source's: the watermark
+	// its records are judged against). HasWatermark is false until an
+	// event time of the partition reached the stage (its records may all
+	// have been filtered out before it).
+	Watermark    int64 `json:"watermarkMs"`
+	HasWatermark bool  `json:"hasWatermark"`
+	// Idle is true while the stage counts the partition idle
+	// ([Idleness]): silent for the Idleness and caught up with its
+	// source, it does not hold the stage's watermark back.
+	Idle bool `json:"idle"`
 }
 
 // CheckpointSnapshot is one round of checkpoint saves in a [Snapshot].
@@ -245,6 +314,7 @@ type observer struct {
 	mu     sync.Mutex
 	clock  Clock
 	rates  []stageRates
+	wms    []wmCopy // the event-time stages' watermarks, last read
 	parts  []PartitionSnapshot
 	states map[telPartition]*partitionWatch
 	cps    []CheckpointSnapshot
@@ -300,8 +370,23 @@ func (p *pipeline) observe() Snapshot {
 	snap.Time = clock.Now()
 	snap.StallAfter = p.cfg.observe.stallLimit()
 	snap.Stages = make([]StageSnapshot, len(p.stages))
+	rt := p.running.Load()
+	if rt != nil {
+		o.wms = readWatermarks(rt, o.wms[:0])
+	}
 	for i, c := range p.stages {
-		st := StageSnapshot{StageStats: c.snapshot(), Index: i, Workers: max(c.workers, 1), Timed: c.timed, IdleMsPerSecond: 1000}
+		left := c.left.Load() // before In: In - left is never below 0
+		if c.oneToOne {
+			left += c.out.Load()
+		}
+		st := StageSnapshot{StageStats: c.snapshot(), Index: i, Workers: max(c.workers, 1), Timed: c.timed,
+			IdleMsPerSecond: 1000, EventTime: c.eventTime}
+		st.InFlight = max(st.In-left, 0)
+		for _, w := range o.wms {
+			if w.idx == i && w.stage != math.MinInt64 {
+				st.Watermark, st.HasWatermark = w.stage, true
+			}
+		}
 		if i < len(o.rates) {
 			r := o.rates[i]
 			st.InPerSecond, st.OutPerSecond = r.inPS, r.outPS
@@ -310,11 +395,13 @@ func (p *pipeline) observe() Snapshot {
 		snap.Stages[i] = st
 	}
 	snap.Partitions = append([]PartitionSnapshot(nil), o.parts...)
-	if rt := p.running.Load(); rt != nil {
+	if rt != nil {
 		refreshPartitions(rt, snap.Partitions)
 	}
 	for i := range snap.Partitions {
-		snap.Partitions[i].SinceProgress = max(snap.Time.Sub(snap.Partitions[i].LastProgress), 0)
+		ps := &snap.Partitions[i]
+		ps.SinceProgress = max(snap.Time.Sub(ps.LastProgress), 0)
+		ps.Watermarks = partitionWatermarks(p, o.wms, telPartition{ps.Topic, ps.Partition})
 	}
 	snap.Checkpoints = make([]CheckpointSnapshot, len(o.cps))
 	for i, cp := range o.cps {
@@ -323,6 +410,42 @@ func (p *pipeline) observe() Snapshot {
 	}
 	snap.Errors = append([]ErrorSnapshot{}, o.errs...)
 	return snap
+}
+
+// readWatermarks appends to dst the watermarks of rt's event-time stages,
+// in pipeline order.
+func readWatermarks(rt *runtime, dst []wmCopy) []wmCopy {
+	for _, s := range rt.stateful {
+		if w, ok := s.(watermarkStage); ok {
+			if c := w.watermarks(); c.taken && rt.p.stages[c.idx].eventTime {
+				dst = append(dst, c)
+			}
+		}
+	}
+	slices.SortFunc(dst, func(a, b wmCopy) int { return cmp.Compare(a.idx, b.idx) })
+	return dst
+}
+
+// partitionWatermarks returns partition tp's watermark in each event-time
+// stage of wms, and in those whose copy does not have it yet (no record
+// of it reached them) none: one per stage, so that the page's columns
+// line up.
+func partitionWatermarks(p *pipeline, wms []wmCopy, tp telPartition) []PartitionWatermark {
+	out := []PartitionWatermark{}
+	for _, w := range wms {
+		pw := PartitionWatermark{Stage: p.stages[w.idx].name, Index: w.idx}
+		for _, part := range w.parts {
+			if part.pk.topic == tp.topic && part.pk.partition == tp.partition {
+				pw.Idle = part.idle
+				if part.wm != math.MinInt64 {
+					pw.Watermark, pw.HasWatermark = part.wm, true
+				}
+				break
+			}
+		}
+		out = append(out, pw)
+	}
+	return out
 }
 
 // refreshPartitions sets the position, high watermark, lag and records in
@@ -459,7 +582,7 @@ func (s *sampler) sample() {
 		r.inPS, r.outPS = float64(in-r.in)/secs, float64(out-r.out)/secs
 		dPush, dHand := float64(push-r.pushNs), float64(hand-r.handOnNs)
 		per := float64(time.Second.Nanoseconds()) / float64(elapsed.Nanoseconds()) / 1e6 // ns -> ms per second
-		if c.workers > 1 {
+		if c.workers > 1 || c.detached {
 			r.busy, r.back = dPush*per, dHand*per
 		} else {
 			r.busy, r.back = (dPush-dHand)*per, dHand*per
@@ -586,21 +709,29 @@ func appendRing[E any](s []E, v E) []E {
 func chainTimed[T, U any](s *Stream[T], ctr *stageCounters, workers int, stage func(rt *runtime, down outlet[U]) outlet[T]) *Stream[U] {
 	ctr.workers, ctr.timed = workers, true
 	return chain(s, func(rt *runtime, down outlet[U]) outlet[T] {
-		on := &rt.p.obs.timing
-		switch t := down.(type) {
-		case *timedOutlet[U]:
-			if t.also == nil {
-				t.also = &ctr.handOnNs
-			} else {
-				down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
-			}
-		case *terminal[U]:
-			// Handing on to Run's end takes no time worth two clock reads.
-		default:
+		return timeStage(rt, ctr, down, stage)
+	})
+}
+
+// timeStage builds a stage with stage, for rt, as chainTimed does: with
+// its push timed into ctr.pushNs and its handing on to down into
+// ctr.handOnNs. For the stages wired without chain (a join with a
+// table); the caller sets ctr.timed.
+func timeStage[T, U any](rt *runtime, ctr *stageCounters, down outlet[U], stage func(rt *runtime, down outlet[U]) outlet[T]) outlet[T] {
+	on := &rt.p.obs.timing
+	switch t := down.(type) {
+	case *timedOutlet[U]:
+		if t.also == nil {
+			t.also = &ctr.handOnNs
+		} else {
 			down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
 		}
-		return &timedOutlet[T]{next: stage(rt, down), ns: &ctr.pushNs, on: on}
-	})
+	case *terminal[U]:
+		// Handing on to Run's end takes no time worth two clock reads.
+	default:
+		down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
+	}
+	return &timedOutlet[T]{next: stage(rt, down), ns: &ctr.pushNs, on: on}
 }
 
 // monoBase is a time with a monotonic reading: time.Since(monoBase) reads

@@ -173,6 +173,7 @@ func (st *parallelStage[T, U]) work(w int, in <-chan Element[T]) error {
 		if rt.revokes.Load() > 0 && abandonRevoked(e.owner, e.Offset) {
 			// Its partition was revoked while it waited: the new owner
 			// handles it. Not started, not handed on.
+			st.sr.ctr.left.Add(1)
 			if st.router != nil {
 				st.mu.Lock()
 				st.router.release(e.Value)
@@ -238,6 +239,7 @@ func (st *parallelStage[T, U]) collect() error {
 		if len(drop) > 0 {
 			offs = finish(drop, offs)
 			rt.noteFinished(len(drop))
+			st.sr.ctr.left.Add(int64(len(drop))) // those handed on are Out: oneToOne
 			clear(drop)
 		}
 		st.sr.ctr.out.Add(int64(len(out)))

@@ -269,10 +269,11 @@ func handOn[T, U any](ctx context.Context, sr *stageRun, drop []Element[T], offs
 	if len(drop) > 0 {
 		offs = finish(drop, offs)
 		sr.rt.noteFinished(len(drop))
+		sr.ctr.left.Add(int64(len(drop)))
 		clear(drop)
 		drop = drop[:0]
 	}
-	sr.ctr.out.Add(int64(len(out)))
+	sr.ctr.out.Add(int64(len(out))) // and left: oneToOne
 	if len(out) == 0 {
 		return drop, offs, nil
 	}
@@ -329,6 +330,7 @@ func MapTo[T, U any](s *Stream[T], fn func(context.Context, T) (U, error), opts 
 	mustFunc("MapTo", fn == nil)
 	cfg := newStageConfig(StageMapTo, opts)
 	ctr := s.p.counters(cfg.name)
+	ctr.oneToOne = true
 	s.p.noteDeadLetter(cfg)
 	wrapped := func(ctx context.Context, v T) (U, bool, error) {
 		out, err := fn(ctx, v)
@@ -356,6 +358,7 @@ func sameSlice[T any](e []Element[T]) []Element[T] { return e }
 func inPlace[T any](s *Stream[T], name string, opts []StageOption, proto *inPlaceStage[T], fn func(context.Context, T) (T, bool, error)) *Stream[T] {
 	cfg := newStageConfig(name, opts)
 	ctr := s.p.counters(cfg.name)
+	ctr.oneToOne = true
 	s.p.noteDeadLetter(cfg)
 	out := chainTimed(s, ctr, cfg.parallel, func(rt *runtime, down outlet[T]) outlet[T] {
 		sr := &stageRun{rt: rt, cfg: cfg, ctr: ctr}
@@ -518,6 +521,7 @@ func (s *Stream[T]) To(sink Sink[T], opts ...StageOption) *Stream[T] {
 			return &asyncSinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: as, down: down}
 		})
 	}
+	ctr.oneToOne = true
 	return chainTimed(s, ctr, 1, func(rt *runtime, down outlet[T]) outlet[T] {
 		st := &sinkStage[T]{sr: &stageRun{rt: rt, cfg: cfg, ctr: ctr}, sink: sink, down: down}
 		st.sr.batch = st
@@ -578,6 +582,7 @@ func (st *sinkStage[T]) push(ctx context.Context, elems []Element[T]) error {
 		return err
 	}
 	if oc == dropped {
+		st.sr.ctr.left.Add(int64(len(elems))) // those handed on are Out: oneToOne
 		st.offs = finish(elems, st.offs)
 		st.sr.rt.noteFinished(len(elems))
 		return nil
@@ -678,10 +683,13 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	st.sr.ctr.in.Add(int64(len(elems)))
 	start := st.sr.timeBatch()
 	out := st.buf[:0]
+	from := 0 // elems[from:i] are handled and not yet counted as left
 	for i := range elems {
 		if gen.Load()-g0 >= splitAfter {
 			// 10 to 20 ms on this batch, or a halt (progress.go).
 			st.sr.doneBatch(start)
+			st.sr.ctr.left.Add(int64(i - from))
+			from = i
 			err := st.handOn(ctx, out)
 			clear(out)
 			out = out[:0]
@@ -709,6 +717,7 @@ func (st *flatStage[T, U]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	st.sr.doneBatch(start)
 	st.buf = out
+	st.sr.ctr.left.Add(int64(len(elems) - from))
 	err := st.handOn(ctx, out)
 	clear(out)
 	return err

@@ -373,15 +373,19 @@ func (s *Stream[T]) Stats() []StageStats {
 }
 
 // StageStats are one stage's counters, in records.
+//
+// Its JSON form (in [Snapshot]) names the fields in camelCase, as the rest
+// of the snapshot: "name", "in", "out", "skipped", "deadLettered",
+// "failed", "retried", "late".
 type StageStats struct {
-	Name         string
-	In           int64 // records that entered the stage
-	Out          int64 // records it passed on (a filter's kept ones, a flat-map's outputs)
-	Skipped      int64 // dropped by Skip after failing (a sink: every record of the batch)
-	DeadLettered int64 // written to the dead-letter sink after failing (a sink: every record of the batch)
-	Failed       int64 // calls of the function (a sink: Writes) that failed, each retry included
-	Retried      int64 // calls that were retries, whether they failed or not
-	Late         int64 // a Window's late records: sent to LateTo, dropped by DropLate, or the one that stopped Run
+	Name         string `json:"name"`
+	In           int64  `json:"in"`           // records that entered the stage
+	Out          int64  `json:"out"`          // records it passed on (a filter's kept ones, a flat-map's outputs)
+	Skipped      int64  `json:"skipped"`      // dropped by Skip after failing (a sink: every record of the batch)
+	DeadLettered int64  `json:"deadLettered"` // written to the dead-letter sink after failing (a sink: every record of the batch)
+	Failed       int64  `json:"failed"`       // calls of the function (a sink: Writes) that failed, each retry included
+	Retried      int64  `json:"retried"`      // calls that were retries, whether they failed or not
+	Late         int64  `json:"late"`         // a Window's late records: sent to LateTo, dropped by DropLate, or the one that stopped Run
 }
 
 type stageCounters struct {
@@ -389,6 +393,17 @@ type stageCounters struct {
 	idx                                             int // the stage's place in pipeline.stages
 	in, out, skipped, deadLettered, failed, retried atomic.Int64
 	late                                            atomic.Int64
+	// left counts the records that left the stage: handed on (as
+	// themselves or in a result: a batch, a window's), finished in it
+	// (filtered, skipped, dead-lettered, absorbed into its state, sent to
+	// a late sink) or, for an AsyncSink, acknowledged. in - left is the
+	// stage's records in flight (StageSnapshot.InFlight). Counted once
+	// per batch, never per record. In a oneToOne stage it counts only the
+	// records finished in it: those it handed on are out, which saves an
+	// atomic add per batch on the stages that hand on what they take (a
+	// map, a filter, a tap, a sink).
+	left     atomic.Int64
+	oneToOne bool
 
 	// pushNs and handOnNs are the nanoseconds spent in the stage's push
 	// and handing batches on (observe.go's chainTimed); workers its
@@ -396,6 +411,11 @@ type stageCounters struct {
 	pushNs, handOnNs atomic.Int64
 	workers          int
 	timed            bool // built by chainTimed: pushNs and handOnNs are measured
+	eventTime        bool // an event-time stage: Window (not over processing time), JoinWindow
+	// detached: the stage hands on from a goroutine of its own, not from
+	// its push (Via), as a Parallel stage does: busy is then its push
+	// time, back-pressured its handing on.
+	detached bool
 }
 
 func (c *stageCounters) snapshot() StageStats {

@@ -128,6 +128,7 @@ func ToTable[K comparable, V any](k *Keyed[K, V], opts ...StateOption) *Table[K,
 	p.tableSources = append(p.tableSources, p.sources...)
 	p.tables = append(p.tables, cfg.name)
 	t.ctr = p.counters(cfg.name)
+	t.ctr.timed = true // hands nothing on: busy is the time it applies records
 	return t
 }
 
@@ -260,7 +261,7 @@ func (t *Table[K, V]) wire(rt *runtime) {
 		}
 	}
 	rt.stateful = append(rt.stateful, st)
-	t.in.s.connect(rt, st)
+	t.in.s.connect(rt, &timedOutlet[V]{next: st, ns: &t.ctr.pushNs, on: &rt.p.obs.timing})
 	rt.spawn(st.watchReady)
 }
 
@@ -298,6 +299,7 @@ func (st *tableStage[K, V]) push(ctx context.Context, elems []Element[V]) error 
 		return err
 	}
 	c.ctr.out.Add(int64(len(elems)))
+	c.ctr.left.Add(int64(len(elems)))
 	st.offs = finish(elems, st.offs)
 	c.rt.noteFinished(len(elems))
 	return nil

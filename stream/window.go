@@ -380,6 +380,7 @@ func Window[K comparable, T, A any](k *Keyed[K, T], w Windows, agg Aggregator[T,
 	}
 	registerState(k, StageWindow, cfg.name)
 	ctr := k.s.p.counters(cfg.name)
+	ctr.eventTime = !cfg.processingTime
 	// The sources upstream of the window, taken now: a JoinWindow or
 	// Merge downstream merges this pipeline with another, whose sources'
 	// partitions never reach this window (listed as its own, they held
@@ -596,6 +597,8 @@ type windowStage[K comparable, T, A any] struct {
 
 	wake chan struct{} // processing time: a timer earlier than the one waited for
 	quit chan struct{}
+
+	wmv wmView // the watermarks, for Observe (observe_wm.go)
 }
 
 // winTable is the open windows of one table and their watermark.
@@ -737,6 +740,10 @@ func (st *windowStage[K, T, A]) push(ctx context.Context, elems []Element[T]) (e
 		case st.wake <- struct{}{}:
 		default:
 		}
+	}
+	c.ctr.left.Add(int64(len(elems)))
+	if st.wmv.want.Load() {
+		st.wmv.publishLocked(st.fillWatermarks)
 	}
 	absorbing = false
 	return st.flushLocked(ctx)
@@ -892,6 +899,9 @@ func (st *windowStage[K, T, A]) idleTick() error {
 		st.core.busy = true
 		st.raise()
 		st.core.busy = false
+		if st.wmv.want.Load() {
+			st.wmv.publishLocked(st.fillWatermarks)
+		}
 		if len(st.out) > 0 {
 			st.core.dirty.Store(true)
 		}

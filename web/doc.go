@@ -86,17 +86,28 @@
 //	/events         a snapshot each sample interval (text/event-stream, event "snapshot")
 //
 // The page shows the chain of stages with their counts, records per second
-// in and out, and how much of each second each was busy, back-pressured and
-// idle, colour-coded as Flink's web UI does (busy from blue to red,
-// back-pressure grey to black, idle blue); each source partition with its
-// position, high watermark, lag, records in flight, records per second as a
-// sparkline of the last samples, time since its last progress and whether
-// it is stalled; the last checkpoints; and the last errors with their
-// records' lineage. Its HTML carries stable hooks for tests and scripts:
+// in and out, records in flight ([stream.StageSnapshot].InFlight), how much
+// of each second each was busy, back-pressured and idle, colour-coded as
+// Flink's web UI does (busy from blue to red, back-pressure grey to black,
+// idle blue; a stage that is not timed, a windowed join, grey without a
+// bar), and for an event-time stage (a Window, a windowed join) its
+// watermark; each source partition with its position, high watermark, lag,
+// records in flight, records per second as a sparkline of the last
+// samples, time since its last progress, whether it is stalled, and one
+// column per event-time stage with the partition's watermark in it,
+// marked idle while the stage counts the partition idle
+// ([stream.PartitionWatermark]); the last checkpoints; and the last errors
+// with their records' lineage. Watermarks are shown as UTC dates and times
+// with milliseconds. Its HTML carries stable hooks for tests and scripts:
 // each stage is an element with data-stage="INDEX" whose figures are
-// elements with data-field="in", "out", "busy", ...; each partition is a
-// row with data-topic and data-partition whose cells have data-field
-// "position", "highWatermark", "lag", ...
+// elements with data-field="in", "out", "inFlight", "busy", "watermark",
+// ...; each partition is a row with data-topic and data-partition whose
+// cells have data-field "position", "highWatermark", "lag", ..., and
+// "watermark" (one per event-time stage, with data-watermark-stage="INDEX",
+// data-ms the watermark in milliseconds since the Unix epoch or "" for
+// none, and data-idle "true" or "false"). The JSON names every field in
+// camelCase (stages[].name, stages[].in, ...), watermarks in milliseconds
+// since the Unix epoch (watermarkMs).
 //
 // Each path takes one optional query parameter, topic=NAME, which keeps
 // only that topic's partitions. Anything else is refused with a short

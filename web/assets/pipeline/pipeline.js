@@ -1,12 +1,14 @@
 // The live page of a strom pipeline: it reads snapshots from the page's
 // event stream ("events", one JSON snapshot per event) and draws them with
 // the DOM (textContent only: names and errors are never parsed as HTML).
-// Stable hooks for tests: data-stage, data-topic, data-partition, data-field.
+// Stable hooks for tests: data-stage, data-topic, data-partition, data-field,
+// data-watermark-stage (a watermark cell's stage index), data-ms (a
+// watermark in ms since the Unix epoch, "" for none) and data-idle.
 "use strict";
 
 const fieldsOfStage = [
   ["in", "in"], ["out", "out"], ["inPerSecond", "in/s"], ["outPerSecond", "out/s"],
-  ["skipped", "skipped"], ["deadLettered", "dead-lettered"], ["failed", "failed"],
+  ["inFlight", "in flight"], ["skipped", "skipped"], ["deadLettered", "dead-lettered"], ["failed", "failed"],
   ["retried", "retried"], ["late", "late"],
   ["busy", "busy ms/s"], ["backPressured", "back-pressured ms/s"], ["idle", "idle ms/s"],
 ];
@@ -49,15 +51,19 @@ function stageValue(st, f) {
     case "busy": return st.busyMsPerSecond;
     case "backPressured": return st.backPressuredMsPerSecond;
     case "idle": return st.idleMsPerSecond;
-    case "in": return st.In;
-    case "out": return st.Out;
-    case "skipped": return st.Skipped;
-    case "deadLettered": return st.DeadLettered;
-    case "failed": return st.Failed;
-    case "retried": return st.Retried;
-    case "late": return st.Late;
     default: return st[f];
   }
+}
+
+// watermark formats a watermark in ms since the Unix epoch as a UTC date
+// and time with milliseconds, "2026-12-03 08:00:19.000" ("–" when there is
+// none yet): the same text whatever the browser's zone, so a test can
+// compare it.
+function watermark(has, ms) {
+  if (!has) return "–";
+  const d = new Date(ms);
+  if (isNaN(d.getTime())) return String(ms);
+  return d.toISOString().replace("T", " ").replace("Z", "");
 }
 
 function drawStages(stages) {
@@ -69,8 +75,8 @@ function drawStages(stages) {
   }
   stages.forEach((st, i) => {
     if (i > 0) box.append(el("span", { class: "arrow" }, "→"));
-    const div = el("div", { class: "stage", "data-stage": String(st.index), "data-name": st.Name });
-    const h = el("h3", { "data-field": "name" }, st.Name + (st.workers > 1 ? " ×" + st.workers : ""));
+    const div = el("div", { class: "stage", "data-stage": String(st.index), "data-name": st.name });
+    const h = el("h3", { "data-field": "name" }, st.name + (st.workers > 1 ? " ×" + st.workers : ""));
     h.style.background = st.timed ? stageColour(st) : "#777";
     div.append(h);
     const bar = el("div", { class: "bar", title: st.timed ? "busy / back-pressured / idle" : "not timed" });
@@ -83,6 +89,10 @@ function drawStages(stages) {
     const dl = el("dl");
     for (const [f, label] of fieldsOfStage) {
       dl.append(el("dt", {}, label), el("dd", { "data-field": f }, fmt(stageValue(st, f))));
+    }
+    if (st.eventTime) {
+      dl.append(el("dt", {}, "watermark"),
+        el("dd", { "data-field": "watermark", "data-ms": st.hasWatermark ? String(st.watermarkMs) : "" }, watermark(st.hasWatermark, st.watermarkMs)));
     }
     div.append(dl);
     box.append(div);
@@ -106,12 +116,25 @@ function sparkline(values) {
   return svg;
 }
 
-function drawPartitions(parts, history) {
+// drawPartitionHead sets the partitions' header: the fixed columns and one
+// per event-time stage (its watermark for each partition).
+function drawPartitionHead(stages) {
+  const row = document.querySelector("#partitions thead tr");
+  for (const th of row.querySelectorAll("th[data-watermark-stage]")) th.remove();
+  for (const st of stages || []) {
+    if (!st.eventTime) continue;
+    row.append(el("th", { "data-watermark-stage": String(st.index), title: "the partition's watermark in stage " + st.name }, "watermark: " + st.name));
+  }
+}
+
+function drawPartitions(parts, history, stages) {
+  drawPartitionHead(stages);
   const body = document.querySelector("#partitions tbody");
   body.replaceChildren();
   if (!parts || parts.length === 0) {
     const tr = el("tr");
-    tr.append(el("td", { colspan: "10", class: "empty text" }, "no partition read yet"));
+    const cols = document.querySelectorAll("#partitions thead th").length;
+    tr.append(el("td", { colspan: String(cols), class: "empty text" }, "no partition read yet"));
     body.append(tr);
     return;
   }
@@ -134,6 +157,16 @@ function drawPartitions(parts, history) {
     tr.append(spark,
       el("td", { "data-field": "sinceProgress" }, duration(p.sinceProgressNs)),
       el("td", { class: "text", "data-field": "state" }, p.stalled ? "STALLED" : (p.lag > 0 || p.inFlight > 0 ? "behind" : "caught up")));
+    for (const w of p.watermarks || []) {
+      const td = el("td", { "data-field": "watermark", "data-watermark-stage": String(w.index),
+        "data-ms": w.hasWatermark ? String(w.watermarkMs) : "", "data-idle": String(w.idle) },
+        watermark(w.hasWatermark, w.watermarkMs));
+      if (w.idle) {
+        td.classList.add("idle");
+        td.append(el("span", { class: "idle-mark", "data-field": "idle" }, " idle"));
+      }
+      tr.append(td);
+    }
     body.append(tr);
   }
 }
@@ -150,7 +183,7 @@ function drawCheckpoints(cps) {
   cps.slice().reverse().forEach((c, i) => {
     const tr = el("tr", { "data-checkpoint": String(i) });
     if (c.error) tr.classList.add("failed");
-    const pos = (c.positions || []).map(p => p.Topic + "/" + p.Partition + "@" + p.Position.Offset).join(", ");
+    const pos = (c.positions || []).map(p => p.topic + "/" + p.partition + "@" + p.position.offset).join(", ");
     tr.append(
       el("td", { class: "text", "data-field": "at" }, new Date(c.at).toLocaleTimeString()),
       el("td", { "data-field": "duration" }, duration(c.durationNs)),
@@ -189,7 +222,7 @@ function draw(snap) {
   document.getElementById("time").textContent = new Date(snap.time).toLocaleTimeString();
   document.getElementById("stall-limit").textContent = snap.stallAfterNs > 0 ? "stall after " + duration(snap.stallAfterNs) : "stall detection off";
   drawStages(snap.stages);
-  drawPartitions(snap.partitions, snap.history);
+  drawPartitions(snap.partitions, snap.history, snap.stages);
   drawCheckpoints(snap.checkpoints);
   drawErrors(snap.errors);
   document.body.setAttribute("data-updated", String(Date.now()));
