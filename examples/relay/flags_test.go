@@ -55,3 +55,23 @@ func TestExactlyOnceFlags(t *testing.T) {
 	_, err = parseFlags(append(toKafkaArgs, "--state", "s"))
 	require.ErrorContains(t, err, "STROM_EXACTLY_ONCE")
 }
+
+// TestBalancerRefusesEmptyEntries ensures an empty --balancer, or one with
+// an empty entry, is refused naming --balancer, the value and the entry
+// (service.Main exits 2 on it), and that spaces around a name are trimmed.
+func TestBalancerRefusesEmptyEntries(t *testing.T) {
+	t.Setenv("STROM_KAFKA_BALANCER", "")
+	toLogArgs := []string{"--direction", toLog, "--brokers", "b:9092", "--dir", "d", "--from", "mid", "--to", "back"}
+	for _, c := range []struct{ value, want string }{
+		{"", `--balancer "": entry 1 of 1 is empty`},
+		{"range,,sticky", `--balancer "range,,sticky": entry 2 of 3 is empty`},
+		{"range,", `--balancer "range,": entry 2 of 2 is empty`},
+		{" , range", `--balancer " , range": entry 1 of 2 is empty`},
+	} {
+		_, err := parseFlags(append(toLogArgs, "--balancer", c.value))
+		require.ErrorContains(t, err, c.want, c.value)
+	}
+	cfg, err := parseFlags(append(toLogArgs, "--balancer", " range , sticky "))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"range", "sticky"}, cfg.balancers)
+}

@@ -140,7 +140,8 @@
 //	--balancer    STROM_KAFKA_BALANCER  kafka-to-log: the group balancers offered, comma-separated,
 //	                                   most preferred first: cooperative-sticky, range,
 //	                                   roundrobin, sticky; default cooperative-sticky,range
-//	                                   (see "Consumer group balancers")
+//	                                   (see "Consumer group balancers"). Spaces around a name
+//	                                   are trimmed; an empty entry ("", "range,,sticky") is refused
 //	--max-record-bytes STROM_MAX_RECORD_BYTES  log-to-kafka: the producer's limit on a record
 //	                                   batch, so on a record, in bytes (sink.KafkaMaxRecordBytes);
 //	                                   default 1000012. The topic's max.message.bytes must allow it
@@ -302,11 +303,11 @@ func parseFlags(args []string) (config, error) {
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
 		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter),
 		eos: *eos, txnID: *txnID, maxRecord: *maxRecord, onTooLarge: *onTooLarge, deadLetter: *deadLetter}
-	for _, b := range strings.Split(*balancer, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			cfg.balancers = append(cfg.balancers, b)
-		}
+	balancers, err := splitBalancers(*balancer)
+	if err != nil {
+		return config{}, fmt.Errorf("--balancer %q: %w", *balancer, err)
 	}
+	cfg.balancers = balancers
 	if cfg.eos && cfg.txnID == "" && cfg.direction == toKafka {
 		cfg.txnID = cfg.group + "-" + cfg.from + "-" + cfg.to
 	}
@@ -347,6 +348,23 @@ func parseFlags(args []string) (config, error) {
 		return config{}, err
 	}
 	return cfg, nil
+}
+
+// splitBalancers splits the value of --balancer into its names: the
+// entries between commas, each trimmed of surrounding spaces (as --brokers'
+// are: " range" is range). An empty entry ("", "range,,sticky", "range,")
+// is an error naming its place: it is a typo, not a request for a default.
+func splitBalancers(v string) ([]string, error) {
+	entries := strings.Split(v, ",")
+	names := make([]string, 0, len(entries))
+	for i, b := range entries {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			return nil, fmt.Errorf("entry %d of %d is empty: want names separated by single commas, of cooperative-sticky, range, roundrobin, sticky", i+1, len(entries))
+		}
+		names = append(names, b)
+	}
+	return names, nil
 }
 
 // checkKafkaSizes checks --balancer (given as balancer), which is
