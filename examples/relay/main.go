@@ -107,6 +107,13 @@
 //
 // # Flags and environment
 //
+// A flag given on the command line wins over its environment variable,
+// which wins over the default. A variable that does not parse, or a value
+// the relay refuses, stops it at startup (exit 2) with an error naming
+// where the value came from: `--on-too-large "bogus": ...` for the command
+// line, `environment STROM_ON_TOO_LARGE="bogus" (--on-too-large): ...` for
+// the environment.
+//
 //	--direction   STROM_DIRECTION   kafka-to-log or log-to-kafka (required)
 //	--brokers     KAFKA_BROKERS     Kafka bootstrap brokers, comma-separated (required)
 //	--dir         STROM_DIR         log directory (required)
@@ -265,6 +272,17 @@ const crashAfterAppendEnv = "STROM_RELAY_CRASH_AFTER_APPEND"
 
 func main() { service.Main("relay", parseFlags, run) }
 
+// flagEnv names the environment variable of each flag that has one.
+var flagEnv = map[string]string{
+	"direction": "STROM_DIRECTION", "brokers": "KAFKA_BROKERS", "dir": "STROM_DIR", "from": "STROM_FROM",
+	"to": "STROM_TO", "partitions": "STROM_PARTITIONS", "group": "STROM_GROUP", "state": "STROM_STATE",
+	"addr": "STROM_ADDR", "delay": "STROM_DELAY", "batch": "STROM_BATCH", "timeout": "STROM_KAFKA_TIMEOUT",
+	"session-timeout": "STROM_KAFKA_SESSION_TIMEOUT", "rebalance-timeout": "STROM_KAFKA_REBALANCE_TIMEOUT",
+	"instance-id": "STROM_KAFKA_INSTANCE_ID", "exactly-once": "STROM_EXACTLY_ONCE",
+	"transactional-id": "STROM_TRANSACTIONAL_ID", "balancer": "STROM_KAFKA_BALANCER",
+	"max-record-bytes": "STROM_MAX_RECORD_BYTES", "on-too-large": "STROM_ON_TOO_LARGE", "dead-letter": "STROM_DEAD_LETTER",
+}
+
 func parseFlags(args []string) (config, error) {
 	var env service.Env
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
@@ -293,6 +311,9 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
+	// given names a flag's value in an error: the environment variable
+	// that set it, as env.Err does for one that does not parse, or the flag.
+	given := func(name string) string { return service.Given(fs, name, flagEnv[name]) }
 	if env.Err != nil {
 		return config{}, env.Err
 	}
@@ -305,7 +326,7 @@ func parseFlags(args []string) (config, error) {
 		eos: *eos, txnID: *txnID, maxRecord: *maxRecord, onTooLarge: *onTooLarge, deadLetter: *deadLetter}
 	balancers, err := splitBalancers(*balancer)
 	if err != nil {
-		return config{}, fmt.Errorf("--balancer %q: %w", *balancer, err)
+		return config{}, fmt.Errorf("%s: %w", given("balancer"), err)
 	}
 	cfg.balancers = balancers
 	if cfg.eos && cfg.txnID == "" && cfg.direction == toKafka {
@@ -318,7 +339,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	switch {
 	case cfg.direction != toLog && cfg.direction != toKafka:
-		return config{}, fmt.Errorf("--direction %q: want %s or %s", cfg.direction, toLog, toKafka)
+		return config{}, fmt.Errorf("%s: want %s or %s", given("direction"), toLog, toKafka)
 	case len(cfg.brokers) == 0:
 		return config{}, errors.New("--brokers (or KAFKA_BROKERS) is required")
 	case cfg.dir == "":
@@ -328,23 +349,23 @@ func parseFlags(args []string) (config, error) {
 	case cfg.direction == toKafka && cfg.state == "" && !cfg.eos:
 		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka, unless --exactly-once")
 	case cfg.txnID != "" && !cfg.eos:
-		return config{}, errors.New("--transactional-id is for --exactly-once")
+		return config{}, fmt.Errorf("%s is for --exactly-once", given("transactional-id"))
 	case cfg.txnID != "" && cfg.direction == toLog:
-		return config{}, errors.New("--transactional-id is for log-to-kafka: kafka-to-log --exactly-once commits in the log (the sink.LogSink's transaction file), not in Kafka")
+		return config{}, fmt.Errorf("%s is for log-to-kafka: kafka-to-log --exactly-once commits in the log (the sink.LogSink's transaction file), not in Kafka", given("transactional-id"))
 	case cfg.batch < 1:
-		return config{}, fmt.Errorf("--batch %d: must be at least 1", cfg.batch)
+		return config{}, fmt.Errorf("%s: must be at least 1", given("batch"))
 	case cfg.delay < 0:
-		return config{}, fmt.Errorf("--delay %v: must not be negative", cfg.delay)
+		return config{}, fmt.Errorf("%s: must not be negative", given("delay"))
 	case cfg.timeout <= 0:
-		return config{}, fmt.Errorf("--timeout %v: want more than 0", cfg.timeout)
+		return config{}, fmt.Errorf("%s: want more than 0", given("timeout"))
 	case cfg.session < 30*time.Millisecond:
-		return config{}, fmt.Errorf("--session-timeout %v: want at least 30ms", cfg.session)
+		return config{}, fmt.Errorf("%s: want at least 30ms", given("session-timeout"))
 	case cfg.rebalance < cfg.session:
-		return config{}, fmt.Errorf("--rebalance-timeout %v: want at least the session timeout %v", cfg.rebalance, cfg.session)
+		return config{}, fmt.Errorf("%s: want at least the session timeout %v", given("rebalance-timeout"), cfg.session)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
-		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
+		return config{}, fmt.Errorf("%s: want 1 to %d", given("partitions"), log.MaxPartitions)
 	}
-	if err := cfg.checkKafkaSizes(*balancer); err != nil {
+	if err := cfg.checkKafkaSizes(*balancer, given); err != nil {
 		return config{}, err
 	}
 	return cfg, nil
@@ -369,36 +390,46 @@ func splitBalancers(v string) ([]string, error) {
 
 // checkKafkaSizes checks --balancer (given as balancer), which is
 // kafka-to-log's, and --max-record-bytes, --on-too-large and --dead-letter,
-// which are log-to-kafka's.
-func (cfg *config) checkKafkaSizes(balancer string) error {
+// which are log-to-kafka's. given names a flag's value in an error, by the
+// environment variable that set it if one did.
+func (cfg *config) checkKafkaSizes(balancer string, given func(flag string) string) error {
 	if cfg.direction == toLog {
-		if cfg.maxRecord != sink.DefaultKafkaMaxRecordBytes || cfg.onTooLarge != tooLargeFail || cfg.deadLetter != "" {
-			return errors.New("--max-record-bytes, --on-too-large and --dead-letter are for log-to-kafka: kafka-to-log produces nothing to Kafka")
+		var set string
+		switch {
+		case cfg.maxRecord != sink.DefaultKafkaMaxRecordBytes:
+			set = given("max-record-bytes")
+		case cfg.onTooLarge != tooLargeFail:
+			set = given("on-too-large")
+		case cfg.deadLetter != "":
+			set = given("dead-letter")
+		}
+		if set != "" {
+			return fmt.Errorf("%s: --max-record-bytes, --on-too-large and --dead-letter are for log-to-kafka: kafka-to-log produces nothing to Kafka", set)
 		}
 		if _, err := source.Kafka(cfg.brokers, cfg.group, []string{cfg.from}, source.KafkaBalancers(cfg.balancers...)); err != nil {
-			return fmt.Errorf("--balancer %q: %w", balancer, err)
+			return fmt.Errorf("%s: %w", given("balancer"), err)
 		}
 		return nil
 	}
 	switch {
 	case balancer != source.DefaultKafkaBalancers:
-		return errors.New("--balancer is for kafka-to-log: log-to-kafka joins no consumer group")
+		return fmt.Errorf("%s is for kafka-to-log: log-to-kafka joins no consumer group", given("balancer"))
 	case cfg.maxRecord < 512 || cfg.maxRecord > 1<<30:
-		return fmt.Errorf("--max-record-bytes %d: want 512 to %d (franz-go's bounds); the topic's max.message.bytes must allow it", cfg.maxRecord, 1<<30)
+		return fmt.Errorf("%s: want 512 to %d (franz-go's bounds); the topic's max.message.bytes must allow it", given("max-record-bytes"), 1<<30)
 	case cfg.onTooLarge != tooLargeFail && cfg.onTooLarge != tooLargeSkip && cfg.onTooLarge != tooLargeDeadLetter:
-		return fmt.Errorf("--on-too-large %q: want %s, %s or %s", cfg.onTooLarge, tooLargeFail, tooLargeSkip, tooLargeDeadLetter)
+		return fmt.Errorf("%s: want %s, %s or %s", given("on-too-large"), tooLargeFail, tooLargeSkip, tooLargeDeadLetter)
 	case cfg.onTooLarge == tooLargeDeadLetter && cfg.deadLetter == "":
-		return errors.New("--on-too-large=dead-letter needs --dead-letter (or STROM_DEAD_LETTER): the log topic in --dir the records too large go to")
+		return fmt.Errorf("%s needs --dead-letter (or STROM_DEAD_LETTER): the log topic in --dir the records too large go to", given("on-too-large"))
 	case cfg.onTooLarge != tooLargeDeadLetter && cfg.deadLetter != "":
-		return fmt.Errorf("--dead-letter %s is for --on-too-large=dead-letter, not %s", cfg.deadLetter, cfg.onTooLarge)
+		return fmt.Errorf("%s is for --on-too-large=dead-letter, not %s", given("dead-letter"), cfg.onTooLarge)
 	case cfg.deadLetter == cfg.from:
-		return fmt.Errorf("--dead-letter %s: the topic the relay reads (--from): a dead letter would be read again", cfg.deadLetter)
+		return fmt.Errorf("%s: the topic the relay reads (--from): a dead letter would be read again", given("dead-letter"))
 	case cfg.onTooLarge == tooLargeDeadLetter && cfg.eos:
 		return errors.New("--on-too-large=dead-letter with --exactly-once: a dead letter goes to a log topic, which cannot join the Kafka transaction; use fail or skip")
 	}
 	if cfg.deadLetter != "" {
 		if err := log.ValidateTopicName(cfg.deadLetter); err != nil {
-			return fmt.Errorf("--dead-letter: %w", err)
+			return fmt.Errorf("%s: %w", given("dead-letter"), err)
 		}
 	}
 	return nil
