@@ -82,7 +82,10 @@
 // Kafka topic, the log topic, partition and offset of the record, its size
 // and the limit (sink.ErrRecordTooLarge), and exits 1; its position stays
 // before the record, so a restart meets it again. --on-too-large=skip
-// drops each such record and goes on (its position is saved past it);
+// drops each such record and goes on (its position is saved past it),
+// logging one line on stderr per record dropped, naming its log topic,
+// partition and offset, its size and the limit, and counting it in /stats
+// (skipped);
 // --on-too-large=dead-letter appends it, with headers naming the error and
 // where it was read (sink.DeadLetter), to the log topic --dead-letter in
 // --dir (created with one partition if missing; synced before the
@@ -176,7 +179,8 @@
 // # HTTP
 //
 //	GET /stats   {"direction","relayed","deliveredAgain","lastIn":{partition:offset},
-//	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects"}
+//	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects",
+//	              "skipped"}
 //	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
 //	             metrics package for the series): the pipeline's (named by --direction)
 //	             and, kafka-to-log, the log's appends
@@ -191,7 +195,11 @@
 // topic's high watermarks minus one); positions the saved positions (log-to-kafka: FileStore, or
 // the committed positions with --exactly-once; kafka-to-log: the group's commits); lag the records
 // of the source not yet
-// covered by a position.
+// covered by a position; skipped the records too large for Kafka that
+// log-to-kafka --on-too-large=skip dropped (counted in relayed too), each
+// also logged on stderr as it is dropped:
+//
+//	relay log-to-kafka: skipped a record too large for Kafka topic back (--on-too-large=skip): log topic mid partition 0 offset 1, 1000122 bytes over the limit of 1000012 bytes (--max-record-bytes)
 package main
 
 import (
@@ -199,6 +207,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -443,6 +452,7 @@ type relay struct {
 	relayed        int64
 	deliveredAgain int64
 	reconnects     int64
+	skipped        int64 // records too large dropped under --on-too-large=skip
 	lastIn         map[int32]int64
 	lastOut        map[int32]int64
 	positions      map[int32]int64
@@ -450,6 +460,7 @@ type relay struct {
 	before         map[int32]int64                                       // highest source offset relayed before this process, per source partition
 	lag            func(context.Context) (int64, map[int32]int64, error) // lag and saved positions
 	lastOutFn      func(context.Context) map[int32]int64                 // log-to-kafka: Kafka's high watermarks - 1
+	stderr         io.Writer                                             // where logf writes; nil: os.Stderr
 }
 
 func run(cfg config) error {
@@ -705,7 +716,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 			r.mu.Lock()
 			r.reconnects++
 			r.mu.Unlock()
-			fmt.Fprintf(os.Stderr, "relay %s: sink attempt %d: %v\n", r.cfg.direction, attempt, err)
+			r.logf("sink attempt %d: %v", attempt, err)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -745,7 +756,7 @@ const tooLargeStage = "too-large"
 func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
 	switch r.cfg.onTooLarge {
 	case tooLargeSkip:
-		return []stream.StageOption{stream.Name(tooLargeStage), stream.Skip()}, nil
+		return []stream.StageOption{stream.Name(tooLargeStage), stream.Skip(), stream.OnError(r.skippedTooLarge)}, nil
 	case tooLargeDeadLetter:
 		dlq, err := lg.Topic(r.cfg.deadLetter)
 		if errors.Is(err, log.ErrUnknownTopic) {
@@ -757,6 +768,32 @@ func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
 		return []stream.StageOption{stream.Name(tooLargeStage), stream.DeadLetter(sink.DeadLetter(dlq, sink.Synced()))}, nil
 	}
 	return nil, nil
+}
+
+// skippedTooLarge logs, on stderr, a record --on-too-large=skip drops, naming
+// its log topic, partition and offset, its size and the limit, and counts it
+// in /stats (skipped). It is the too-large stage's OnError hook: that
+// stage's only failure is a record too large (sink.KafkaSink.CheckSize).
+func (r *relay) skippedTooLarge(f stream.Failure) {
+	size, limit := -1, r.cfg.maxRecord
+	var big *sink.RecordTooLargeError
+	if errors.As(f.Err, &big) {
+		size, limit = big.Bytes, big.MaxBytes
+	}
+	r.mu.Lock()
+	r.skipped++
+	r.mu.Unlock()
+	r.logf("skipped a record too large for Kafka topic %s (--on-too-large=skip): log topic %s partition %d offset %d, %d bytes over the limit of %d bytes (--max-record-bytes)",
+		r.cfg.to, f.Topic, f.Partition, f.Offset, size, limit)
+}
+
+// logf prints one line on the relay's stderr, after "relay DIRECTION: ".
+func (r *relay) logf(format string, args ...any) {
+	var w io.Writer = os.Stderr
+	if r.stderr != nil {
+		w = r.stderr
+	}
+	fmt.Fprintf(w, "relay %s: %s\n", r.cfg.direction, fmt.Sprintf(format, args...))
 }
 
 // retrySink reports whether log-to-kafka runs again, with a new sink,
@@ -794,7 +831,7 @@ func (r *relay) foreverOpts() []stream.ConsumeOption {
 			r.mu.Lock()
 			r.reconnects++
 			r.mu.Unlock()
-			fmt.Fprintf(os.Stderr, "relay %s: attempt %d: %v\n", r.cfg.direction, attempt, err)
+			r.logf("attempt %d: %v", attempt, err)
 		}),
 		stream.OnCheckpoint(func(_ string, partition int32, pos checkpoint.Position) {
 			r.mu.Lock()
@@ -864,7 +901,7 @@ func (r *relay) crashAfterAppend(context.Context, log.Record) error {
 	n := r.appended
 	r.mu.Unlock()
 	if n >= r.cfg.crashAfter {
-		fmt.Fprintf(os.Stderr, "relay %s: %s: %d records appended, killing myself before the commit\n", r.cfg.direction, crashAfterAppendEnv, n)
+		r.logf("%s: %d records appended, killing myself before the commit", crashAfterAppendEnv, n)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // SIGKILL is not delivered synchronously everywhere: never return
 	}
@@ -912,6 +949,7 @@ func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {
 		"positions":      clone(positions),
 		"lag":            lag,
 		"reconnects":     r.reconnects,
+		"skipped":        r.skipped,
 	})
 }
 
