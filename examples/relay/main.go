@@ -15,7 +15,10 @@
 // log: a crash between the two appends it again on restart, never skips it.
 //
 // log-to-kafka reads every partition of the log topic --from (its --dir
-// must exist: a missing one is a startup error, not a log to wait on), from
+// must exist: a missing one is a startup error, not a log to wait on; a
+// topic --from not in it yet is waited for, as its writer may not have
+// created it, each try printed on stderr as "attempt N: ...", so a
+// misspelt name retries until the relay is stopped), from
 // the positions in a checkpoint.FileStore in --state, and produces each record
 // to the Kafka topic --to (acks=all, idempotent, murmur2 on the key); a
 // position is saved only once Kafka acknowledged every record below it.
