@@ -336,7 +336,14 @@ func TestRelayExactlyOnceStopsOnOrSkipsARecordTooLarge(t *testing.T) {
 		case <-time.After(relayWait):
 			t.Fatal("the relay is still running: it retries the record too large")
 		}
-		assert.Empty(t, committedValues(t, kc), "nothing of the failed transaction is visible")
+		// "before" may be visible: read alone in a batch (the 1,000,000-byte
+		// record does not fit in the same read), it can be committed by a
+		// transaction of its own, one every 100 ms, before the record too
+		// large fails the next one (seen under go test -race beside another
+		// package's tests). Nothing of the failed transaction is visible.
+		got := committedValues(t, kc)
+		assert.True(t, len(got) == 0 || (len(got) == 1 && got[0] == "before"),
+			"read_committed sees %q: only a transaction before the failed one may be visible", got)
 	})
 	t.Run("skip", func(t *testing.T) {
 		kc := kafkatest.NewCluster(t, kafkatest.Topics("back"))
