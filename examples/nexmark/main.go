@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,11 +21,22 @@ import (
 // kinds, so that every topic gets records and every query reads some.
 const minEvents = ProportionDenominator
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+func main() { os.Exit(exitCode(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// exitCode runs the command and returns its exit status: 0 after a run
+// and after -h/--help (the usage printed on stderr, as the services do), 1
+// for any error, printed on stderr with the prefix "nexmark: ".
+func exitCode(args []string, stdout, stderr io.Writer) int {
+	err := run(args, stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case strings.HasPrefix(err.Error(), "nexmark: "):
+		fmt.Fprintln(stderr, err)
+	default:
+		fmt.Fprintf(stderr, "nexmark: %v\n", err)
 	}
+	return 1
 }
 
 // run is the command: flags in args, results to stdout, progress to stderr.
@@ -62,6 +75,28 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *events < minEvents {
 		return fmt.Errorf("nexmark: --events %d: want at least %d (one person, three auctions and 46 bids: each topic gets records)", *events, minEvents)
 	}
+	if *rate < 0 {
+		return fmt.Errorf("nexmark: --rate %d: must not be negative (events per second of event time; 0: the default, 10000)", *rate)
+	}
+	if err := checkDir(*dir); err != nil {
+		return err
+	}
+	// The files written after the events are generated are created first,
+	// so a path that cannot be written fails before minutes of generating.
+	outs, err := createOutputs(*out, run)
+	for _, f := range outs {
+		defer f.Close()
+	}
+	if err != nil {
+		return err
+	}
+	var profFile *os.File
+	if *profile != "" {
+		if profFile, err = os.Create(*profile); err != nil {
+			return fmt.Errorf("nexmark: --cpuprofile %s: %w", *profile, err)
+		}
+		defer profFile.Close()
+	}
 	// SIGTERM too: the temporary folder (up to a GB) is removed on the way out.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -81,17 +116,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "generated %d events (%d persons, %d auctions, %d bids) into %s in %.1fs\n",
-		counts.Total(), counts.Persons, counts.Auctions, counts.Bids, logDir, time.Since(t0).Seconds())
+	fmt.Fprintf(stderr, "generated %s (%s, %s, %s) into %s in %.1fs\n",
+		plural(counts.Total(), "event"), plural(counts.Persons, "person"), plural(counts.Auctions, "auction"),
+		plural(counts.Bids, "bid"), logDir, time.Since(t0).Seconds())
 
-	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+	if profFile != nil {
+		if err := pprof.StartCPUProfile(profFile); err != nil {
+			return fmt.Errorf("nexmark: --cpuprofile %s: %w", *profile, err)
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -99,17 +130,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var pairs [][2]Result // strom's and go-streams' runs of a query
 	for i, q := range run {
 		var w *bufio.Writer
-		if *out != "" {
-			path := *out
-			if len(run) > 1 {
-				path += "." + q.Name
-			}
-			f, err := os.Create(path)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			w = bufio.NewWriterSize(f, 1<<20)
+		if outs != nil {
+			w = bufio.NewWriterSize(outs[i], 1<<20)
 		}
 		var wr io.Writer
 		if w != nil {
@@ -121,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		if w != nil {
 			if err := w.Flush(); err != nil {
-				return fmt.Errorf("nexmark: write %s output: %w", q.Name, err)
+				return fmt.Errorf("nexmark: --out: write %s output to %s: %w", q.Name, outs[i].Name(), err)
 			}
 		}
 		fmt.Fprintln(stdout, r)
@@ -142,6 +164,58 @@ func run(args []string, stdout, stderr io.Writer) error {
 		printGoStreamsTable(stdout, pairs)
 	}
 	return nil
+}
+
+// checkDir refuses a --dir whose parent folder does not exist (or is not a
+// folder): Generate creates the last element only, so a mistyped path is
+// an error rather than a new tree of folders. "" (a temporary directory)
+// is fine.
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	fi, err := os.Stat(parent)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("nexmark: --dir %s: its parent folder %s does not exist (nexmark creates only the last element)", dir, parent)
+	case err != nil:
+		return fmt.Errorf("nexmark: --dir %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("nexmark: --dir %s: %s is not a folder", dir, parent)
+	}
+	return nil
+}
+
+// createOutputs creates the file of each query's output for --out out
+// (out itself for one query, out.qN for several), in the order of qs, or
+// returns nil for no --out. On an error it returns the files it created,
+// for the caller to close, and an error naming --out and the path.
+func createOutputs(out string, qs []Query) ([]*os.File, error) {
+	if out == "" {
+		return nil, nil
+	}
+	files := make([]*os.File, 0, len(qs))
+	for _, q := range qs {
+		path := out
+		if len(qs) > 1 {
+			path += "." + q.Name
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return files, fmt.Errorf("nexmark: --out %s: %w", out, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// plural returns n and the noun, with an s unless n is 1: "1 person", "3 persons".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func queryNames() string {

@@ -15,7 +15,10 @@
 // log: a crash between the two appends it again on restart, never skips it.
 //
 // log-to-kafka reads every partition of the log topic --from (its --dir
-// must exist: a missing one is a startup error, not a log to wait on), from
+// must exist: a missing one is a startup error, not a log to wait on; a
+// topic --from not in it yet is waited for, as its writer may not have
+// created it, each try printed on stderr as "attempt N: ...", so a
+// misspelt name retries until the relay is stopped), from
 // the positions in a checkpoint.FileStore in --state, and produces each record
 // to the Kafka topic --to (acks=all, idempotent, murmur2 on the key); a
 // position is saved only once Kafka acknowledged every record below it.
@@ -82,7 +85,10 @@
 // Kafka topic, the log topic, partition and offset of the record, its size
 // and the limit (sink.ErrRecordTooLarge), and exits 1; its position stays
 // before the record, so a restart meets it again. --on-too-large=skip
-// drops each such record and goes on (its position is saved past it);
+// drops each such record and goes on (its position is saved past it),
+// logging one line on stderr per record dropped, naming its log topic,
+// partition and offset, its size and the limit, and counting it in /stats
+// (skipped);
 // --on-too-large=dead-letter appends it, with headers naming the error and
 // where it was read (sink.DeadLetter), to the log topic --dead-letter in
 // --dir (created with one partition if missing; synced before the
@@ -106,6 +112,13 @@
 // do not offer it (franz-go's default).
 //
 // # Flags and environment
+//
+// A flag given on the command line wins over its environment variable,
+// which wins over the default. A variable that does not parse, or a value
+// the relay refuses, stops it at startup (exit 2) with an error naming
+// where the value came from: `--on-too-large "bogus": ...` for the command
+// line, `environment STROM_ON_TOO_LARGE="bogus" (--on-too-large): ...` for
+// the environment.
 //
 //	--direction   STROM_DIRECTION   kafka-to-log or log-to-kafka (required)
 //	--brokers     KAFKA_BROKERS     Kafka bootstrap brokers, comma-separated (required)
@@ -140,7 +153,8 @@
 //	--balancer    STROM_KAFKA_BALANCER  kafka-to-log: the group balancers offered, comma-separated,
 //	                                   most preferred first: cooperative-sticky, range,
 //	                                   roundrobin, sticky; default cooperative-sticky,range
-//	                                   (see "Consumer group balancers")
+//	                                   (see "Consumer group balancers"). Spaces around a name
+//	                                   are trimmed; an empty entry ("", "range,,sticky") is refused
 //	--max-record-bytes STROM_MAX_RECORD_BYTES  log-to-kafka: the producer's limit on a record
 //	                                   batch, so on a record, in bytes (sink.KafkaMaxRecordBytes);
 //	                                   default 1000012. The topic's max.message.bytes must allow it
@@ -168,7 +182,8 @@
 // # HTTP
 //
 //	GET /stats   {"direction","relayed","deliveredAgain","lastIn":{partition:offset},
-//	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects"}
+//	              "lastOut":{partition:offset},"positions":{partition:offset},"lag","reconnects",
+//	              "skipped"}
 //	GET /metrics the process's OpenTelemetry metrics in Prometheus's text format (see the
 //	             metrics package for the series): the pipeline's (named by --direction)
 //	             and, kafka-to-log, the log's appends
@@ -183,7 +198,11 @@
 // topic's high watermarks minus one); positions the saved positions (log-to-kafka: FileStore, or
 // the committed positions with --exactly-once; kafka-to-log: the group's commits); lag the records
 // of the source not yet
-// covered by a position.
+// covered by a position; skipped the records too large for Kafka that
+// log-to-kafka --on-too-large=skip dropped (counted in relayed too), each
+// also logged on stderr as it is dropped:
+//
+//	relay log-to-kafka: skipped a record too large for Kafka topic back (--on-too-large=skip): log topic mid partition 0 offset 1, 1000122 bytes over the limit of 1000012 bytes (--max-record-bytes)
 package main
 
 import (
@@ -191,6 +210,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -264,6 +284,17 @@ const crashAfterAppendEnv = "STROM_RELAY_CRASH_AFTER_APPEND"
 
 func main() { service.Main("relay", parseFlags, run) }
 
+// flagEnv names the environment variable of each flag that has one.
+var flagEnv = map[string]string{
+	"direction": "STROM_DIRECTION", "brokers": "KAFKA_BROKERS", "dir": "STROM_DIR", "from": "STROM_FROM",
+	"to": "STROM_TO", "partitions": "STROM_PARTITIONS", "group": "STROM_GROUP", "state": "STROM_STATE",
+	"addr": "STROM_ADDR", "delay": "STROM_DELAY", "batch": "STROM_BATCH", "timeout": "STROM_KAFKA_TIMEOUT",
+	"session-timeout": "STROM_KAFKA_SESSION_TIMEOUT", "rebalance-timeout": "STROM_KAFKA_REBALANCE_TIMEOUT",
+	"instance-id": "STROM_KAFKA_INSTANCE_ID", "exactly-once": "STROM_EXACTLY_ONCE",
+	"transactional-id": "STROM_TRANSACTIONAL_ID", "balancer": "STROM_KAFKA_BALANCER",
+	"max-record-bytes": "STROM_MAX_RECORD_BYTES", "on-too-large": "STROM_ON_TOO_LARGE", "dead-letter": "STROM_DEAD_LETTER",
+}
+
 func parseFlags(args []string) (config, error) {
 	var env service.Env
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
@@ -292,6 +323,9 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
+	// given names a flag's value in an error: the environment variable
+	// that set it, as env.Err does for one that does not parse, or the flag.
+	given := func(name string) string { return service.Given(fs, name, flagEnv[name]) }
 	if env.Err != nil {
 		return config{}, env.Err
 	}
@@ -302,11 +336,11 @@ func parseFlags(args []string) (config, error) {
 		group: *group, state: *state, addr: *addr, delay: *delay, batch: *batch,
 		timeout: *timeout, session: *session, rebalance: *rebalance, instance: *instance, crashAfter: int64(crashAfter),
 		eos: *eos, txnID: *txnID, maxRecord: *maxRecord, onTooLarge: *onTooLarge, deadLetter: *deadLetter}
-	for _, b := range strings.Split(*balancer, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			cfg.balancers = append(cfg.balancers, b)
-		}
+	balancers, err := splitBalancers(*balancer)
+	if err != nil {
+		return config{}, fmt.Errorf("%s: %w", given("balancer"), err)
 	}
+	cfg.balancers = balancers
 	if cfg.eos && cfg.txnID == "" && cfg.direction == toKafka {
 		cfg.txnID = cfg.group + "-" + cfg.from + "-" + cfg.to
 	}
@@ -317,7 +351,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	switch {
 	case cfg.direction != toLog && cfg.direction != toKafka:
-		return config{}, fmt.Errorf("--direction %q: want %s or %s", cfg.direction, toLog, toKafka)
+		return config{}, fmt.Errorf("%s: want %s or %s", given("direction"), toLog, toKafka)
 	case len(cfg.brokers) == 0:
 		return config{}, errors.New("--brokers (or KAFKA_BROKERS) is required")
 	case cfg.dir == "":
@@ -327,60 +361,87 @@ func parseFlags(args []string) (config, error) {
 	case cfg.direction == toKafka && cfg.state == "" && !cfg.eos:
 		return config{}, errors.New("--state (or STROM_STATE) is required for log-to-kafka, unless --exactly-once")
 	case cfg.txnID != "" && !cfg.eos:
-		return config{}, errors.New("--transactional-id is for --exactly-once")
+		return config{}, fmt.Errorf("%s is for --exactly-once", given("transactional-id"))
 	case cfg.txnID != "" && cfg.direction == toLog:
-		return config{}, errors.New("--transactional-id is for log-to-kafka: kafka-to-log --exactly-once commits in the log (the sink.LogSink's transaction file), not in Kafka")
+		return config{}, fmt.Errorf("%s is for log-to-kafka: kafka-to-log --exactly-once commits in the log (the sink.LogSink's transaction file), not in Kafka", given("transactional-id"))
 	case cfg.batch < 1:
-		return config{}, fmt.Errorf("--batch %d: must be at least 1", cfg.batch)
+		return config{}, fmt.Errorf("%s: must be at least 1", given("batch"))
 	case cfg.delay < 0:
-		return config{}, fmt.Errorf("--delay %v: must not be negative", cfg.delay)
+		return config{}, fmt.Errorf("%s: must not be negative", given("delay"))
 	case cfg.timeout <= 0:
-		return config{}, fmt.Errorf("--timeout %v: want more than 0", cfg.timeout)
+		return config{}, fmt.Errorf("%s: want more than 0", given("timeout"))
 	case cfg.session < 30*time.Millisecond:
-		return config{}, fmt.Errorf("--session-timeout %v: want at least 30ms", cfg.session)
+		return config{}, fmt.Errorf("%s: want at least 30ms", given("session-timeout"))
 	case cfg.rebalance < cfg.session:
-		return config{}, fmt.Errorf("--rebalance-timeout %v: want at least the session timeout %v", cfg.rebalance, cfg.session)
+		return config{}, fmt.Errorf("%s: want at least the session timeout %v", given("rebalance-timeout"), cfg.session)
 	case cfg.partitions < 1 || cfg.partitions > log.MaxPartitions:
-		return config{}, fmt.Errorf("--partitions %d: want 1 to %d", cfg.partitions, log.MaxPartitions)
+		return config{}, fmt.Errorf("%s: want 1 to %d", given("partitions"), log.MaxPartitions)
 	}
-	if err := cfg.checkKafkaSizes(*balancer); err != nil {
+	if err := cfg.checkKafkaSizes(*balancer, given); err != nil {
 		return config{}, err
 	}
 	return cfg, nil
 }
 
+// splitBalancers splits the value of --balancer into its names: the
+// entries between commas, each trimmed of surrounding spaces (as --brokers'
+// are: " range" is range). An empty entry ("", "range,,sticky", "range,")
+// is an error naming its place: it is a typo, not a request for a default.
+func splitBalancers(v string) ([]string, error) {
+	entries := strings.Split(v, ",")
+	names := make([]string, 0, len(entries))
+	for i, b := range entries {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			return nil, fmt.Errorf("entry %d of %d is empty: want names separated by single commas, of cooperative-sticky, range, roundrobin, sticky", i+1, len(entries))
+		}
+		names = append(names, b)
+	}
+	return names, nil
+}
+
 // checkKafkaSizes checks --balancer (given as balancer), which is
 // kafka-to-log's, and --max-record-bytes, --on-too-large and --dead-letter,
-// which are log-to-kafka's.
-func (cfg *config) checkKafkaSizes(balancer string) error {
+// which are log-to-kafka's. given names a flag's value in an error, by the
+// environment variable that set it if one did.
+func (cfg *config) checkKafkaSizes(balancer string, given func(flag string) string) error {
 	if cfg.direction == toLog {
-		if cfg.maxRecord != sink.DefaultKafkaMaxRecordBytes || cfg.onTooLarge != tooLargeFail || cfg.deadLetter != "" {
-			return errors.New("--max-record-bytes, --on-too-large and --dead-letter are for log-to-kafka: kafka-to-log produces nothing to Kafka")
+		var set string
+		switch {
+		case cfg.maxRecord != sink.DefaultKafkaMaxRecordBytes:
+			set = given("max-record-bytes")
+		case cfg.onTooLarge != tooLargeFail:
+			set = given("on-too-large")
+		case cfg.deadLetter != "":
+			set = given("dead-letter")
+		}
+		if set != "" {
+			return fmt.Errorf("%s: --max-record-bytes, --on-too-large and --dead-letter are for log-to-kafka: kafka-to-log produces nothing to Kafka", set)
 		}
 		if _, err := source.Kafka(cfg.brokers, cfg.group, []string{cfg.from}, source.KafkaBalancers(cfg.balancers...)); err != nil {
-			return fmt.Errorf("--balancer %q: %w", balancer, err)
+			return fmt.Errorf("%s: %w", given("balancer"), err)
 		}
 		return nil
 	}
 	switch {
 	case balancer != source.DefaultKafkaBalancers:
-		return errors.New("--balancer is for kafka-to-log: log-to-kafka joins no consumer group")
+		return fmt.Errorf("%s is for kafka-to-log: log-to-kafka joins no consumer group", given("balancer"))
 	case cfg.maxRecord < 512 || cfg.maxRecord > 1<<30:
-		return fmt.Errorf("--max-record-bytes %d: want 512 to %d (franz-go's bounds); the topic's max.message.bytes must allow it", cfg.maxRecord, 1<<30)
+		return fmt.Errorf("%s: want 512 to %d (franz-go's bounds); the topic's max.message.bytes must allow it", given("max-record-bytes"), 1<<30)
 	case cfg.onTooLarge != tooLargeFail && cfg.onTooLarge != tooLargeSkip && cfg.onTooLarge != tooLargeDeadLetter:
-		return fmt.Errorf("--on-too-large %q: want %s, %s or %s", cfg.onTooLarge, tooLargeFail, tooLargeSkip, tooLargeDeadLetter)
+		return fmt.Errorf("%s: want %s, %s or %s", given("on-too-large"), tooLargeFail, tooLargeSkip, tooLargeDeadLetter)
 	case cfg.onTooLarge == tooLargeDeadLetter && cfg.deadLetter == "":
-		return errors.New("--on-too-large=dead-letter needs --dead-letter (or STROM_DEAD_LETTER): the log topic in --dir the records too large go to")
+		return fmt.Errorf("%s needs --dead-letter (or STROM_DEAD_LETTER): the log topic in --dir the records too large go to", given("on-too-large"))
 	case cfg.onTooLarge != tooLargeDeadLetter && cfg.deadLetter != "":
-		return fmt.Errorf("--dead-letter %s is for --on-too-large=dead-letter, not %s", cfg.deadLetter, cfg.onTooLarge)
+		return fmt.Errorf("%s is for --on-too-large=dead-letter, not %s", given("dead-letter"), cfg.onTooLarge)
 	case cfg.deadLetter == cfg.from:
-		return fmt.Errorf("--dead-letter %s: the topic the relay reads (--from): a dead letter would be read again", cfg.deadLetter)
+		return fmt.Errorf("%s: the topic the relay reads (--from): a dead letter would be read again", given("dead-letter"))
 	case cfg.onTooLarge == tooLargeDeadLetter && cfg.eos:
 		return errors.New("--on-too-large=dead-letter with --exactly-once: a dead letter goes to a log topic, which cannot join the Kafka transaction; use fail or skip")
 	}
 	if cfg.deadLetter != "" {
 		if err := log.ValidateTopicName(cfg.deadLetter); err != nil {
-			return fmt.Errorf("--dead-letter: %w", err)
+			return fmt.Errorf("%s: %w", given("dead-letter"), err)
 		}
 	}
 	return nil
@@ -394,6 +455,7 @@ type relay struct {
 	relayed        int64
 	deliveredAgain int64
 	reconnects     int64
+	skipped        int64 // records too large dropped under --on-too-large=skip
 	lastIn         map[int32]int64
 	lastOut        map[int32]int64
 	positions      map[int32]int64
@@ -401,6 +463,7 @@ type relay struct {
 	before         map[int32]int64                                       // highest source offset relayed before this process, per source partition
 	lag            func(context.Context) (int64, map[int32]int64, error) // lag and saved positions
 	lastOutFn      func(context.Context) map[int32]int64                 // log-to-kafka: Kafka's high watermarks - 1
+	stderr         io.Writer                                             // where logf writes; nil: os.Stderr
 }
 
 func run(cfg config) error {
@@ -656,7 +719,7 @@ func (r *relay) logToKafka(ctx context.Context, lg *log.Log) (func(context.Conte
 			r.mu.Lock()
 			r.reconnects++
 			r.mu.Unlock()
-			fmt.Fprintf(os.Stderr, "relay %s: sink attempt %d: %v\n", r.cfg.direction, attempt, err)
+			r.logf("sink attempt %d: %v", attempt, err)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -696,7 +759,7 @@ const tooLargeStage = "too-large"
 func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
 	switch r.cfg.onTooLarge {
 	case tooLargeSkip:
-		return []stream.StageOption{stream.Name(tooLargeStage), stream.Skip()}, nil
+		return []stream.StageOption{stream.Name(tooLargeStage), stream.Skip(), stream.OnError(r.skippedTooLarge)}, nil
 	case tooLargeDeadLetter:
 		dlq, err := lg.Topic(r.cfg.deadLetter)
 		if errors.Is(err, log.ErrUnknownTopic) {
@@ -708,6 +771,32 @@ func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
 		return []stream.StageOption{stream.Name(tooLargeStage), stream.DeadLetter(sink.DeadLetter(dlq, sink.Synced()))}, nil
 	}
 	return nil, nil
+}
+
+// skippedTooLarge logs, on stderr, a record --on-too-large=skip drops, naming
+// its log topic, partition and offset, its size and the limit, and counts it
+// in /stats (skipped). It is the too-large stage's OnError hook: that
+// stage's only failure is a record too large (sink.KafkaSink.CheckSize).
+func (r *relay) skippedTooLarge(f stream.Failure) {
+	size, limit := -1, r.cfg.maxRecord
+	var big *sink.RecordTooLargeError
+	if errors.As(f.Err, &big) {
+		size, limit = big.Bytes, big.MaxBytes
+	}
+	r.mu.Lock()
+	r.skipped++
+	r.mu.Unlock()
+	r.logf("skipped a record too large for Kafka topic %s (--on-too-large=skip): log topic %s partition %d offset %d, %d bytes over the limit of %d bytes (--max-record-bytes)",
+		r.cfg.to, f.Topic, f.Partition, f.Offset, size, limit)
+}
+
+// logf prints one line on the relay's stderr, after "relay DIRECTION: ".
+func (r *relay) logf(format string, args ...any) {
+	var w io.Writer = os.Stderr
+	if r.stderr != nil {
+		w = r.stderr
+	}
+	fmt.Fprintf(w, "relay %s: %s\n", r.cfg.direction, fmt.Sprintf(format, args...))
 }
 
 // retrySink reports whether log-to-kafka runs again, with a new sink,
@@ -745,7 +834,7 @@ func (r *relay) foreverOpts() []stream.ConsumeOption {
 			r.mu.Lock()
 			r.reconnects++
 			r.mu.Unlock()
-			fmt.Fprintf(os.Stderr, "relay %s: attempt %d: %v\n", r.cfg.direction, attempt, err)
+			r.logf("attempt %d: %v", attempt, err)
 		}),
 		stream.OnCheckpoint(func(_ string, partition int32, pos checkpoint.Position) {
 			r.mu.Lock()
@@ -815,7 +904,7 @@ func (r *relay) crashAfterAppend(context.Context, log.Record) error {
 	n := r.appended
 	r.mu.Unlock()
 	if n >= r.cfg.crashAfter {
-		fmt.Fprintf(os.Stderr, "relay %s: %s: %d records appended, killing myself before the commit\n", r.cfg.direction, crashAfterAppendEnv, n)
+		r.logf("%s: %d records appended, killing myself before the commit", crashAfterAppendEnv, n)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // SIGKILL is not delivered synchronously everywhere: never return
 	}
@@ -863,6 +952,7 @@ func (r *relay) handleStats(w http.ResponseWriter, req *http.Request) {
 		"positions":      clone(positions),
 		"lag":            lag,
 		"reconnects":     r.reconnects,
+		"skipped":        r.skipped,
 	})
 }
 

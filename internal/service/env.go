@@ -1,6 +1,7 @@
 package service
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -88,4 +89,27 @@ func (e *Env) fail(err error) {
 	if e.Err == nil {
 		e.Err = err
 	}
+}
+
+// Given names where the value of the flag name of fs came from, for an error message about
+// that value, after fs.Parse: `environment STROM_X="value" (--name)` when the environment
+// variable env gave it (the command line did not set the flag and the variable is not
+// empty), the way [Env] reports a variable that does not parse, else `--name value` (a
+// string value quoted: `--name "value"`). env may be "" for a flag without a variable.
+func Given(fs *flag.FlagSet, name, env string) string {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if v := os.Getenv(env); !set && env != "" && v != "" {
+		return fmt.Sprintf("environment %s=%q (--%s)", env, v, name)
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return "--" + name
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		if s, ok := g.Get().(string); ok {
+			return fmt.Sprintf("--%s %q", name, s)
+		}
+	}
+	return fmt.Sprintf("--%s %s", name, f.Value)
 }

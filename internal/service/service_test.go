@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"testing"
@@ -63,4 +64,27 @@ func TestEnvRejectsBadNumbers(t *testing.T) {
 	assert.Equal(t, 2.5, env.Float("STROM_TEST_BAD", 2.5))
 	require.Error(t, env.Err)
 	assert.Contains(t, env.Err.Error(), `STROM_TEST_BAD="twelve"`)
+}
+
+// TestGivenNamesTheEnvironmentVariableThatSetAFlag ensures a value an environment variable
+// gave is reported as that variable, as Env reports one that does not parse, and a value of
+// the command line (which wins over the variable) or the default as the flag.
+func TestGivenNamesTheEnvironmentVariableThatSetAFlag(t *testing.T) {
+	t.Setenv("STROM_TEST_MODE", "bogus")
+	t.Setenv("STROM_TEST_N", "")
+	parse := func(args ...string) *flag.FlagSet {
+		var env Env
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.String("mode", env.String("STROM_TEST_MODE", "fail"), "")
+		fs.Int("n", int(env.Int("STROM_TEST_N", 3)), "")
+		require.NoError(t, fs.Parse(args))
+		return fs
+	}
+	fs := parse()
+	assert.Equal(t, `environment STROM_TEST_MODE="bogus" (--mode)`, Given(fs, "mode", "STROM_TEST_MODE"))
+	assert.Equal(t, `--n 3`, Given(fs, "n", "STROM_TEST_N"), "the default")
+	fs = parse("--mode", "drop", "--n", "-1")
+	assert.Equal(t, `--mode "drop"`, Given(fs, "mode", "STROM_TEST_MODE"), "the command line wins")
+	assert.Equal(t, `--n -1`, Given(fs, "n", "STROM_TEST_N"))
+	assert.Equal(t, `--mode "drop"`, Given(fs, "mode", ""))
 }
