@@ -324,9 +324,10 @@ type observer struct {
 // stageRates are a stage's rates of the last sample, and the counters they
 // were taken from.
 type stageRates struct {
-	in, out, pushNs, handOnNs int64
-	inPS, outPS               float64
-	busy, back, idle          float64
+	in, out          int64
+	push, hand       timerRead
+	inPS, outPS      float64
+	busy, back, idle float64
 }
 
 // partitionWatch is what the observer remembers of a partition between
@@ -576,11 +577,22 @@ func (s *sampler) sample() {
 	// records over a microsecond is no rate to show.
 	elapsed = max(elapsed, observeEvery)
 	secs := elapsed.Seconds()
+	mono := monoNow()
 	for i, c := range rt.p.stages {
 		r := &o.rates[i]
-		in, out, push, hand := c.in.Load(), c.out.Load(), c.pushNs.Load(), c.handOnNs.Load()
+		in, out := c.in.Load(), c.out.Load()
+		push, hand := c.push.read(mono, &r.push), c.handOn.read(mono, &r.hand)
 		r.inPS, r.outPS = float64(in-r.in)/secs, float64(out-r.out)/secs
-		dPush, dHand := float64(push-r.pushNs), float64(hand-r.handOnNs)
+		dPush, dHand := float64(push.ns-r.push.ns), float64(hand.ns-r.hand.ns)
+		// A push that spans the whole interval (a handler blocked on a
+		// record, a next stage that takes nothing) was not timed to its
+		// end yet: the interval was all of it.
+		if push.spanning {
+			dPush = max(dPush, float64(elapsed.Nanoseconds()))
+		}
+		if hand.spanning {
+			dHand = max(dHand, float64(elapsed.Nanoseconds()))
+		}
 		per := float64(time.Second.Nanoseconds()) / float64(elapsed.Nanoseconds()) / 1e6 // ns -> ms per second
 		if c.workers > 1 || c.detached {
 			r.busy, r.back = dPush*per, dHand*per
@@ -592,7 +604,7 @@ func (s *sampler) sample() {
 			r.back = 1000 - r.busy
 		}
 		r.idle = 1000 - r.busy - r.back
-		r.in, r.out, r.pushNs, r.handOnNs = in, out, push, hand
+		r.in, r.out, r.push, r.hand = in, out, push, hand
 	}
 
 	if o.states == nil {
@@ -722,16 +734,62 @@ func timeStage[T, U any](rt *runtime, ctr *stageCounters, down outlet[U], stage 
 	switch t := down.(type) {
 	case *timedOutlet[U]:
 		if t.also == nil {
-			t.also = &ctr.handOnNs
+			t.also = &ctr.handOn
+			ctr.handOn.marks.Store(&t.marks)
 		} else {
-			down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
+			down = newTimedOutlet(down, &ctr.handOn, on)
 		}
 	case *terminal[U]:
 		// Handing on to Run's end takes no time worth two clock reads.
 	default:
-		down = &timedOutlet[U]{next: down, ns: &ctr.handOnNs, on: on}
+		down = newTimedOutlet(down, &ctr.handOn, on)
 	}
-	return &timedOutlet[T]{next: stage(rt, down), ns: &ctr.pushNs, on: on}
+	return newTimedOutlet(stage(rt, down), &ctr.push, on)
+}
+
+// stageTimer is one of a stage's two timers (its push, its handing on):
+// the nanoseconds of the pushes timed to their end, and the marks of the
+// outlet whose pushes it times, which say what push is in progress.
+type stageTimer struct {
+	ns    atomic.Int64
+	marks atomic.Pointer[pushMarks] // set when the run is wired; a later run's replaces it
+}
+
+// pushMarks are what an outlet marks of the push in progress, for a
+// sample to count a push not ended yet: since is the monotonic start of a
+// timed push in progress (monoNow, 0 for none; of concurrent pushes, the first),
+// entered and left count the untimed pushes begun and ended.
+type pushMarks struct {
+	since         atomic.Int64
+	entered, left atomic.Uint32
+}
+
+// timerRead is a stageTimer read by a sample: the nanoseconds spent,
+// counting a timed push in progress up to the sample, whether an untimed
+// push has been in progress since the sample before, and the marks read.
+type timerRead struct {
+	ns            int64
+	spanning      bool
+	entered, left uint32
+}
+
+// read reads t at now (monoNow) against prev, the read of the sample
+// before. A timed push in progress counts up to now (the next read counts
+// the rest: its end adds the whole push to ns). An untimed push (a small
+// quick batch, see timedOutlet) in progress at both samples, with none
+// begun or ended between them, spans the interval: spanning.
+func (t *stageTimer) read(now int64, prev *timerRead) timerRead {
+	r := timerRead{ns: t.ns.Load()}
+	m := t.marks.Load()
+	if m == nil {
+		return r
+	}
+	if since := m.since.Load(); since != 0 {
+		r.ns += max(now-since, 0)
+	}
+	r.entered, r.left = m.entered.Load(), m.left.Load()
+	r.spanning = r.entered != r.left && r.entered == prev.entered && r.left == prev.left
+	return r
 }
 
 // monoBase is a time with a monotonic reading: time.Since(monoBase) reads
@@ -741,11 +799,13 @@ var monoBase = time.Now()
 // monoNow returns the monotonic clock in nanoseconds since monoBase.
 func monoNow() int64 { return int64(time.Since(monoBase)) }
 
-// timedOutlet adds the duration of each push to ns, and to also when set
-// (the handing on of the stage above), once on is set (the pipeline's
+// timedOutlet adds the duration of each push to timer, and to also when
+// set (the handing on of the stage above), once on is set (the pipeline's
 // first Observe). Its cost is an atomic load per batch until then; after,
-// two reads of the monotonic clock and one or two atomic adds per batch
-// it times, never an allocation.
+// two reads of the monotonic clock and a few atomic operations per batch
+// it times, two atomic adds per batch it does not, never an allocation.
+// Its marks say what push is in progress, so that a sample counts a push
+// that has not ended (a handler blocked on a record) as busy, not idle.
 //
 // It times every batch of timeEvery records or more, and every batch while
 // the last one it timed took timeSlow or more; of the other batches (small
@@ -754,11 +814,19 @@ func monoNow() int64 { return int64(time.Since(monoBase)) }
 // thousands of such batches a second makes, the sum comes out the same.
 type timedOutlet[T any] struct {
 	next  outlet[T]
-	ns    *atomic.Int64
-	also  *atomic.Int64
+	timer *stageTimer
+	also  *stageTimer
 	on    *atomic.Bool
-	seen  atomic.Uint32 // small quick batches, for the one in timeEvery
-	quick atomic.Bool   // the last batch timed took less than timeSlow
+	marks pushMarks   // the push in progress; entered doubles as the count for the one in timeEvery
+	quick atomic.Bool // the last batch timed took less than timeSlow
+}
+
+// newTimedOutlet returns an outlet that times its pushes to next into
+// timer, and makes timer read its marks.
+func newTimedOutlet[T any](next outlet[T], timer *stageTimer, on *atomic.Bool) *timedOutlet[T] {
+	t := &timedOutlet[T]{next: next, timer: timer, on: on}
+	timer.marks.Store(&t.marks)
+	return t
 }
 
 // timeEvery and timeSlow: see timedOutlet.
@@ -773,19 +841,30 @@ func (t *timedOutlet[T]) push(ctx context.Context, elems []Element[T]) error {
 	}
 	weight := int64(1)
 	if len(elems) < timeEvery && t.quick.Load() {
-		if t.seen.Add(1)%timeEvery != 0 {
-			return t.next.push(ctx, elems)
+		if t.marks.entered.Add(1)%timeEvery != 0 {
+			err := t.next.push(ctx, elems)
+			t.marks.left.Add(1)
+			return err
 		}
+		t.marks.left.Add(1) // timed below, with since
 		weight = timeEvery
 	}
 	start := monoNow()
+	mine := t.marks.since.CompareAndSwap(0, cmp.Or(start, 1)) // 0 is none; monoNow is negative in a synctest bubble
 	err := t.next.push(ctx, elems)
-	d := monoNow() - start
+	end := monoNow()
+	d := end - start
 	t.quick.Store(d < int64(timeSlow))
+	// Ended before it is added: a sample between the two misses the
+	// push, and the next sample counts it whole; the other order would
+	// count its part up to the sample twice.
+	if mine {
+		t.marks.since.Store(0)
+	}
 	d *= weight
-	t.ns.Add(d)
+	t.timer.ns.Add(d)
 	if t.also != nil {
-		t.also.Add(d)
+		t.also.ns.Add(d)
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -306,4 +307,56 @@ func benchThreeStages(b *testing.B, batch int, observed bool) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(values)), "ns/record")
+}
+
+// TestObserveCountsAPushThatHasNotEndedAsBusyOrBackPressured ensures a stage
+// blocked in its function (a handler stuck on one record) reads busy, and
+// the stage before a blocked one back-pressured, while the push has not
+// ended: timed only at its end, a stuck push read idle 1000 ms/s for as
+// long as it lasted. Batches of one (timed one in 16 once quick) and of 100
+// (each timed).
+func TestObserveCountsAPushThatHasNotEndedAsBusyOrBackPressured(t *testing.T) {
+	for _, batch := range []int{1, 100} {
+		for _, blocked := range []string{"map", "sink"} {
+			t.Run(blocked+"/batch="+strconv.Itoa(batch), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					hold := func(ctx context.Context) error {
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					p := stream.From[int](streamtest.Slice(ints(1000), streamtest.BatchSize(batch))).
+						Map(func(ctx context.Context, v int) (int, error) {
+							if blocked == "map" && v == 500 {
+								return 0, hold(ctx)
+							}
+							return v, nil
+						}).
+						To(sinkFunc[int](func(ctx context.Context, vs []int) error {
+							if blocked == "sink" && slices.Contains(vs, 500) {
+								return hold(ctx)
+							}
+							return nil
+						}))
+					p.Observe() // turns the timing on
+					done := make(chan error, 1)
+					go func() { done <- p.Run(ctx) }()
+					time.Sleep(3500 * time.Millisecond) // three samples while it is stuck
+					snap := p.Observe()
+					cancel()
+					<-done
+
+					m, s := snap.Stages[0], snap.Stages[1]
+					if blocked == "map" {
+						assert.GreaterOrEqual(t, m.BusyMsPerSecond, 990.0, "the map is stuck in its function: %+v", m)
+						assert.GreaterOrEqual(t, s.IdleMsPerSecond, 990.0, "the sink has nothing to do: %+v", s)
+					} else {
+						assert.GreaterOrEqual(t, m.BackPressuredMsPerSecond, 990.0, "the map waits on the sink: %+v", m)
+						assert.GreaterOrEqual(t, s.BusyMsPerSecond, 990.0, "the sink is stuck in its function: %+v", s)
+					}
+				})
+			})
+		}
+	}
 }

@@ -405,13 +405,13 @@ type stageCounters struct {
 	left     atomic.Int64
 	oneToOne bool
 
-	// pushNs and handOnNs are the nanoseconds spent in the stage's push
-	// and handing batches on (observe.go's chainTimed); workers its
-	// goroutines, 0 or 1 when sequential.
-	pushNs, handOnNs atomic.Int64
-	workers          int
-	timed            bool // built by chainTimed: pushNs and handOnNs are measured
-	eventTime        bool // an event-time stage: Window (not over processing time), JoinWindow
+	// push and handOn time the stage's push and its handing batches on
+	// (observe.go's chainTimed); workers its goroutines, 0 or 1 when
+	// sequential.
+	push, handOn stageTimer
+	workers      int
+	timed        bool // built by chainTimed: push and handOn are measured
+	eventTime    bool // an event-time stage: Window (not over processing time), JoinWindow
 	// detached: the stage hands on from a goroutine of its own, not from
 	// its push (Via), as a Parallel stage does: busy is then its push
 	// time, back-pressured its handing on.

@@ -261,7 +261,7 @@ func (t *Table[K, V]) wire(rt *runtime) {
 		}
 	}
 	rt.stateful = append(rt.stateful, st)
-	t.in.s.connect(rt, &timedOutlet[V]{next: st, ns: &t.ctr.pushNs, on: &rt.p.obs.timing})
+	t.in.s.connect(rt, newTimedOutlet[V](st, &t.ctr.push, &rt.p.obs.timing))
 	rt.spawn(st.watchReady)
 }
 
