@@ -320,7 +320,8 @@ func waitPipeline(t *testing.T, ctx context.Context, what, desc string, cond fun
 // Chromium and reads off the rendered pages: each stage's in and out equal
 // Stream.Stats once the records are handled; a lag of the records appended
 // while the handler is held appears on the pipeline page in a snapshot
-// taken within 2 s of the append, and clears when they are handled; the
+// taken within 2 s of the append, the map holding them reads busy, and the
+// lag clears when they are handled; the
 // log page shows the pipeline's saved position with the same lag going to
 // zero once it checkpoints. It saves docs/img's pipeline-page.png.
 func TestPipelinePageInABrowserShowsStatsAndLagAsTheLogPageDoes(t *testing.T) {
@@ -420,6 +421,11 @@ func TestPipelinePageInABrowserShowsStatsAndLagAsTheLogPageDoes(t *testing.T) {
 	at := waitPipeline(t, ctx, "partitions", "the lag of the 40 records held", lagIs(40))
 	t.Logf("the lag showed in a snapshot taken %v after the append", at.Sub(appended))
 	require.LessOrEqual(t, at.Sub(appended), 2*time.Second, "the page showed the lag in a snapshot taken more than 2 s after the append")
+	// The map, stuck in its function, reads busy within a sample or two.
+	waitPipeline(t, ctx, "stages", "the map busy while it holds the records", func(rows []renderedRow) bool {
+		busy, ok := number(rows[0].Fields["busy"])
+		return ok && busy >= 900
+	})
 	screenshot(t, ctx, "pipeline-page.png")
 
 	close(release)
