@@ -67,12 +67,15 @@ type Monitor struct {
 // Observe returns what the pipeline of the latest Run started among those
 // built with [ObservedBy] this Monitor is doing (see [Stream.Observe]); a
 // pipeline rebuilt after a failure starts its counts, checkpoints and
-// errors anew. Before any such Run it returns the zero Snapshot.
+// errors anew. Before any such Run it returns a Snapshot of the time of the
+// call, not running, with empty lists.
 func (m *Monitor) Observe() Snapshot {
 	if p := m.p.Load(); p != nil {
 		return p.observe()
 	}
-	return Snapshot{}
+	// No pipeline yet: now, and empty lists ([] in JSON, as a pipeline's).
+	return Snapshot{Time: time.Now(), Stages: []StageSnapshot{}, Partitions: []PartitionSnapshot{},
+		Checkpoints: []CheckpointSnapshot{}, Errors: []ErrorSnapshot{}}
 }
 
 // ObservedBy makes m observe the pipeline once its Run starts (and until
@@ -395,7 +398,7 @@ func (p *pipeline) observe() Snapshot {
 		}
 		snap.Stages[i] = st
 	}
-	snap.Partitions = append([]PartitionSnapshot(nil), o.parts...)
+	snap.Partitions = append([]PartitionSnapshot{}, o.parts...) // [] in JSON before the first sample, as the others
 	if rt != nil {
 		refreshPartitions(rt, snap.Partitions)
 	}

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -256,7 +257,13 @@ func TestStallAfterNegativeTurnsStallsOff(t *testing.T) {
 // started last, as ConsumeForever's rebuilt pipelines need.
 func TestMonitorObservesTheLatestPipelineRun(t *testing.T) {
 	var m stream.Monitor
-	assert.Empty(t, m.Observe().Stages)
+	before := m.Observe()
+	assert.Empty(t, before.Stages)
+	assert.False(t, before.Time.IsZero(), "the time of the call, not year 1 (a page showed 0001-01-01)")
+	assert.False(t, before.Running)
+	b, err := json.Marshal(before)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "null", "empty lists, as a pipeline's: %s", b)
 	first := stream.From[int](streamtest.Slice(ints(4)), stream.ObservedBy(&m)).
 		Map(func(_ context.Context, v int) (int, error) { return v, nil }, stream.Name("first"))
 	assert.Empty(t, m.Observe().Stages, "not before Run")

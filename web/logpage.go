@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -40,11 +39,6 @@ const (
 // ErrPageClosed is the error a closed LogPage answers every request with
 // (503 Service Unavailable, with this text).
 var ErrPageClosed = errors.New("web: the page is closed")
-
-// streamWriteTimeout bounds each write of an event stream: a client that
-// reads nothing for this long is dropped, so it cannot hold a goroutine
-// and a connection forever.
-const streamWriteTimeout = 10 * time.Second
 
 // LogPageOption configures NewLogPage. The zero configuration (no
 // option) serves the log alone, sampled every DefaultSampleInterval, with
@@ -96,6 +90,7 @@ type LogPage struct {
 	lg     *log.Log
 	stores []stateFolder
 	rates  *rateHistory
+	srv    pageServer
 
 	mu      sync.Mutex
 	latest  LogSnapshot   // the last sample, with rates
@@ -146,6 +141,8 @@ func NewLogPage(dir string, opts ...LogPageOption) (*LogPage, error) {
 	}
 	lp := &LogPage{dir: dir, cfg: cfg, lg: lg, stores: stores, rates: newRateHistory(cfg.history),
 		changed: make(chan struct{}), done: make(chan struct{})}
+	lp.srv = pageServer{assets: logAssets, files: logPageFiles, done: lp.done, closed: ErrPageClosed,
+		interval: cfg.interval, topicKnown: lp.knownTopic, snapshot: lp.snapshotNow, current: lp.current}
 	lp.sample()
 	lp.sampler.Add(1)
 	go lp.sampleEvery()
@@ -268,147 +265,25 @@ var logPageFiles = map[string][2]string{
 	"/log.css": {"assets/log/log.css", "text/css; charset=utf-8"},
 }
 
-// logPageCSP keeps the page to its own script, style and event stream: no
-// inline script, nothing from elsewhere, no framing.
-const logPageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-
 // ServeHTTP serves the page (see the package doc for its paths, and for
 // how it answers what it does not serve).
 func (lp *LogPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-	select {
-	case <-lp.done:
-		lp.refuse(w, http.StatusServiceUnavailable, "%v", ErrPageClosed)
-		return
-	default:
-	}
-	file, static := logPageFiles[r.URL.Path]
-	if !static && r.URL.Path != "/snapshot.json" && r.URL.Path != "/events" {
-		lp.refuse(w, http.StatusNotFound, "no page at %s; this page serves /, /snapshot.json and /events", shorten(r.URL.Path))
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.Set("Allow", "GET, HEAD")
-		lp.refuse(w, http.StatusMethodNotAllowed, "method %s not allowed: the page is read-only (GET, HEAD)", shorten(r.Method))
-		return
-	}
-	topic, ok := lp.topicParam(w, r)
-	if !ok {
-		return
-	}
-	switch r.URL.Path {
-	case "/snapshot.json":
-		snap := lp.collect(topic)
-		lp.rates.fill(&snap)
-		h.Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(snap) // one line, as each event's: a sparkline of 300 rates indented would run 300 lines
-	case "/events":
-		lp.serveEvents(w, r, topic)
-	default:
-		b, err := logAssets.ReadFile(file[0])
-		if err != nil { // cannot happen: the files are embedded
-			lp.refuse(w, http.StatusInternalServerError, "page file %s missing from the binary", file[0])
-			return
-		}
-		h.Set("Content-Type", file[1])
-		h.Set("Content-Security-Policy", logPageCSP)
-		_, _ = w.Write(b)
-	}
+	lp.srv.ServeHTTP(w, r)
 }
 
-// topicParam checks the query: topic=NAME at most once, naming a topic of
-// the log, and nothing else. It returns the topic ("" for none), or answers
-// 400 (a bad query, an unknown or repeated parameter, a name breaking
-// Kafka's rule) or 404 (a topic the log does not have) and returns false.
-// A topic that exists but fails to open (a damaged partition) passes: the
-// snapshot shows its error.
-func (lp *LogPage) topicParam(w http.ResponseWriter, r *http.Request) (string, bool) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		lp.refuse(w, http.StatusBadRequest, "bad query: %v", err)
-		return "", false
-	}
-	for k, v := range q {
-		switch {
-		case k != "topic":
-			lp.refuse(w, http.StatusBadRequest, "unknown parameter %s: the page takes only topic", shorten(k))
-			return "", false
-		case len(v) > 1:
-			lp.refuse(w, http.StatusBadRequest, "parameter topic given %d times: give it once", len(v))
-			return "", false
-		}
-	}
-	topic := q.Get("topic")
-	if !q.Has("topic") {
-		return "", true
-	}
-	if err := log.ValidateTopicName(topic); err != nil {
-		lp.refuse(w, http.StatusBadRequest, "bad parameter topic: %v", err)
-		return "", false
-	}
+// knownTopic says 404 for a topic the log does not have. A topic that
+// exists but fails to open (a damaged partition) passes: the snapshot shows
+// its error.
+func (lp *LogPage) knownTopic(topic string) (int, string) {
 	if _, err := lp.lg.Topic(topic); errors.Is(err, log.ErrUnknownTopic) {
-		lp.refuse(w, http.StatusNotFound, "parameter topic: no topic %s in the log directory %s", topic, lp.dir)
-		return "", false
-	} // another error (a damaged partition) is shown in the snapshot
-	return topic, true
+		return http.StatusNotFound, fmt.Sprintf("no topic %s in the log directory %s", topic, lp.dir)
+	}
+	return 0, ""
 }
 
-// serveEvents streams a snapshot at once and then one per sample, as
-// Server-Sent Events ("event: snapshot", the JSON on one data line), until
-// the client goes, a write fails or takes over streamWriteTimeout, or the
-// page is closed.
-func (lp *LogPage) serveEvents(w http.ResponseWriter, r *http.Request, topic string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	rc := http.NewResponseController(w)
-	defer rc.SetWriteDeadline(time.Time{})
-	// A browser's EventSource reconnects after a dropped stream, waiting
-	// this many milliseconds: about a sample interval, so the page misses
-	// little.
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", max(lp.cfg.interval.Milliseconds(), 500)); err != nil {
-		return
-	}
-	var sent uint64
-	for {
-		b, version, changed := lp.current(topic)
-		if version != sent {
-			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // not every ResponseWriter can
-			if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				return
-			}
-			sent = version
-		}
-		select {
-		case <-changed:
-		case <-r.Context().Done():
-			return
-		case <-lp.done:
-			return
-		}
-	}
-}
-
-// refuse answers status with a one-line plain-text message.
-func (lp *LogPage) refuse(w http.ResponseWriter, status int, format string, args ...any) {
-	http.Error(w, "strom: "+fmt.Sprintf(format, args...), status)
-}
-
-// shorten quotes s, cut to 100 bytes: a hostile path or parameter is
-// echoed short and with its control characters escaped.
-func shorten(s string) string {
-	if len(s) > 100 {
-		return fmt.Sprintf("%q...", s[:100])
-	}
-	return fmt.Sprintf("%q", s)
+// snapshotNow takes a snapshot now, with the rates of the last samples.
+func (lp *LogPage) snapshotNow(topic string) any {
+	snap := lp.collect(topic)
+	lp.rates.fill(&snap)
+	return snap
 }

@@ -1,17 +1,13 @@
 package web
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
-	"github.com/strom-dev/strom/log"
 	"github.com/strom-dev/strom/stream"
 )
 
@@ -78,6 +74,7 @@ type PipelinePage struct {
 	version uint64        // bumped with each sample
 	changed chan struct{} // closed and replaced with each sample
 
+	srv       pageServer
 	done      chan struct{}
 	closeOnce sync.Once
 	stopped   chan struct{}
@@ -90,10 +87,6 @@ type pipelinePartition struct {
 
 // errPipelinePageClosed answers a request to a closed page.
 var errPipelinePageClosed = errors.New("web: the pipeline page is closed")
-
-// pipelineWriteTimeout bounds one write to an event stream: a client that
-// does not read is dropped.
-const pipelineWriteTimeout = 10 * time.Second
 
 // Pipeline returns the live page of the pipeline obs observes (a
 // *stream.Stream of it; [stream.Observer]). It takes a first sample at once
@@ -113,6 +106,8 @@ func Pipeline(obs stream.Observer, opts ...PipelineOption) *PipelinePage {
 	}
 	pp := &PipelinePage{obs: obs, cfg: cfg, history: make(map[pipelinePartition]*PartitionHistory),
 		changed: make(chan struct{}), done: make(chan struct{}), stopped: make(chan struct{})}
+	pp.srv = pageServer{assets: pipelineAssets, files: pipelinePageFiles, done: pp.done, closed: errPipelinePageClosed,
+		interval: cfg.interval, snapshot: pp.snapshotNow, current: pp.current}
 	pp.sample()
 	go pp.run()
 	return pp
@@ -225,150 +220,17 @@ var pipelinePageFiles = map[string][2]string{
 	"/pipeline.css": {"assets/pipeline/pipeline.css", "text/css; charset=utf-8"},
 }
 
-// pipelinePageCSP keeps the page to its own script, style and event
-// stream: no inline script, nothing from elsewhere, no framing.
-const pipelinePageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-
-// ServeHTTP serves the page (see the top of pipeline.go, or the package
-// doc, for its paths and for how it answers what it does not serve).
+// ServeHTTP serves the page (see the package doc for its paths, and for
+// how it answers what it does not serve).
 func (pp *PipelinePage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-	select {
-	case <-pp.done:
-		pipelineRefuse(w, http.StatusServiceUnavailable, "%v", errPipelinePageClosed)
-		return
-	default:
-	}
-	path := r.URL.Path
-	if path == "" {
-		path = "/"
-	}
-	file, static := pipelinePageFiles[path]
-	if !static && path != "/snapshot.json" && path != "/events" {
-		pipelineRefuse(w, http.StatusNotFound, "no page at %s; this page serves /, /snapshot.json and /events", pipelineQuote(path))
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.Set("Allow", "GET, HEAD")
-		pipelineRefuse(w, http.StatusMethodNotAllowed, "method %s not allowed: the page is read-only (GET, HEAD)", pipelineQuote(r.Method))
-		return
-	}
-	topic, ok := pipelineTopicParam(w, r)
-	if !ok {
-		return
-	}
-	switch path {
-	case "/snapshot.json":
-		snap := pp.obs.Observe() // taken now: its counts are Stats' of this moment
-		pp.mu.Lock()
-		out := pp.withHistoryLocked(snap, topic)
-		pp.mu.Unlock()
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil { // cannot happen: plain data
-			pipelineRefuse(w, http.StatusInternalServerError, "encode the snapshot: %v", err)
-			return
-		}
-		h.Set("Content-Type", "application/json")
-		_, _ = w.Write(buf.Bytes())
-	case "/events":
-		pp.serveEvents(w, r, topic)
-	default:
-		b, err := pipelineAssets.ReadFile(file[0])
-		if err != nil { // cannot happen: the files are embedded
-			pipelineRefuse(w, http.StatusInternalServerError, "page file %s missing from the binary", file[0])
-			return
-		}
-		h.Set("Content-Type", file[1])
-		h.Set("Content-Security-Policy", pipelinePageCSP)
-		_, _ = w.Write(b)
-	}
+	pp.srv.ServeHTTP(w, r)
 }
 
-// pipelineTopicParam checks the query: topic=NAME at most once, a legal
-// topic name, and nothing else. It returns the topic ("" for none), or
-// answers 400 and returns false.
-func pipelineTopicParam(w http.ResponseWriter, r *http.Request) (string, bool) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		pipelineRefuse(w, http.StatusBadRequest, "bad query: %v", err)
-		return "", false
-	}
-	for k, v := range q {
-		switch {
-		case k != "topic":
-			pipelineRefuse(w, http.StatusBadRequest, "unknown parameter %s: the page takes only topic", pipelineQuote(k))
-			return "", false
-		case len(v) > 1:
-			pipelineRefuse(w, http.StatusBadRequest, "parameter topic given %d times: give it once", len(v))
-			return "", false
-		}
-	}
-	if !q.Has("topic") {
-		return "", true
-	}
-	topic := q.Get("topic")
-	if err := log.ValidateTopicName(topic); err != nil {
-		pipelineRefuse(w, http.StatusBadRequest, "bad parameter topic: %v", err)
-		return "", false
-	}
-	return topic, true
-}
-
-// serveEvents streams the last sample at once and then each new one, as
-// Server-Sent Events ("event: snapshot", the JSON on one data line), until
-// the client goes, a write fails or takes over pipelineWriteTimeout, or
-// the page is closed.
-func (pp *PipelinePage) serveEvents(w http.ResponseWriter, r *http.Request, topic string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	rc := http.NewResponseController(w)
-	defer rc.SetWriteDeadline(time.Time{})
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", max(pp.cfg.interval.Milliseconds(), 500)); err != nil {
-		return
-	}
-	var sent uint64
-	for {
-		b, version, changed := pp.current(topic)
-		if version != sent {
-			_ = rc.SetWriteDeadline(time.Now().Add(pipelineWriteTimeout)) // not every ResponseWriter can
-			if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				return
-			}
-			sent = version
-		}
-		select {
-		case <-changed:
-		case <-r.Context().Done():
-			return
-		case <-pp.done:
-			return
-		}
-	}
-}
-
-// pipelineRefuse answers status with a one-line plain-text message.
-func pipelineRefuse(w http.ResponseWriter, status int, format string, args ...any) {
-	http.Error(w, "strom: "+fmt.Sprintf(format, args...), status)
-}
-
-// pipelineQuote quotes s, cut to 100 bytes: a hostile path or parameter is
-// echoed short and with its control characters escaped.
-func pipelineQuote(s string) string {
-	if len(s) > 100 {
-		return fmt.Sprintf("%q...", s[:100])
-	}
-	return fmt.Sprintf("%q", s)
+// snapshotNow observes the pipeline now (its counts are Stats' of this
+// moment), with the history of the samples.
+func (pp *PipelinePage) snapshotNow(topic string) any {
+	snap := pp.obs.Observe()
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return pp.withHistoryLocked(snap, topic)
 }

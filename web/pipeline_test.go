@@ -63,6 +63,7 @@ func plGetSnapshot(t *testing.T, h http.Handler, target string) web.PipelineSnap
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	assert.Equal(t, 1, strings.Count(rec.Body.String(), "\n"), "one line, as each event: a history of 300 samples indented would run 300 lines")
 	var snap web.PipelineSnapshot
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &snap))
 	return snap
@@ -292,6 +293,10 @@ func TestPipelinePageRefusesBadPathsAndParametersWithAShortMessage(t *testing.T)
 		{http.MethodGet, "/snapshot.json?%zz", http.StatusBadRequest, "bad query"},
 		{http.MethodPost, "/snapshot.json", http.StatusMethodNotAllowed, "read-only"},
 		{http.MethodDelete, "/", http.StatusMethodNotAllowed, "read-only"},
+		// A long name is not echoed back whole (a new user's trial got a
+		// 100,101-byte answer to a 100,000-byte topic).
+		{http.MethodGet, "/snapshot.json?topic=" + strings.Repeat("t", 100_000), http.StatusBadRequest, "bad parameter topic"},
+		{http.MethodGet, "/" + strings.Repeat("p", 100_000), http.StatusNotFound, "no page at"},
 	}
 	for _, c := range cases {
 		req := httptest.NewRequest(c.method, "/", nil)
@@ -299,6 +304,7 @@ func TestPipelinePageRefusesBadPathsAndParametersWithAShortMessage(t *testing.T)
 		rec := httptest.NewRecorder()
 		page.ServeHTTP(rec, req)
 		body := rec.Body.String()
+		assert.Less(t, len(body), 512, "%s %s: a short message", c.method, c.target[:min(len(c.target), 40)])
 		assert.Equal(t, c.status, rec.Code, "%s %s: %s", c.method, c.target, body)
 		assert.Contains(t, body, c.says, "%s %s", c.method, c.target)
 		assert.Equal(t, 1, strings.Count(body, "\n"), "one line: %q", body)
