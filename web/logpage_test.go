@@ -99,9 +99,9 @@ func getSnapshot(t *testing.T, base string) web.LogSnapshot {
 }
 
 // openEvents opens the event stream at url and returns the snapshots it
-// sends, in order; the channel closes when the stream ends. The stream is
-// closed when the test ends.
-func openEvents(t *testing.T, url string) <-chan web.LogSnapshot {
+// sends (a LogSnapshot or a PipelineSnapshot), in order; the channel
+// closes when the stream ends. The stream is closed when the test ends.
+func openEvents[S any](t *testing.T, url string) <-chan S {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -110,7 +110,7 @@ func openEvents(t *testing.T, url string) <-chan web.LogSnapshot {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	events := make(chan web.LogSnapshot, 1024)
+	events := make(chan S, 1024)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -124,9 +124,13 @@ func openEvents(t *testing.T, url string) <-chan web.LogSnapshot {
 			case strings.HasPrefix(line, "event: "):
 				event = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: ") && event == "snapshot":
-				var snap web.LogSnapshot
+				var snap S
 				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &snap) == nil {
-					events <- snap
+					select {
+					case events <- snap:
+					case <-ctx.Done():
+						return
+					}
 				}
 			case line == "":
 				event = ""
@@ -143,7 +147,7 @@ func openEvents(t *testing.T, url string) <-chan web.LogSnapshot {
 
 // waitEvent reads events until one satisfies cond, and returns it; it
 // fails the test when none did by the deadline or the stream ended.
-func waitEvent(t *testing.T, events <-chan web.LogSnapshot, deadline time.Time, what string, cond func(web.LogSnapshot) bool) web.LogSnapshot {
+func waitEvent[S any](t *testing.T, events <-chan S, deadline time.Time, what string, cond func(S) bool) S {
 	t.Helper()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -302,7 +306,7 @@ func TestLogPageShowsPositionsAndLagFromFileStores(t *testing.T) {
 func TestLogPageEventsShowANewHighWatermarkWithin2s(t *testing.T) {
 	dir, lg := writeLog(t)
 	_, base := newPage(t, dir)
-	events := openEvents(t, base+"/events")
+	events := openEvents[web.LogSnapshot](t, base+"/events")
 	first := waitEvent(t, events, time.Now().Add(5*time.Second), "a first snapshot", func(web.LogSnapshot) bool { return true })
 	p, ok := partitionOf(first, "events", 1)
 	require.True(t, ok)
@@ -318,7 +322,7 @@ func TestLogPageEventsShowANewHighWatermarkWithin2s(t *testing.T) {
 	})
 	t.Logf("seen %v after the append", time.Since(appended))
 
-	one := openEvents(t, base+"/events?topic=orders")
+	one := openEvents[web.LogSnapshot](t, base+"/events?topic=orders")
 	s := waitEvent(t, one, time.Now().Add(5*time.Second), "a snapshot of orders", func(web.LogSnapshot) bool { return true })
 	require.Len(t, s.Topics, 1, "?topic= keeps one topic")
 	assert.Equal(t, "orders", s.Topics[0].Topic)
@@ -331,7 +335,7 @@ func TestLogPageEventsShowANewHighWatermarkWithin2s(t *testing.T) {
 func TestLogPageRatesRiseAfterAppends(t *testing.T) {
 	dir, lg := writeLog(t)
 	page, base := newPage(t, dir, web.WithSampleInterval(20*time.Millisecond), web.WithHistory(5))
-	events := openEvents(t, base+"/events")
+	events := openEvents[web.LogSnapshot](t, base+"/events")
 	waitEvent(t, events, time.Now().Add(5*time.Second), "five rates of events/0", func(s web.LogSnapshot) bool {
 		p, _ := partitionOf(s, "events", 0)
 		return len(p.Rates) == 5
@@ -460,7 +464,7 @@ func TestLogPageNeverWritesToTheLogOrStateFolders(t *testing.T) {
 		get(t, http.MethodGet, srv.URL+path)
 		get(t, http.MethodPost, srv.URL+path)
 	}
-	events := openEvents(t, srv.URL+"/events")
+	events := openEvents[web.LogSnapshot](t, srv.URL+"/events")
 	n := 0
 	waitEvent(t, events, time.Now().Add(5*time.Second), "ten snapshots", func(web.LogSnapshot) bool { n++; return n == 10 })
 	require.NoError(t, page.Close())

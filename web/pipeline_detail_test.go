@@ -55,10 +55,10 @@ func TestPipelineEventsShowRecordsInFlightAndWatermarks(t *testing.T) {
 		require.NoError(t, <-done)
 	}()
 
-	events := plEvents(t, srv.URL+"/events")
+	events := openEvents[web.PipelineSnapshot](t, srv.URL+"/events")
 	src.append(0, 5)
 	src.append(5, 5) // the gate holds them
-	snap := plWaitEvent(t, events, time.Now().Add(10*time.Second), "5 records in flight at the gate, the window at record 4", func(s web.PipelineSnapshot) bool {
+	snap := waitEvent(t, events, time.Now().Add(10*time.Second), "5 records in flight at the gate, the window at record 4", func(s web.PipelineSnapshot) bool {
 		ps, ok := plPartition(s, "orders", 0)
 		return ok && len(s.Stages) == 3 && s.Stages[0].InFlight == 5 && s.Stages[1].Watermark == 4000 && len(ps.Watermarks) == 1
 	})
@@ -74,7 +74,7 @@ func TestPipelineEventsShowRecordsInFlightAndWatermarks(t *testing.T) {
 	assert.Equal(t, []stream.PartitionWatermark{{Stage: "hourly", Index: 1, Watermark: 4000, HasWatermark: true}}, ps.Watermarks)
 
 	close(release)
-	snap = plWaitEvent(t, events, time.Now().Add(10*time.Second), "nothing in flight, the window at record 9", func(s web.PipelineSnapshot) bool {
+	snap = waitEvent(t, events, time.Now().Add(10*time.Second), "nothing in flight, the window at record 9", func(s web.PipelineSnapshot) bool {
 		ps, ok := plPartition(s, "orders", 0)
 		return ok && s.Stages[0].InFlight == 0 && len(ps.Watermarks) == 1 && ps.Watermarks[0].Watermark == 9000
 	})

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -67,62 +66,6 @@ func plGetSnapshot(t *testing.T, h http.Handler, target string) web.PipelineSnap
 	var snap web.PipelineSnapshot
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &snap))
 	return snap
-}
-
-// plEvents opens url (an /events stream) and sends each snapshot it
-// carries on the returned channel, closed when the stream ends.
-func plEvents(t *testing.T, url string) <-chan web.PipelineSnapshot {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	out := make(chan web.PipelineSnapshot, 64)
-	go func() {
-		defer close(out)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok {
-				continue
-			}
-			var snap web.PipelineSnapshot
-			if json.Unmarshal([]byte(data), &snap) != nil {
-				return
-			}
-			select {
-			case out <- snap:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out
-}
-
-// plWaitEvent returns the first snapshot from events that satisfies cond,
-// failing the test at deadline.
-func plWaitEvent(t *testing.T, events <-chan web.PipelineSnapshot, deadline time.Time, what string, cond func(web.PipelineSnapshot) bool) web.PipelineSnapshot {
-	t.Helper()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for {
-		select {
-		case snap, ok := <-events:
-			require.True(t, ok, "event stream ended before %s", what)
-			if cond(snap) {
-				return snap
-			}
-		case <-timer.C:
-			require.FailNow(t, "no event in time", what)
-		}
-	}
 }
 
 func plPartition(snap web.PipelineSnapshot, topic string, p int32) (stream.PartitionSnapshot, bool) {
@@ -195,16 +138,16 @@ func TestPipelineEventsShowLagWithin2sAndClearWhenHandled(t *testing.T) {
 		require.NoError(t, <-done)
 	}()
 
-	events := plEvents(t, srv.URL+"/events")
+	events := openEvents[web.PipelineSnapshot](t, srv.URL+"/events")
 	src.append(0, 5)
-	plWaitEvent(t, events, time.Now().Add(10*time.Second), "records 0-4 handled", func(s web.PipelineSnapshot) bool {
+	waitEvent(t, events, time.Now().Add(10*time.Second), "records 0-4 handled", func(s web.PipelineSnapshot) bool {
 		ps, ok := plPartition(s, "orders", 0)
 		return ok && ps.Position == 5 && ps.Lag == 0
 	})
 
 	appended := time.Now()
 	src.append(5, 5) // the map holds them
-	snap := plWaitEvent(t, events, appended.Add(2*time.Second), "lag 5 within 2 s", func(s web.PipelineSnapshot) bool {
+	snap := waitEvent(t, events, appended.Add(2*time.Second), "lag 5 within 2 s", func(s web.PipelineSnapshot) bool {
 		ps, _ := plPartition(s, "orders", 0)
 		return ps.Lag == 5
 	})
@@ -214,7 +157,7 @@ func TestPipelineEventsShowLagWithin2sAndClearWhenHandled(t *testing.T) {
 	assert.Equal(t, 5, ps.InFlight)
 
 	close(release)
-	plWaitEvent(t, events, time.Now().Add(10*time.Second), "lag cleared", func(s web.PipelineSnapshot) bool {
+	waitEvent(t, events, time.Now().Add(10*time.Second), "lag cleared", func(s web.PipelineSnapshot) bool {
 		ps, _ := plPartition(s, "orders", 0)
 		return ps.Lag == 0 && ps.Position == 10
 	})
