@@ -752,12 +752,17 @@ func (r *relay) kafkaSink() (*sink.KafkaSink, error) {
 const tooLargeStage = "too-large"
 
 // tooLargeOpts returns the options of the stage checking each record's
-// size before the sink, for --on-too-large: nil for fail (the sink's write
-// fails and the relay stops, naming the record), Skip, or DeadLetter to
-// the log topic --dead-letter (opened, or created with one partition),
-// synced before the position passes the record.
+// size before the sink, for --on-too-large: the default policy for fail
+// (the relay stops, naming the record; checked before the sink, so that no
+// record after it is sent: the sink produces a batch's records together,
+// and the ones after a record it refuses could reach Kafka before the
+// refusal), Skip, or DeadLetter to the log topic --dead-letter (opened, or
+// created with one partition), synced before the position passes the
+// record.
 func (r *relay) tooLargeOpts(lg *log.Log) ([]stream.StageOption, error) {
 	switch r.cfg.onTooLarge {
+	case tooLargeFail:
+		return []stream.StageOption{stream.Name(tooLargeStage)}, nil
 	case tooLargeSkip:
 		return []stream.StageOption{stream.Name(tooLargeStage), stream.Skip(), stream.OnError(r.skippedTooLarge)}, nil
 	case tooLargeDeadLetter:
