@@ -562,8 +562,12 @@ func TestLogSinkExactlyOnceFromKafka(t *testing.T) {
 
 	produce(150, 300)
 	require.ErrorIs(t, run(75, -1), errBoom)
-	require.Equal(t, int64(150), committed(), "the failed run committed nothing")
-	require.Equal(t, int64(150), total(nextOffsets(t, tp)), "its records are truncated")
+	// Its transactions before the failure may have committed (one each
+	// 10 ms: under load, some do), never the one the failure aborted.
+	failed := committed()
+	require.GreaterOrEqual(t, failed, int64(150))
+	require.Less(t, failed, int64(150+75), "the failed run committed at most the records handled before the failure")
+	require.Equal(t, failed, total(nextOffsets(t, tp)), "its records past the committed ends are truncated")
 	// The group's commits past the log's positions, as a member that
 	// committed its finished records at a revocation would leave them:
 	// run C must not start there.
@@ -576,7 +580,7 @@ func TestLogSinkExactlyOnceFromKafka(t *testing.T) {
 		require.True(t, found, "partition %d has a committed position", p)
 		end, ok := ends.Lookup("in", p)
 		require.True(t, ok)
-		require.Greater(t, end.Offset, pos.Offset)
+		require.GreaterOrEqual(t, end.Offset, pos.Offset)
 		ahead.Add(kadm.Offset{Topic: "in", Partition: p, At: end.Offset, LeaderEpoch: -1})
 	}
 	resp, err := kadm.NewClient(cl).CommitOffsets(ctx, "g", ahead)

@@ -737,6 +737,12 @@ func TestWindowProcessingTimeFiresWhenClockPassesEnd(t *testing.T) {
 		require.FailNow(t, "Run returned before the source was drained", "%v", err)
 	}
 	require.Empty(t, results, "nothing fires before the clock moves")
+	// The source drained is not the window holding them: a record pushed
+	// after the clock moves falls in the next window (under load, it did).
+	require.Eventually(t, func() bool {
+		w := s.Observe().Stages[0]
+		return w.In == 3 && w.InFlight == 0
+	}, 10*time.Second, time.Millisecond, "the window took the records")
 
 	clock.Advance(time.Minute) // to the end of [ClockStart, ClockStart+1m)
 	timeout := time.NewTimer(10 * time.Second)
