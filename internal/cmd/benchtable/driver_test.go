@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -54,6 +55,18 @@ func TestScheduleInterleavesTheSidesRoundByRound(t *testing.T) {
 	}
 	assert.Equal(t, strings.Fields("A1 B1 A2 B2 A3 B3 S1 T1 X1 Y1 Z1 X2 Y2 Z2 X3 Y3 Z3"), got)
 	assert.Len(t, schedule(fams, 0), 2+2+3, "rounds below 1 run one")
+}
+
+// TestScheduleRunsAFamilyItsOwnLeastRounds ensures a family asking for
+// more rounds than the run gets them, interleaved, and one asking for
+// fewer gets the run's.
+func TestScheduleRunsAFamilyItsOwnLeastRounds(t *testing.T) {
+	fams := []family{{name: "noisy", sides: []string{"A", "B"}, rounds: 4}, {name: "calm", sides: []string{"C"}, rounds: 1}}
+	var got []string
+	for _, inv := range schedule(fams, 2) {
+		got = append(got, fmt.Sprintf("%s%d/%d", inv.side, inv.round, inv.rounds))
+	}
+	assert.Equal(t, strings.Fields("A1/4 B1/4 A2/4 B2/4 A3/4 B3/4 A4/4 B4/4 C1/2 C2/2"), got)
 }
 
 // TestBenchPatternRunsOneSideOnly ensures a side's -test.bench pattern is
