@@ -604,10 +604,11 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 const tableNotes = `measured, baseline: the median of the rounds; ratio: the median of the per-round ratios (a round's
 figure over its baseline measured next to it, each side in a process of its own, after a sync); spread:
 the lowest and the highest of those ratios (or values, for a figure without a baseline), and how many
-rounds. Families of figures without a baseline run once; the appends and the joins run at least 7
-rounds, the relay 5 (their single rounds scatter most); every side of the appends writes the same
-records (-benchtime 8000000x for 64 B, 800000x for 1 KiB), the recovery family runs 10 iterations
-per side (10x) and the strom command's one (1x). The verdict is on the median.
+rounds. Families of figures without a baseline run once; the appends run at least 9 rounds, the joins
+7, the relay 5 (their single rounds scatter most); the appends' sides write the same records
+(-benchtime 8000000x for 64 B, 800000x for 1 KiB; 2000000x for 64 B one a call and the mapped store
+loop, bound by the CPU), the recovery family runs 10 iterations per side (10x) and the strom
+command's one (1x). The verdict is on the median.
 `
 
 // render prints the table: per row the median of the figure's rounds, the
