@@ -195,13 +195,12 @@ func checkWindowJoin(b testing.TB, n int64, pairs int) {
 // records over the 100,000 keys of a table (record i has key i mod
 // 100,000), every record finding its row, from memory into a sink that
 // counts; beside it, "stateless", the three stateless stages of
-// BenchmarkThree over the same kind of source in the same run, the
-// baseline of the windowed join's ratio, and "lookup", the same three
-// stages looking each key up by hand in a Go map of the same rows
-// (stromLookupThree), the baseline of the table's: a ratio between a
-// figure bound by cache misses and one that fits in L1 moved with the
-// machine's other tenants (median 0.44x in one quiet run, 0.68x in the
-// next, issue 24).
+// BenchmarkThree over the same kind of source in the same run, and
+// "lookup", the same three stages looking each key up by hand in a Go map
+// of the same rows (stromLookupThree), the baseline of both joins' ratios:
+// a ratio between a figure bound by cache misses and one that fits in L1
+// moved with the machine's other tenants (the table join's median 0.44x
+// of the stateless stages in one quiet run, 0.68x in the next, issue 24).
 // One op is one record of the stream; the
 // time includes reading the 100,000 rows into the table first (the join
 // waits for it), a few ms. "table/none" keeps the table in memory only,

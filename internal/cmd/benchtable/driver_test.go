@@ -41,8 +41,9 @@ func TestRatiosPairTheSameRound(t *testing.T) {
 }
 
 // TestScheduleInterleavesTheSidesRoundByRound ensures each family's sides
-// take turns (A B A B A B), families run one after another, and a family
-// marked once runs a single round.
+// take turns (A B, then A B again), the rounds of the families take turns
+// (round 1 of each, then round 2 of each), and a family marked once runs a
+// single round, in the first pass.
 func TestScheduleInterleavesTheSidesRoundByRound(t *testing.T) {
 	fams := []family{
 		{name: "pair", sides: []string{"A", "B"}},
@@ -53,7 +54,7 @@ func TestScheduleInterleavesTheSidesRoundByRound(t *testing.T) {
 	for _, inv := range schedule(fams, 3) {
 		got = append(got, inv.side+string(rune('0'+inv.round)))
 	}
-	assert.Equal(t, strings.Fields("A1 B1 A2 B2 A3 B3 S1 T1 X1 Y1 Z1 X2 Y2 Z2 X3 Y3 Z3"), got)
+	assert.Equal(t, strings.Fields("A1 B1 S1 T1 X1 Y1 Z1 A2 B2 X2 Y2 Z2 A3 B3 X3 Y3 Z3"), got)
 	assert.Len(t, schedule(fams, 0), 2+2+3, "rounds below 1 run one")
 }
 
@@ -75,15 +76,15 @@ func TestBenchtimeOfASideIsItsOwnThenItsFamilysThenTheRuns(t *testing.T) {
 }
 
 // TestScheduleRunsAFamilyItsOwnLeastRounds ensures a family asking for
-// more rounds than the run gets them, interleaved, and one asking for
-// fewer gets the run's.
+// more rounds than the run gets them, and one asking for fewer gets the
+// run's, spread evenly over the passes of the run.
 func TestScheduleRunsAFamilyItsOwnLeastRounds(t *testing.T) {
 	fams := []family{{name: "noisy", sides: []string{"A", "B"}, rounds: 4}, {name: "calm", sides: []string{"C"}, rounds: 1}}
 	var got []string
 	for _, inv := range schedule(fams, 2) {
 		got = append(got, fmt.Sprintf("%s%d/%d", inv.side, inv.round, inv.rounds))
 	}
-	assert.Equal(t, strings.Fields("A1/4 B1/4 A2/4 B2/4 A3/4 B3/4 A4/4 B4/4 C1/2 C2/2"), got)
+	assert.Equal(t, strings.Fields("A1/4 B1/4 C1/2 A2/4 B2/4 A3/4 B3/4 C2/2 A4/4 B4/4"), got)
 }
 
 // TestBenchPatternRunsOneSideOnly ensures a side's -test.bench pattern is
