@@ -41,7 +41,7 @@ SHELL := /bin/bash
 #   make fuzz [FUZZTIME=10s]                    every fuzz target (log, checkpoint, sink decoders) for FUZZTIME, one after another (scripts/fuzz.sh);
 #                                               make fuzz FUZZTIME=10m for the long runs, FUZZFLAGS=-parallel=1 on a shared machine,
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
-#   make bench [BENCHTIME=1s] [ROUNDS=3]        the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
+#   make bench [BENCHTIME=1s] [ROUNDS=5]        the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run: each compared side in a process of its own, after a
 #                                               sync, the sides taking turns for ROUNDS rounds (A B A B A B), the verdict on the median ratio,
 #                                               its spread (lowest to highest) beside it, the machine at the top (raw output: bench.out;
@@ -56,7 +56,7 @@ SHELL := /bin/bash
 
 GO        ?= go
 BENCHTIME ?= 1s
-ROUNDS    ?= 3
+ROUNDS    ?= 5
 BENCH_ONLY ?=
 FUZZTIME  ?= 10s
 FUZZFLAGS ?=

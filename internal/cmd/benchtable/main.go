@@ -537,7 +537,7 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("benchtable", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	drive := fl.Bool("run", false, "build the test binaries and run every family's sides in processes of their own, interleaved, -rounds times")
-	rounds := fl.Int("rounds", 3, "with -run: rounds of each family (A B A B ...); the verdict is on the median ratio")
+	rounds := fl.Int("rounds", 5, "with -run: rounds of each family (A B A B ...); the verdict is on the median ratio")
 	benchtime := fl.String("benchtime", "1s", "with -run: -test.benchtime of each process (a family may set its own)")
 	out := fl.String("out", "bench.out", "with -run: where the raw output goes")
 	only := fl.String("only", "", "with -run: only the families whose name contains this")
