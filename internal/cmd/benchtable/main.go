@@ -472,8 +472,9 @@ func exactlyOnceRows() []row {
 // leave (their lookups miss a core's L2), as the lookup's does and the
 // stateless stages' does not: against the stateless stages the table join
 // measured a median of 0.44x in one quiet make bench and 0.68x in the
-// next, and the windowed join 0.05x and 0.06x, while against the lookup
-// the windowed join's medians were 0.19x both times (issue 24).
+// next, and the windowed join 0.05x and 0.06x; against the lookup the
+// windowed join's medians were 0.19x and 0.19x, 0.19x and 0.14x, 0.17x and
+// 0.18x in three pairs of runs (issue 24: closer, not always within 15%).
 func joinRows() []row {
 	const stateless, lookup = "BenchmarkJoin/stateless", "BenchmarkJoin/lookup"
 	return []row{
@@ -604,11 +605,11 @@ const tableNotes = `measured, baseline: the median of the rounds; ratio: the med
 figure over its baseline measured next to it, each side in a process of its own, after a sync); spread:
 the lowest and the highest of those ratios (or values, for a figure without a baseline), and how many
 rounds. A family's rounds are spread over the whole run (round 1 of every family, then round 2, ...).
-Families of figures without a baseline run once; the appends and the joins run at least 9 rounds, the
-three stages, the relay and the Kafka window 5 (their single rounds scatter most); the appends' sides write the same records
+Families of figures without a baseline run once; the others -rounds (5) rounds, the appends and the
+joins at least 9 (their single rounds scatter most); the appends' sides write the same records
 (-benchtime 8000000x for 64 B, 800000x for 1 KiB; 2000000x for 64 B one a call and the mapped store
-loop, bound by the CPU), the recovery family runs 10 iterations per side (10x) and the strom
-command's one (1x). The verdict is on the median.
+loop, bound by the CPU), the Kafka window runs 6 ops a side (6x), the recovery family 10 (10x) and
+the strom command's one (1x). The verdict is on the median.
 `
 
 // render prints the table: per row the median of the figure's rounds, the
