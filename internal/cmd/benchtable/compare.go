@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -40,6 +41,14 @@ func judged(r row, m metrics) (v float64, isRatio, ok bool) {
 // 15% of A's. It returns how many ratio rows both runs measured and how
 // many of them are within the tolerance.
 func compare(w io.Writer, a, b metrics, headerA, headerB []string) (rows2, within int) {
+	// Issue 24's check holds only between runs on the same kind of
+	// machine with the same code: say so when the headers differ.
+	for _, key := range []string{"cpu: ", "kernel: "} {
+		ha, hb := headerLine(headerA, key), headerLine(headerB, key)
+		if ha != hb {
+			fmt.Fprintf(w, "warning: the runs differ: A %q, B %q\n", ha, hb)
+		}
+	}
 	for _, h := range headerA {
 		fmt.Fprintln(w, "run A: "+h)
 	}
@@ -49,6 +58,7 @@ func compare(w io.Writer, a, b metrics, headerA, headerB []string) (rows2, withi
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\trun A\trun B\tB / A\twithin 15%")
+	onlyOne := 0
 	for _, r := range rows() {
 		va, ratioRow, okA := judged(r, a)
 		vb, _, okB := judged(r, b)
@@ -62,6 +72,9 @@ func compare(w io.Writer, a, b metrics, headerA, headerB []string) (rows2, withi
 		}
 		if okB {
 			bs = f(vb)
+		}
+		if ratioRow && okA != okB {
+			onlyOne++
 		}
 		if okA && okB && va != 0 {
 			q = fmt.Sprintf("%.2f", vb/va)
@@ -79,7 +92,21 @@ func compare(w io.Writer, a, b metrics, headerA, headerB []string) (rows2, withi
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d of %d ratio rows within 15%% of each other (B / A between %.2f and %.2f)\n",
 		within, rows2, 1-compareTolerance, 1+compareTolerance)
+	if onlyOne > 0 {
+		fmt.Fprintf(w, "%d ratio rows were measured in one run only (a run cut short, or filtered by BENCH_ONLY): not counted\n", onlyOne)
+	}
 	return rows2, within
+}
+
+// headerLine returns the line of a machine header that starts with key
+// ("cpu: "), "" when there is none.
+func headerLine(header []string, key string) string {
+	for _, h := range header {
+		if strings.HasPrefix(h, key) {
+			return h
+		}
+	}
+	return ""
 }
 
 // compareFiles reads two raw outputs (bench.out) and compares them.
@@ -93,6 +120,9 @@ func compareFiles(w io.Writer, pathA, pathB string) error {
 		m, h, err := parse(f, nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if len(m) == 0 {
+			return nil, nil, fmt.Errorf("%s: no benchmark results (want a bench.out from make bench)", p)
 		}
 		return m, h, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,15 +32,9 @@ type runConfig struct {
 // process that fails is reported and the run goes on; failed lists them.
 func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, failed []string, err error) {
 	mach := thisMachine()
-	fams := families()
-	if cfg.only != "" {
-		kept := fams[:0]
-		for _, f := range fams {
-			if strings.Contains(f.name, cfg.only) {
-				kept = append(kept, f)
-			}
-		}
-		fams = kept
+	fams := selectFamilies(families(), cfg.only)
+	if len(fams) == 0 {
+		return nil, nil, nil, fmt.Errorf("benchtable: -only %q names no family; the families: %s", cfg.only, strings.Join(familyNames(), ", "))
 	}
 	tmp, err := os.MkdirTemp("", "strom-bench-bin-")
 	if err != nil {
@@ -88,6 +83,7 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 		pr, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, pw
 		copied := make(chan struct{})
+		var why []string // the first lines of the process's own words: what a failure says
 		go func() {
 			defer close(copied)
 			sc := bufio.NewScanner(pr)
@@ -95,8 +91,11 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 			for sc.Scan() {
 				line := sc.Text()
 				fmt.Fprintln(w, line)
-				if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "---") || strings.Contains(line, "FAIL") || strings.Contains(line, "panic") {
+				if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "---") || strings.Contains(line, "FAIL") || strings.HasPrefix(line, "panic:") {
 					fmt.Fprintln(progress, line)
+				}
+				if len(why) < 2 && !testPreamble(line) {
+					why = append(why, strings.TrimSpace(line))
 				}
 			}
 			io.Copy(io.Discard, pr)
@@ -105,8 +104,12 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 		pw.Close()
 		<-copied
 		if runErr != nil {
-			failed = append(failed, fmt.Sprintf("%s, round %d: %s: %v", inv.family.name, inv.round, inv.side, runErr))
-			fmt.Fprintf(progress, "benchtable: %s failed: %v\n", inv.side, runErr)
+			reason := runErr.Error()
+			if len(why) > 0 {
+				reason += ": " + strings.Join(why, " / ")
+			}
+			failed = append(failed, fmt.Sprintf("%s, round %d: %s: %s", inv.family.name, inv.round, inv.side, reason))
+			fmt.Fprintf(progress, "benchtable: %s failed: %s\n", inv.side, reason)
 		}
 	}
 	mach.finish()
@@ -117,6 +120,41 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 	fmt.Fprintf(w, "%s%d rounds, -benchtime %s, %s in all\n", machinePrefix, cfg.rounds, cfg.benchtime, time.Since(start).Round(time.Second))
 	m, header, err = parse(&raw, nil)
 	return m, header, failed, err
+}
+
+// testPreamble reports whether line is what every benchmark process
+// prints besides its results (goos, goarch, pkg, cpu, PASS, blank).
+func testPreamble(line string) bool {
+	for _, p := range []string{"goos:", "goarch:", "pkg:", "cpu:", "PASS", "Benchmark"} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return strings.TrimSpace(line) == ""
+}
+
+// selectFamilies returns the families of fs whose name contains only (all
+// of them when only is "").
+func selectFamilies(fs []family, only string) []family {
+	if only == "" {
+		return fs
+	}
+	var kept []family
+	for _, f := range fs {
+		if strings.Contains(f.name, only) {
+			kept = append(kept, f)
+		}
+	}
+	return kept
+}
+
+// familyNames lists the names -only matches against, in run order.
+func familyNames() []string {
+	var names []string
+	for _, f := range families() {
+		names = append(names, strconv.Quote(f.name))
+	}
+	return names
 }
 
 // dirtyKiB reads /proc/meminfo's Dirty and Writeback, in KiB (0 where

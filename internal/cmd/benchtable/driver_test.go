@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -260,4 +262,46 @@ BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       7000 records/s
 	render(&out, m)
 	assert.Regexp(t, `n=1\s+1500 records/s\s+-\s+-\s+1000–2000 records/s \(2\)`, out.String())
 	assert.Regexp(t, `n=4 vs n=1\s+7000 records/s\s+1500 records/s\s+3.75x\s+3.50x–4.00x \(2\)`, out.String())
+}
+
+// TestParseLeavesABaselinesFailedLastRoundOut ensures a baseline whose
+// last round failed lends no earlier round to the figure's last round:
+// that round has no neighbour and no ratio.
+func TestParseLeavesABaselinesFailedLastRoundOut(t *testing.T) {
+	in := `# KeyOrdered, round 1/2: BenchmarkKeyOrdered/n=1 (...)
+BenchmarkKeyOrdered/n=1-2   	       1	1 ns/op	       1000 records/s
+# KeyOrdered, round 1/2: BenchmarkKeyOrdered/n=4 (...)
+BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       4000 records/s
+# KeyOrdered, round 2/2: BenchmarkKeyOrdered/n=1 (...)
+--- FAIL: BenchmarkKeyOrdered/n=1
+# KeyOrdered, round 2/2: BenchmarkKeyOrdered/n=4 (...)
+BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       12000 records/s
+`
+	m, _, err := parse(strings.NewReader(in), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []float64{4}, ratios(m["BenchmarkKeyOrdered/n=4"]["records/s"], m["BenchmarkKeyOrdered/n=1"]["records/s"]))
+}
+
+// TestRunMainRefusesWhatWouldLookLikeAnEmptySuccess ensures inputs that
+// would print a table of "not run" rows, or a comparison of no rows, with
+// status 0 are refused, naming what was wrong.
+func TestRunMainRefusesWhatWouldLookLikeAnEmptySuccess(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.out")
+	require.NoError(t, os.WriteFile(empty, []byte("garbage\n"), 0o644))
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{nil, 1, "no benchmark results on stdin"},
+		{[]string{"bench.out"}, 2, `unexpected argument "bench.out"`},
+		{[]string{"-compare", empty, empty}, 1, "no benchmark results"},
+		{[]string{"-run", "-only", "nosuchfamily"}, 2, `names no family`},
+		{[]string{"-run", "-rounds", "0"}, 2, "-rounds 0"},
+		{[]string{"-run", "-benchtime", "xyz"}, 2, `-benchtime "xyz"`},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, c.code, runMain(c.args, strings.NewReader(""), &out, &errOut), "%v: %s", c.args, errOut.String())
+		assert.Contains(t, errOut.String(), c.says, c.args)
+	}
 }

@@ -16,15 +16,15 @@
 // cost of saving state with each checkpoint is the difference, per record,
 // between a case with a store and the same pipeline without one that the
 // benchmark ran beside it, shown beside the latter. A figure without a baseline is judged on its value alone
-// (allocations, checkpoint saves per second, memory). `make bench` pipes
-// the log package's and internal/bench's benchmarks through it; the raw
-// output is kept in bench.out.
+// (allocations, checkpoint saves per second, memory). `make bench` runs it
+// with -run (below) over the benchmarks of ./log/, ./internal/bench/ and
+// ./cmd/strom/; the raw output is kept in bench.out.
 //
 // With -run (make bench) it is also the driver: it builds the test
 // binaries of ./log/, ./internal/bench/ and ./cmd/strom/ and runs each
 // family of compared benchmarks (families, plan.go) side by side in
 // processes of their own, after a sync(2), the sides taking turns for
-// -rounds rounds (A B A B A B), and writes their output to bench.out with
+// -rounds rounds (A B, A B, ...), and writes their output to bench.out with
 // the machine it ran on (CPU model, cores, kernel, Go, commit, load
 // average at the start and end, CPU steal). Each row is judged on the
 // median of its per-round ratios, whose lowest and highest are printed
@@ -41,6 +41,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,7 +51,21 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
+
+// benchCount is a -test.benchtime given as a count of iterations ("100x").
+var benchCount = regexp.MustCompile(`^[1-9][0-9]*x$`)
+
+// validBenchtime reports whether s is a -test.benchtime the test binaries
+// take: a positive duration or a count.
+func validBenchtime(s string) bool {
+	if benchCount.MatchString(s) {
+		return true
+	}
+	d, err := time.ParseDuration(s)
+	return err == nil && d > 0
+}
 
 // metrics maps a benchmark name (GOMAXPROCS suffix removed) to its
 // reported values by unit, one per time the benchmark ran, in the order of
@@ -62,7 +77,7 @@ var procSuffix = regexp.MustCompile(`-\d+$`)
 
 // roundLine is the driver's comment before each process, "# family, round
 // r/R: side (...)".
-var roundLine = regexp.MustCompile(`^# .*, round (\d+)/\d+: `)
+var roundLine = regexp.MustCompile(`^# .*, round (\d+)/(\d+): `)
 
 // addRound puts v at round's place in xs (1-based), filling rounds not
 // measured (a process that failed) with NaN, or appends it when round is 0
@@ -86,7 +101,8 @@ func addRound(xs []float64, round int, v float64) []float64 {
 func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 	m := metrics{}
 	var header []string
-	round := 0 // the round the driver's last comment line named; 0: none
+	round, total := 0, 0       // the round the driver's last comment line named, of how many; 0: none
+	totals := map[string]int{} // per benchmark, the rounds its family ran
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -100,6 +116,7 @@ func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 		}
 		if sm := roundLine.FindStringSubmatch(line); sm != nil {
 			round, _ = strconv.Atoi(sm[1])
+			total, _ = strconv.Atoi(sm[2])
 			continue
 		}
 		f := strings.Fields(line)
@@ -110,12 +127,27 @@ func parse(r io.Reader, echo io.Writer) (metrics, []string, error) {
 		if m[name] == nil {
 			m[name] = map[string][]float64{}
 		}
+		if round > 0 {
+			totals[name] = max(totals[name], total)
+		}
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
 				break
 			}
 			m[name][f[i+1]] = addRound(m[name][f[i+1]], round, v)
+		}
+	}
+	// A round whose process failed at the end leaves no value behind the
+	// last one measured: fill it in as not measured, so that ratios pairs
+	// the rounds measured with their own neighbours and no baseline's last
+	// round is lent to a figure's round it was not measured next to.
+	for name, n := range totals {
+		for unit, xs := range m[name] {
+			for len(xs) < n {
+				xs = append(xs, math.NaN())
+			}
+			m[name][unit] = xs
 		}
 	}
 	return m, header, sc.Err()
@@ -547,6 +579,24 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
+	if !*cmp && fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "benchtable: unexpected argument %q: the raw output is read on stdin (benchtable < bench.out), or two files with -compare\n", fl.Arg(0))
+		return 2
+	}
+	if *drive {
+		if *rounds < 1 {
+			fmt.Fprintf(stderr, "benchtable: -rounds %d (ROUNDS): want 1 or more\n", *rounds)
+			return 2
+		}
+		if !validBenchtime(*benchtime) {
+			fmt.Fprintf(stderr, "benchtable: -benchtime %q (BENCHTIME): want a duration (1s, 500ms) or a count (100x)\n", *benchtime)
+			return 2
+		}
+		if *only != "" && len(selectFamilies(families(), *only)) == 0 {
+			fmt.Fprintf(stderr, "benchtable: -only %q (BENCH_ONLY) names no family (case matters); the families: %s\n", *only, strings.Join(familyNames(), ", "))
+			return 2
+		}
+	}
 	if *cmp {
 		if fl.NArg() != 2 {
 			fmt.Fprintln(stderr, "benchtable: -compare wants two files: benchtable -compare A.out B.out")
@@ -576,6 +626,9 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			e = stderr
 		}
 		m, header, err = parse(stdin, e)
+		if err == nil && len(m) == 0 {
+			err = errors.New("no benchmark results on stdin (want go test -bench output, a bench.out)")
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "benchtable:", err)
@@ -605,8 +658,8 @@ const tableNotes = `measured, baseline: the median of the rounds; ratio: the med
 figure over its baseline measured next to it, each side in a process of its own, after a sync); spread:
 the lowest and the highest of those ratios (or values, for a figure without a baseline), and how many
 rounds. A family's rounds are spread over the whole run (round 1 of every family, then round 2, ...).
-Families of figures without a baseline run once; the others -rounds (5) rounds, the appends and the
-joins at least 9 (their single rounds scatter most); the appends' sides write the same records
+Families of figures without a baseline run once; the others -rounds (ROUNDS, default 5), the appends
+and the joins at least 9 (their single rounds scatter most); the appends' sides write the same records
 (-benchtime 8000000x for 64 B, 800000x for 1 KiB; 2000000x for 64 B one a call and the mapped store
 loop, bound by the CPU), the Kafka window runs 6 ops a side (6x), the recovery family 10 (10x) and
 the strom command's one (1x). The verdict is on the median.
