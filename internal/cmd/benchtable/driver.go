@@ -34,11 +34,11 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 	mach := thisMachine()
 	fams := selectFamilies(families(), cfg.only)
 	if len(fams) == 0 {
-		return nil, nil, nil, fmt.Errorf("benchtable: -only %q names no family; the families: %s", cfg.only, strings.Join(familyNames(), ", "))
+		return nil, nil, nil, fmt.Errorf("-only %q names no family; the families: %s", cfg.only, strings.Join(familyNames(), ", "))
 	}
 	tmp, err := os.MkdirTemp("", "strom-bench-bin-")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("benchtable: a folder for the test binaries: %w", err)
+		return nil, nil, nil, fmt.Errorf("a folder for the test binaries: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	bins := map[string]string{}
@@ -51,13 +51,13 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 		cmd := exec.Command(cfg.goCmd, "test", "-c", "-o", bin, f.pkg)
 		cmd.Stdout, cmd.Stderr = progress, progress
 		if err := cmd.Run(); err != nil {
-			return nil, nil, nil, fmt.Errorf("benchtable: go test -c %s: %w", f.pkg, err)
+			return nil, nil, nil, fmt.Errorf("go test -c %s: %w", f.pkg, err)
 		}
 		bins[f.pkg] = bin
 	}
 	out, err := os.Create(cfg.out)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("benchtable: %w", err)
+		return nil, nil, nil, fmt.Errorf("bench output: %w", err)
 	}
 	defer out.Close()
 	var raw bytes.Buffer
