@@ -1223,7 +1223,7 @@ func (st *joinStage[K, L, R, U]) idleTick() error {
 		var fired <-chan time.Time
 		var t Timer
 		if due != math.MaxInt64 {
-			t = rt.clock.NewTimer(time.Duration(due-now) * time.Millisecond)
+			t = timerAt(rt.clock, now, due)
 			fired = t.C()
 		}
 		stop := func() {

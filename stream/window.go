@@ -861,7 +861,7 @@ func (st *windowStage[K, T, A]) idleTick() error {
 		var fired <-chan time.Time
 		var t Timer
 		if due != math.MaxInt64 {
-			t = rt.clock.NewTimer(time.Duration(due-now) * time.Millisecond)
+			t = timerAt(rt.clock, now, due)
 			fired = t.C()
 		}
 		stop := func() {
@@ -1349,14 +1349,15 @@ func (st *windowStage[K, T, A]) tick() error {
 	rt := st.core.rt
 	for {
 		st.mu.Lock()
-		d := time.Hour
+		now := rt.clock.Now().UnixMilli()
+		due := now + time.Hour.Milliseconds()
 		for _, tb := range st.tables {
 			if len(tb.timers) > 0 {
-				d = min(d, time.Duration(tb.timers[0].at-rt.clock.Now().UnixMilli())*time.Millisecond)
+				due = min(due, tb.timers[0].at)
 			}
 		}
 		st.mu.Unlock()
-		t := rt.clock.NewTimer(max(d, 0))
+		t := timerAt(rt.clock, now, due)
 		select {
 		case <-t.C():
 		case <-st.wake:
@@ -1377,7 +1378,7 @@ func (st *windowStage[K, T, A]) tick() error {
 		st.mu.Lock()
 		st.out = st.out[:0]
 		st.redoLocked()
-		now := rt.clock.Now().UnixMilli()
+		now = rt.clock.Now().UnixMilli()
 		for _, tb := range st.sortedTables() {
 			if now > tb.wm {
 				st.tb = tb
@@ -1396,6 +1397,27 @@ func (st *windowStage[K, T, A]) tick() error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// timerAt arms a timer on clock for the instant due (ms), read against
+// now (ms), the clock's reading when due was chosen. A timer is relative:
+// had the clock moved between that reading and the arming (a fake clock
+// advanced by a test, a wall clock stepped), the timer would wait the move
+// again, and a window due in the move would not fire until the clock
+// moved once more (a test that advanced once hung for 10 minutes under
+// load). So it reads the clock again after arming and re-arms against
+// that reading until the two agree to the ms; a real clock crosses a ms
+// boundary there seldom, so this loops about once.
+func timerAt(clock Clock, now, due int64) Timer {
+	for {
+		t := clock.NewTimer(time.Duration(max(due-now, 0)) * time.Millisecond)
+		after := clock.Now().UnixMilli()
+		if after == now {
+			return t
+		}
+		t.Stop()
+		now = after
 	}
 }
 

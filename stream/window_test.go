@@ -820,6 +820,8 @@ func TestWindowProcessingTimeClockSteppingBackMakesNoRecordLate(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	next := func() winResult {
 		t.Helper()
+		timeout := time.NewTimer(10 * time.Second)
+		defer timeout.Stop()
 		select {
 		case r := <-results:
 			return r
@@ -827,20 +829,33 @@ func TestWindowProcessingTimeClockSteppingBackMakesNoRecordLate(t *testing.T) {
 			require.FailNow(t, "a record is late", "%+v", a)
 		case err := <-done:
 			require.FailNow(t, "Run returned", "%v", err)
+		case <-timeout.C:
+			require.FailNow(t, "no window fired")
 		}
 		return winResult{}
+	}
+	// taken waits until the window stage has taken n records: the source
+	// asking for more is not the record through the window (under load, a
+	// record taken after the clock moved went to a later window and this
+	// test waited for ever).
+	taken := func(n int64) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			w := s.Observe().Stages[0]
+			return w.In == n && w.InFlight == 0
+		}, 10*time.Second, time.Millisecond, "the window took %d records", n)
 	}
 	start := streamtest.ClockStart
 
 	<-asked
 	records <- stream.Element[winAttempt]{Value: winAttempt{IP: "a"}, Topic: "t", Offset: 0, Epoch: checkpoint.NoEpoch}
-	<-asked                         // the record is in [start, start+1m)
+	taken(1)                        // the record is in [start, start+1m)
 	clock.Advance(90 * time.Second) // the clock passes its end: it fires
 	assert.Equal(t, winResult{Key: "a", Start: start, End: start.Add(time.Minute), Value: 1, Final: true}, next())
 
 	clock.back.Store(int64(time.Minute)) // the wall clock steps back to start+30s
 	records <- stream.Element[winAttempt]{Value: winAttempt{IP: "a"}, Topic: "t", Offset: 1, Epoch: checkpoint.NoEpoch}
-	<-asked                        // the record is in a window
+	taken(2)                       // the record is in a window
 	clock.Advance(2 * time.Minute) // the wall clock reaches start+2m30s
 	assert.Equal(t, winResult{Key: "a", Start: start.Add(time.Minute), End: start.Add(2 * time.Minute), Value: 1, Final: true}, next(),
 		"the record after the step goes to the window of the last processing time, not to the closed one")
