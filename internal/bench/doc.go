@@ -69,6 +69,29 @@
 //     to that Save (target below 500 ms; a pipeline that saves whole
 //     batches only takes about 4 s), first-position the position saved.
 //     make torture's scenario slow times the same across processes.
+//   - BenchmarkTurns/<group>/<figure>-vs-<baseline> (issue 24,
+//     turns_test.go): the table's ratios between pipelines in memory, one
+//     op the whole run (make bench runs each pair in a process of its own
+//     with -benchtime 1x): a warm-up turn of each side, then 10 pairs of
+//     turns, the order swapped every pair, the heap collected and the
+//     machine synced before each turn; records/s and base-records/s are
+//     the sides' median rates, x-turns the median over the pairs of the
+//     figure's rate over the baseline's. A turn is a fixed count of
+//     records, about 200 ms: three/strom-vs-gostreams and
+//     three/strom-vs-rill (2,000,000 records through strom, 150,000
+//     through go-streams, 200,000 through rill), replay/rw-vs-gostreams,
+//     replay/rw-reuse-vs-gostreams and replay/ro-vs-rw (two replays of
+//     the fixture partition a turn, as BenchmarkThreeFromLog),
+//     stateful/tumbling-vs-stateless and stateful/aggregate-vs-stateless
+//     (2,000,000 each), join/table-vs-lookup and join/table-memory-vs-lookup
+//     (1,000,000 each; with the MemoryStore every turn saves the table's
+//     one snapshot), join/window-vs-lookup and join/window-memory-vs-lookup
+//     (600,000 against the lookup's 1,000,000: a MemoryStore saves a
+//     snapshot every 200 ms, which a shorter turn would not see). The
+//     relay's turns are BenchmarkRelayLogToKafka/*/turns and
+//     BenchmarkRelayKafkaToLog/*/turns (relayTurns: 12 pairs of turns of 2
+//     ops at 100 B, 4 at 1 KiB), the compacted appends' the log package's
+//     BenchmarkCompaction/append/turns.
 //   - BenchmarkThreeLivePage/{off,open} (issue 23, livepage_test.go): one
 //     record, as BenchmarkThree/strom; open mounts web.Pipeline on the
 //     pipeline behind an httptest server with a client reading /events
@@ -211,8 +234,27 @@
 //     16.44x, the read-only follower's replay 0.98x then 0.81x, the table
 //     join with a MemoryStore 1.16x then 1.37x, the relay Kafka -> log of
 //     100 B 2.46x then 1.96x), rows whose rounds spread wider than 15%
-//     inside one run; steal 0.8% then 3.2%. Not yet what issue 24 asks:
-//     what is left is to stop a family's rounds only when its median is
-//     known to within a few percent (more rounds for the rows that
-//     scatter), or a machine without neighbours.
+//     inside one run; steal 0.8% then 3.2%.
+//   - Where the scatter comes from (2026-12-03, the fourth pair's
+//     bench.out): per row, the standard deviation of the log of a round's
+//     ratio was 20% to 30% for the joins, the compacted appends, the
+//     1 KiB appends of 1,024 a call and the mapped store loop, 8% to 15%
+//     for the log replays and the relay; a median of n rounds then needs
+//     n of 60 to 110 to hold within 15% from run to run most times. More
+//     rounds cannot pay for that. The noise is fast: the lookup of the
+//     joins measured 171 to 364 ns a record in 15 consecutive runs of
+//     0.2 s in one process (go test -bench 'Join/lookup$' -count 15
+//     -benchtime 0.2s), the stateless stages 82 to 103; and it is not
+//     steal alone (the kernel's DAMON pages out idle memory every 5 s on
+//     this VM, the neighbours' memory traffic varies). Sides a few seconds
+//     apart do not share it; turns of 200 ms next to each other mostly
+//     do. So the pipelines in memory, the compacted appends and the relay
+//     now take turns inside one process (BenchmarkTurns, relayTurns,
+//     log's BenchmarkCompaction/append/turns): in six processes of 10
+//     pairs each, the table join's median over the lookup was 1.15x to
+//     1.41x (a round of one process a side had been 0.85x to 2.21x). Two
+//     runs of make bench BENCH_ONLY=turns one after the other then held
+//     all 11 of its rows within 15% (B / A 0.92 to 1.12; spreads within a
+//     run: the table join 1.19x to 1.30x, the windowed join 0.17x to 0.20x,
+//     go-streams 19.41x to 21.04x). The synced appends run 9 rounds.
 package bench

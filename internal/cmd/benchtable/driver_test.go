@@ -164,14 +164,14 @@ func TestRenderTakesTheMedianRoundAndShowsTheSpread(t *testing.T) {
 	in := `# machine: cpu: AMD EPYC, 2 cores (runtime.NumCPU)
 # three stages, round 1/3: BenchmarkThree/strom
 BenchmarkThree/strom-2      	 9000000	 125.0 ns/op	   8000000 records/s
-BenchmarkThree/gostreams-2  	  500000	  2200 ns/op	    400000 records/s
 BenchmarkThreeTelemetry/metrics-2  	  500000	  2200 ns/op	    4000000 records/s
 BenchmarkThree/strom-2      	 9000000	 125.0 ns/op	   6000000 records/s
-BenchmarkThree/gostreams-2  	  500000	  2200 ns/op	    200000 records/s
 BenchmarkThreeTelemetry/metrics-2  	  500000	  2200 ns/op	    6600000 records/s
 BenchmarkThree/strom-2      	 9000000	 125.0 ns/op	   9000000 records/s
-BenchmarkThree/gostreams-2  	  500000	  2200 ns/op	    500000 records/s
 BenchmarkThreeTelemetry/metrics-2  	  500000	  2200 ns/op	    9000000 records/s
+BenchmarkTurns/three/strom-vs-gostreams-2  	 1	 5000000000 ns/op	 400000 base-records/s	 8000000 records/s	 20.00 x-turns
+BenchmarkTurns/three/strom-vs-gostreams-2  	 1	 5000000000 ns/op	 200000 base-records/s	 6000000 records/s	 30.00 x-turns
+BenchmarkTurns/three/strom-vs-gostreams-2  	 1	 5000000000 ns/op	 500000 base-records/s	 9000000 records/s	 18.00 x-turns
 `
 	m, header, err := parse(strings.NewReader(in), nil)
 	require.NoError(t, err)
@@ -179,7 +179,8 @@ BenchmarkThreeTelemetry/metrics-2  	  500000	  2200 ns/op	    9000000 records/s
 	var out bytes.Buffer
 	render(&out, m)
 	s := out.String()
-	// Rounds: 20x, 30x, 18x; medians 8 and 0.4 M/s.
+	// Rounds (each the median of its process's turns): 20x, 30x, 18x;
+	// the rates' medians 8 and 0.4 M/s.
 	assert.Regexp(t, `strom vs go-streams\s+8.00 M/s\s+0.40 M/s\s+20.00x\s+18.00x–30.00x \(3\)\s+>= 20x\s+met`, s)
 	// Rounds: 0.5x, 1.1x, 1.0x: the median meets 0.9x.
 	assert.Regexp(t, `metrics on vs none installed\s+6.60 M/s\s+8.00 M/s\s+1.00x\s+0.50x–1.10x \(3\)\s+>= 0.9x\s+met`, s)
@@ -202,16 +203,14 @@ func TestRunMainRendersStdin(t *testing.T) {
 // counted, and a row only one run measured is neither.
 func TestCompareSaysWhichRatioRowsHeld(t *testing.T) {
 	a := `# machine: load average (1, 5, 15 min): 0.10 0.20 0.30 at the start, 0.40 0.50 0.60 at the end
-BenchmarkThree/strom-2      	 1	 1 ns/op	   8000000 records/s
-BenchmarkThree/gostreams-2  	 1	 1 ns/op	    400000 records/s
-BenchmarkThree/rill-2       	 1	 1 ns/op	    800000 records/s
+BenchmarkTurns/three/strom-vs-gostreams-2  	 1	 5000000000 ns/op	 400000 base-records/s	 8000000 records/s	 20.00 x-turns
+BenchmarkTurns/three/strom-vs-rill-2  	 1	 5000000000 ns/op	 800000 base-records/s	 8000000 records/s	 10.00 x-turns
 BenchmarkIndexMemory-2   1   1 ns/op   40.0 index-MiB
 BenchmarkKeyOrdered/n=1-2   	       1	1 ns/op	       1000 records/s
 BenchmarkKeyOrdered/n=4-2   	       1	1 ns/op	       4000 records/s
 `
-	b := `BenchmarkThree/strom-2      	 1	 1 ns/op	   4000000 records/s
-BenchmarkThree/gostreams-2  	 1	 1 ns/op	    220000 records/s
-BenchmarkThree/rill-2       	 1	 1 ns/op	    200000 records/s
+	b := `BenchmarkTurns/three/strom-vs-gostreams-2  	 1	 5000000000 ns/op	 220000 base-records/s	 4000000 records/s	 18.18 x-turns
+BenchmarkTurns/three/strom-vs-rill-2  	 1	 5000000000 ns/op	 200000 base-records/s	 4000000 records/s	 20.00 x-turns
 BenchmarkIndexMemory-2   1   1 ns/op   50.0 index-MiB
 `
 	ma, ha, err := parse(strings.NewReader(a), nil)

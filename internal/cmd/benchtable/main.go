@@ -321,21 +321,17 @@ func compactionRows() []row {
 		bench:     "BenchmarkCompaction/clean",
 		unit:      "MB/s",
 		formatter: func(v float64) string { return fmt.Sprintf("%.0f MB/s", v) },
-	}, {
+	}, withTurns("BenchmarkCompaction/append/turns", row{
 		figure:    "appends to a compacted topic, passes back to back vs no cleaner",
-		bench:     "BenchmarkCompaction/append/cleaner=on",
-		unit:      "records/s",
-		baseline:  "BenchmarkCompaction/append/cleaner=off",
-		baseUnit:  "records/s",
 		target:    ">= 0.5x",
 		minRatio:  0.5,
 		formatter: millions,
-	}}
+	})}
 }
 
 // relayRows are issue 7's figures, from internal/bench: the Kafka relay in
 // both directions against kfake, strom beside a plain franz-go loop doing
-// the same work in the same run (the ratio is the cost of strom's
+// the same work, in turns in one process (the ratio is the cost of strom's
 // guarantees).
 func relayRows() []row {
 	var rs []row
@@ -344,38 +340,45 @@ func relayRows() []row {
 		{"BenchmarkRelayKafkaToLog", "relay Kafka -> log (kfake)"},
 	} {
 		for _, size := range []struct{ name, figure string }{{"100B", "100 B"}, {"1KiB", "1 KiB"}} {
-			rs = append(rs, row{
+			rs = append(rs, withTurns(dir.name+"/"+size.name+"/turns", row{
 				figure:    fmt.Sprintf("%s, %s, strom vs plain franz-go loop", dir.figure, size.figure),
-				bench:     dir.name + "/" + size.name + "/strom",
-				unit:      "records/s",
-				baseline:  dir.name + "/" + size.name + "/franz",
-				baseUnit:  "records/s",
 				target:    ">= 0.8x",
 				minRatio:  0.8,
 				formatter: rate,
-			})
+			}))
 		}
 	}
 	return rs
+}
+
+// turnsRow is a ratio row of internal/bench's BenchmarkTurns/pair: the
+// figure's and its baseline's median rates over their turns in one
+// process, and the median over the pairs of turns of the figure's rate
+// over the baseline's (x-turns), a round's ratio; target and minRatio as
+// in row ("" and 0: not judged).
+func turnsRow(figure, pair, target string, minRatio float64) row {
+	return withTurns("BenchmarkTurns/"+pair, row{figure: figure, target: target, minRatio: minRatio, formatter: millions})
+}
+
+// withTurns makes r a ratio row of bench, a benchmark that measured the
+// figure and its baseline in turns in one process and reported records/s,
+// base-records/s and x-turns (BenchmarkTurns, BenchmarkCompaction/append/turns).
+func withTurns(bench string, r row) row {
+	r.bench, r.unit, r.baseline, r.baseUnit, r.ratioUnit = bench, "records/s", bench, "base-records/s", "x-turns"
+	return r
 }
 
 // pipelineRows are issue 6's figures, from internal/bench.
 func pipelineRows() []row {
 	const (
 		three   = "BenchmarkThree/strom"
-		goStr   = "BenchmarkThree/gostreams"
-		rillB   = "BenchmarkThree/rill"
 		fromLog = "BenchmarkThreeFromLog/rw"
-		roLog   = "BenchmarkThreeFromLog/ro"
-		reuse   = "BenchmarkThreeFromLog/rw-reuse"
 		keyed   = "BenchmarkKeyOrdered/n="
 	)
 	perRecord := func(v float64) bool { return v < 0.01 } // per batch at most, never per record
 	rs := []row{
-		{figure: "3 stages from memory (64 B), strom vs go-streams", bench: three, unit: "records/s",
-			baseline: goStr, baseUnit: "records/s", target: ">= 20x", minRatio: 20, formatter: millions},
-		{figure: "3 stages from memory (64 B), strom vs rill", bench: three, unit: "records/s",
-			baseline: rillB, baseUnit: "records/s", target: ">= 8x", minRatio: 8, formatter: millions},
+		turnsRow("3 stages from memory (64 B), strom vs go-streams", "three/strom-vs-gostreams", ">= 20x", 20),
+		turnsRow("3 stages from memory (64 B), strom vs rill", "three/strom-vs-rill", ">= 8x", 8),
 		{figure: "3 stages from memory, strom allocations", bench: three, unit: "allocs/op",
 			target: "< 0.01/record", formatter: allocs, meets: perRecord},
 		{figure: "3 stages from memory, OpenTelemetry SDK metrics on vs none installed", bench: "BenchmarkThreeTelemetry/metrics", unit: "records/s",
@@ -388,14 +391,11 @@ func pipelineRows() []row {
 			baseline: "BenchmarkThreeLivePage/off", baseUnit: "records/s", target: ">= 0.99x", minRatio: 0.99, formatter: millions},
 		{figure: "  same, events the page's client read", bench: "BenchmarkThreeLivePage/open", unit: "events/s",
 			formatter: func(v float64) string { return fmt.Sprintf("%.2f /s", v) }},
-		{figure: "3 stages from a log replay + FileStore vs go-streams in memory", bench: fromLog, unit: "records/s",
-			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
-		{figure: "  same, with source.ReuseBytes (record bytes valid until the next Read)", bench: reuse, unit: "records/s",
-			baseline: goStr, baseUnit: "records/s", target: ">= 10x", minRatio: 10, formatter: millions},
+		turnsRow("3 stages from a log replay + FileStore vs go-streams in memory", "replay/rw-vs-gostreams", ">= 10x", 10),
+		turnsRow("  same, with source.ReuseBytes (record bytes valid until the next Read)", "replay/rw-reuse-vs-gostreams", ">= 10x", 10),
 		{figure: "3 stages from a log replay + FileStore, allocations", bench: fromLog, unit: "allocs/record",
 			target: "< 0.01/record", formatter: allocs, meets: perRecord},
-		{figure: "read-only follower replay vs the writer's (read-write) replay", bench: roLog, unit: "records/s",
-			baseline: fromLog, baseUnit: "records/s", target: ">= 0.83x (within 1.2x)", minRatio: 1 / 1.2, formatter: millions},
+		turnsRow("read-only follower replay vs the writer's (read-write) replay", "replay/ro-vs-rw", ">= 0.83x (within 1.2x)", 1/1.2),
 		{figure: "tail follower, FileStore, default policy: checkpoint saves", bench: "BenchmarkTailFollow", unit: "saves/s",
 			target: "<= 10 /s", formatter: func(v float64) string { return fmt.Sprintf("%.1f /s", v) },
 			meets: func(v float64) bool { return v <= 10 }},
@@ -508,34 +508,26 @@ func exactlyOnceRows() []row {
 // windowed join's medians were 0.19x and 0.19x, 0.19x and 0.14x, 0.17x and
 // 0.18x in three pairs of runs (issue 24: closer, not always within 15%).
 func joinRows() []row {
-	const stateless, lookup = "BenchmarkJoin/stateless", "BenchmarkJoin/lookup"
 	return []row{
-		{figure: "stream-table join, 100,000 keys in the table (64 B), vs the 3 stages looking keys up in a Go map", bench: "BenchmarkJoin/table/none", unit: "records/s",
-			baseline: lookup, baseUnit: "records/s", formatter: millions},
+		turnsRow("stream-table join, 100,000 keys in the table (64 B), vs the 3 stages looking keys up in a Go map", "join/table-vs-lookup", "", 0),
 		{figure: "  same, allocations", bench: "BenchmarkJoin/table/none", unit: "allocs/record", formatter: allocs},
-		{figure: "  same, table checkpointed to a MemoryStore", bench: "BenchmarkJoin/table/memory", unit: "records/s",
-			baseline: lookup, baseUnit: "records/s", formatter: millions},
+		turnsRow("  same, table checkpointed to a MemoryStore", "join/table-memory-vs-lookup", "", 0),
 		{figure: "  table state per key (snapshot / 100,000 keys)", bench: "BenchmarkJoin/table/memory", unit: "state-B/key", formatter: bytesPerKey},
-		{figure: "windowed stream-stream join, 10 s bound, 1 pair per record (64 B), vs the same lookup", bench: "BenchmarkJoin/window/none", unit: "records/s",
-			baseline: lookup, baseUnit: "records/s", formatter: millions},
-		{figure: "  same, state checkpointed to a MemoryStore", bench: "BenchmarkJoin/window/memory", unit: "records/s",
-			baseline: lookup, baseUnit: "records/s", formatter: millions},
+		turnsRow("windowed stream-stream join, 10 s bound, 1 pair per record (64 B), vs the same lookup", "join/window-vs-lookup", "", 0),
+		turnsRow("  same, state checkpointed to a MemoryStore", "join/window-memory-vs-lookup", "", 0),
 		{figure: "  join state per key held (snapshot of the last 10 s / 10,000 keys)", bench: "BenchmarkJoin/window/memory", unit: "state-B/key", formatter: bytesPerKey},
-		{figure: "the stateless 3 stages beside the joins, same run (no lookup: a ratio to them follows the L3 cache left)", bench: stateless, unit: "records/s", formatter: millions},
 	}
 }
 
 func statefulRows() []row {
 	const (
-		stateless = "BenchmarkWindow/stateless"
-		window    = "BenchmarkWindow/tumbling/"
-		agg       = "BenchmarkAggregate/count/"
-		cost      = "save-ns/record"    // with a store minus without, measured side by side
-		without   = "without-ns/record" // the same pipeline without a store
+		window  = "BenchmarkWindow/tumbling/"
+		agg     = "BenchmarkAggregate/count/"
+		cost    = "save-ns/record"    // with a store minus without, measured side by side
+		without = "without-ns/record" // the same pipeline without a store
 	)
 	return []row{
-		{figure: "tumbling 1-min window count, 1,000 keys (64 B), vs the stateless 3 stages", bench: window + "none", unit: "records/s",
-			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		turnsRow("tumbling 1-min window count, 1,000 keys (64 B), vs the stateless 3 stages", "stateful/tumbling-vs-stateless", "", 0),
 		{figure: "  same, allocations", bench: window + "none", unit: "allocs/record", formatter: allocs},
 		{figure: "  window state per key open (last snapshot / 1,000 keys)", bench: window + "memory", unit: "state-B/key", formatter: bytesPerKey},
 		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: window + "memory", unit: cost,
@@ -548,8 +540,7 @@ func statefulRows() []row {
 			beside: without, formatter: perRecordNanos},
 		{figure: "  cost of saving state, FileStore, CheckpointEachBatch (worst case)", bench: window + "file-each-batch", unit: cost,
 			beside: without, formatter: perRecordNanos},
-		{figure: "Aggregate count, 1,000 keys (64 B), vs the stateless 3 stages", bench: agg + "none", unit: "records/s",
-			baseline: stateless, baseUnit: "records/s", formatter: millions},
+		turnsRow("Aggregate count, 1,000 keys (64 B), vs the stateless 3 stages", "stateful/aggregate-vs-stateless", "", 0),
 		{figure: "  aggregate state per key (last snapshot / 1,000 keys)", bench: agg + "memory", unit: "state-B/key", formatter: bytesPerKey},
 		{figure: "  cost of saving state, MemoryStore, default policy (vs no store)", bench: agg + "memory", unit: cost,
 			beside: without, formatter: perRecordNanos},
@@ -655,11 +646,13 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // tableNotes is printed under the table.
 const tableNotes = `measured, baseline: the median of the rounds; ratio: the median of the per-round ratios (a round's
-figure over its baseline measured next to it, each side in a process of its own, after a sync); spread:
-the lowest and the highest of those ratios (or values, for a figure without a baseline), and how many
-rounds. A family's rounds are spread over the whole run (round 1 of every family, then round 2, ...).
-Families of figures without a baseline run once; the others -rounds (ROUNDS, default 5), the appends
-and the joins at least 9 (their single rounds scatter most); the appends' sides write the same records
+figure over its baseline measured next to it, each side in a process of its own, after a sync; for the
+pipelines in memory, the compacted appends and the relay, a round is one process in which the two sides
+took 10 or 12 pairs of turns of about 200 ms, and its ratio the median of the pairs'); spread: the lowest
+and the highest of those ratios (or values, for a figure without a baseline), and how many rounds. A
+family's rounds are spread over the whole run (round 1 of every family, then round 2, ...). Families of
+figures without a baseline run once; the others -rounds (ROUNDS, default 5), the appends and the synced
+appends at least 9 (their single rounds scatter most); the appends' sides write the same records
 (-benchtime 8000000x for 64 B, 800000x for 1 KiB; 2000000x for 64 B one a call and the mapped store
 loop, bound by the CPU), the Kafka window runs 6 ops a side (6x), the recovery family 10 (10x) and
 the strom command's one (1x). The verdict is on the median.

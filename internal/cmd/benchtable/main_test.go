@@ -37,17 +37,20 @@ PASS
 	assert.Regexp(t, `append 1KiB, file, 1/call, synced at the end\s+-.*not run`, s)
 }
 
-// TestRenderPipelineFigures ensures issue 6's rows pair strom with the
-// go-streams, rill, read-write and n=1 baselines of the same run, judge
+// TestRenderPipelineFigures ensures issue 6's rows take strom's ratios to
+// go-streams, rill and the read-write replay from their turns in one
+// process (BenchmarkTurns' x-turns), pair n=4 with the n=1 baseline of the
+// same run, judge
 // value-only targets (allocations, saves per second, issue 17's time to
 // the first checkpoint), and show latency without a verdict.
 func TestRenderPipelineFigures(t *testing.T) {
 	in := `pkg: github.com/strom-dev/strom/internal/bench
 BenchmarkThree/strom-2      	 9000000	 125.0 ns/op	   8000000 records/s	       0 B/op	       0 allocs/op
-BenchmarkThree/gostreams-2  	  500000	  2200 ns/op	    400000 records/s	     256 B/op	       2 allocs/op
-BenchmarkThree/rill-2       	  800000	  1250 ns/op	    800000 records/s	       0 B/op	       0 allocs/op
 BenchmarkThreeFromLog/rw-2  	       2	 500000000 ns/op	 0.0025 allocs/record	   2000000 records/s	 600000000 B/op	    2600 allocs/op
-BenchmarkThreeFromLog/ro-2  	       1	 900000000 ns/op	 0.0150 allocs/record	   1000000 records/s	 900000000 B/op	   16000 allocs/op
+BenchmarkTurns/three/strom-vs-gostreams-2  	 1	 5000000000 ns/op	 400000 base-records/s	 8000000 records/s	 20 x-turns
+BenchmarkTurns/three/strom-vs-rill-2  	 1	 5000000000 ns/op	 800000 base-records/s	 8000000 records/s	 10 x-turns
+BenchmarkTurns/replay/rw-vs-gostreams-2  	 1	 5000000000 ns/op	 400000 base-records/s	 2000000 records/s	 5 x-turns
+BenchmarkTurns/replay/ro-vs-rw-2  	 1	 5000000000 ns/op	 2000000 base-records/s	 1000000 records/s	 0.5 x-turns
 BenchmarkTailFollow-2       	       1	3000000000 ns/op	 0.27 p50-ms	 1.37 p99-ms	 2538 records	 4.99 saves/s
 BenchmarkKeyOrdered/n=1-2   	       1	1161559198 ns/op	       880 records/s
 BenchmarkKeyOrdered/n=4-2   	       4	 306152979 ns/op	      3344 records/s
@@ -77,14 +80,12 @@ PASS
 }
 
 // TestRenderRelayFigures ensures issue 7's rows pair each strom relay with
-// the plain franz-go loop of the same direction and size in the same run,
+// the plain franz-go loop of the same direction and size, from their turns,
 // judge the 0.8x target, and mark a direction that did not run.
 func TestRenderRelayFigures(t *testing.T) {
 	in := `pkg: github.com/strom-dev/strom/internal/bench
-BenchmarkRelayLogToKafka/100B/strom-2   	      16	  66891806 ns/op	   1500000 records/s
-BenchmarkRelayLogToKafka/100B/franz-2   	      28	  45513834 ns/op	   2000000 records/s
-BenchmarkRelayLogToKafka/1KiB/strom-2   	      30	  40250319 ns/op	    450000 records/s
-BenchmarkRelayLogToKafka/1KiB/franz-2   	      55	  48628188 ns/op	    500000 records/s
+BenchmarkRelayLogToKafka/100B/turns-2   	       1	5066891806 ns/op	   2000000 base-records/s	   1500000 records/s	 0.75 x-turns
+BenchmarkRelayLogToKafka/1KiB/turns-2   	       1	5040250319 ns/op	    500000 base-records/s	    450000 records/s	 0.90 x-turns
 PASS
 `
 	m, _, err := parse(strings.NewReader(in), nil)
@@ -97,13 +98,13 @@ PASS
 	assert.Regexp(t, `relay Kafka -> log \(kfake\), 100 B, strom vs plain franz-go loop\s+-\s+-\s+-\s+-\s+>= 0.8x\s+not run`, s)
 }
 
-// TestRenderStatefulFigures ensures issue 9's rows divide the window's and
-// Aggregate's records/s by the stateless pipeline of the same run, show
+// TestRenderStatefulFigures ensures issue 9's rows take the window's and
+// Aggregate's ratios to the stateless pipeline from their turns, show
 // the cost of saving state per record the benchmark measured beside the
 // same pipeline without a store, and show state bytes per key.
 func TestRenderStatefulFigures(t *testing.T) {
 	in := `pkg: github.com/strom-dev/strom/internal/bench
-BenchmarkWindow/stateless-2   	15611941	        80.00 ns/op	         0.0000073 allocs/record	  12500000 records/s	       0 B/op	       0 allocs/op
+BenchmarkTurns/stateful/tumbling-vs-stateless-2  	 1	 5000000000 ns/op	 12500000 base-records/s	 8000000 records/s	 0.64 x-turns
 BenchmarkWindow/tumbling/none-2     	 8045126	       125.0 ns/op	         0.08391 allocs/record	   8000000 records/s	       2 B/op	       0 allocs/op
 BenchmarkWindow/tumbling/memory-2   	 7365334	       135.5 ns/op	         0.08468 allocs/record	   7380000 records/s	        10.50 save-ns/record	       106.2 saves/s	     25397 state-B	        25.40 state-B/key	       125.0 without-ns/record	       8 B/op	       0 allocs/op
 BenchmarkWindow/tumbling/memory-each-batch-2         	 2380234	       493.1 ns/op	         0.1476 allocs/record	   2028263 records/s	       368.1 save-ns/record	      1982 saves/s	       125.0 without-ns/record	     246 B/op	       0 allocs/op

@@ -125,6 +125,15 @@ var appendRecords = map[string]string{"64B": "8000000x", "1KiB": "800000x"}
 
 const oneACall64B = "2000000x"
 
+// turnsPairs are internal/bench's BenchmarkTurns pairs, one process each.
+var turnsPairs = []string{
+	"BenchmarkTurns/three/strom-vs-gostreams", "BenchmarkTurns/three/strom-vs-rill",
+	"BenchmarkTurns/replay/rw-vs-gostreams", "BenchmarkTurns/replay/rw-reuse-vs-gostreams", "BenchmarkTurns/replay/ro-vs-rw",
+	"BenchmarkTurns/stateful/tumbling-vs-stateless", "BenchmarkTurns/stateful/aggregate-vs-stateless",
+	"BenchmarkTurns/join/table-vs-lookup", "BenchmarkTurns/join/table-memory-vs-lookup",
+	"BenchmarkTurns/join/window-vs-lookup", "BenchmarkTurns/join/window-memory-vs-lookup",
+}
+
 // families is what make bench runs, in order. Every figure of rows() is in
 // one; benchmarks the table does not show are not run (go test -bench runs
 // them).
@@ -155,24 +164,27 @@ func families() []family {
 		}
 	}
 	fs = append(fs,
-		family{name: "synced appends", pkg: "./log/", sides: synced},
+		// The synced appends wait on the VM disk's fsync: their rounds
+		// scattered 7-13% (sd) in issue 24's fourth pair of runs.
+		family{name: "synced appends", pkg: "./log/", sides: synced, rounds: 9},
 		family{name: "recovery", pkg: "./log/", sides: []string{"BenchmarkRecovery/value=64B", "BenchmarkRecovery/value=1KiB"}, benchtime: "10x"},
-		family{name: "compaction", pkg: "./log/", sides: []string{"BenchmarkCompaction/append/cleaner=off", "BenchmarkCompaction/append/cleaner=on"}},
+		family{name: "compaction", pkg: "./log/", sides: []string{"BenchmarkCompaction/append/turns"}, benchtime: "1x"},
 		family{name: "log, value only", pkg: "./log/", once: true, sides: []string{"BenchmarkCompaction/clean",
 			"BenchmarkFollowLatency", "BenchmarkIndexMemory", "BenchmarkIdlePartitionDisk", "BenchmarkOpenDamagedLength"}},
-		family{name: "three stages", pkg: "./internal/bench/", sides: []string{"BenchmarkThree/strom", "BenchmarkThree/gostreams",
-			"BenchmarkThree/rill", "BenchmarkThreeTelemetry/metrics", "BenchmarkThreeFromLog/rw", "BenchmarkThreeFromLog/ro",
-			"BenchmarkThreeFromLog/rw-reuse"}, rounds: 5},
+		family{name: "three stages", pkg: "./internal/bench/", sides: []string{"BenchmarkThree/strom",
+			"BenchmarkThreeTelemetry/metrics", "BenchmarkThreeFromLog/rw"}},
 		// A run of 3 s holds 3 of the page's samples (one a second).
 		family{name: "live page", pkg: "./internal/bench/", sides: []string{"BenchmarkThreeLivePage/off", "BenchmarkThreeLivePage/open"}, benchtime: "3s"},
 		family{name: "KeyOrdered", pkg: "./internal/bench/", sides: []string{"BenchmarkKeyOrdered/n=1", "BenchmarkKeyOrdered/n=4", "BenchmarkKeyOrdered/n=16"}},
-		family{name: "stateful stages", pkg: "./internal/bench/", sides: []string{"BenchmarkWindow/stateless", "BenchmarkWindow/tumbling", "BenchmarkAggregate"}},
-		family{name: "joins", pkg: "./internal/bench/", sides: []string{"BenchmarkJoin/stateless", "BenchmarkJoin/lookup", "BenchmarkJoin/table", "BenchmarkJoin/window"}, rounds: 9},
-		family{name: "relay", pkg: "./internal/bench/", sides: []string{
-			"BenchmarkRelayLogToKafka/100B/strom", "BenchmarkRelayLogToKafka/100B/franz",
-			"BenchmarkRelayLogToKafka/1KiB/strom", "BenchmarkRelayLogToKafka/1KiB/franz",
-			"BenchmarkRelayKafkaToLog/100B/strom", "BenchmarkRelayKafkaToLog/100B/franz",
-			"BenchmarkRelayKafkaToLog/1KiB/strom", "BenchmarkRelayKafkaToLog/1KiB/franz"}, rounds: 5},
+		// The pipelines' ratios to other pipelines in memory, each pair in
+		// turns of 200 ms in one process (internal/bench's BenchmarkTurns).
+		family{name: "turns", pkg: "./internal/bench/", sides: turnsPairs, benchtime: "1x"},
+		family{name: "stateful stages", pkg: "./internal/bench/", sides: []string{"BenchmarkWindow/tumbling", "BenchmarkAggregate"}},
+		// The joins' allocations and state per key: their rates are turns'.
+		family{name: "joins", pkg: "./internal/bench/", once: true, sides: []string{"BenchmarkJoin/table", "BenchmarkJoin/window"}},
+		family{name: "relay", pkg: "./internal/bench/", benchtime: "1x", sides: []string{
+			"BenchmarkRelayLogToKafka/100B/turns", "BenchmarkRelayLogToKafka/1KiB/turns",
+			"BenchmarkRelayKafkaToLog/100B/turns", "BenchmarkRelayKafkaToLog/1KiB/turns"}},
 		// Each op is one windowed count of 120,000 records after the group
 		// formed; at 1s, 3 members measured a single op (its group takes a
 		// second to form) and moved 0.74x to 0.98x of 1 member.
