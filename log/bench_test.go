@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -45,35 +46,48 @@ func BenchmarkSegmentAppend(b *testing.B) {
 		for _, size := range benchSizes {
 			for _, batch := range []int{1, 64, 1024} {
 				b.Run(fmt.Sprintf("mode=%s/value=%s/batch=%d", mode, sizeName(size), batch), func(b *testing.B) {
-					lg, err := log.Open(b.TempDir(), log.WithMode(mode))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer lg.Close()
-					tp, _ := lg.CreateTopic("bench", 1)
-					p, _ := tp.Partition(0)
-					recs := make([]log.Record, batch)
-					for i := range recs {
-						recs[i] = log.Record{Value: make([]byte, size), Timestamp: 1}
-					}
-					ctx := context.Background()
 					b.SetBytes(int64(size))
-					settle()
-					b.ResetTimer()
-					for i := 0; i < b.N; i += batch {
-						n := min(batch, b.N-i)
-						if _, err := p.Append(ctx, recs[:n]...); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := p.Sync(); err != nil {
-						b.Fatal(err)
-					}
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+					reportRecords(b, b.N, appendRun(b, b.TempDir(), mode, size, batch, b.N, b.ResetTimer))
 				})
 			}
 		}
 	}
+}
+
+// reportRecords reports n records in elapsed as records/s.
+func reportRecords(b *testing.B, n int, elapsed time.Duration) {
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
+}
+
+// appendRun appends n records of size bytes to one partition of a new log
+// in dir, batch a call, then Syncs, and returns the time from start (called
+// once the log is open and the machine settled) to the end of the Sync.
+func appendRun(b *testing.B, dir string, mode log.Mode, size, batch, n int, start func()) time.Duration {
+	lg, err := log.Open(dir, log.WithMode(mode))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lg.Close()
+	tp, _ := lg.CreateTopic("bench", 1)
+	p, _ := tp.Partition(0)
+	recs := make([]log.Record, batch)
+	for i := range recs {
+		recs[i] = log.Record{Value: make([]byte, size), Timestamp: 1}
+	}
+	ctx := context.Background()
+	settle()
+	start()
+	t0 := time.Now()
+	for i := 0; i < n; i += batch {
+		k := min(batch, n-i)
+		if _, err := p.Append(ctx, recs[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
 }
 
 // BenchmarkBaselineFramedPwrite is a bare loop framing records (length,
@@ -82,37 +96,45 @@ func BenchmarkSegmentAppend(b *testing.B) {
 // it beside their ratio to BenchmarkBaselineDurablePwrite, which says why
 // the latter is the one judged.
 func BenchmarkBaselineFramedPwrite(b *testing.B) {
-	table := crc32.MakeTable(crc32.Castagnoli)
 	for _, size := range benchSizes {
 		b.Run("value="+sizeName(size), func(b *testing.B) {
-			f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
-			body := make([]byte, size+32)
-			frame := (8 + len(body) + 7) &^ 7
-			buf := make([]byte, 0, 64<<10)
-			var pos int64
 			b.SetBytes(int64(size))
-			settle()
-			b.ResetTimer()
-			for range b.N {
-				if len(buf)+frame > cap(buf) {
-					if _, err := f.WriteAt(buf, pos); err != nil {
-						b.Fatal(err)
-					}
-					pos += int64(len(buf))
-					buf = buf[:0]
-				}
-				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(body)))
-				buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(body, table))
-				buf = append(buf, body...)
-				buf = buf[:len(buf)+frame-8-len(body)]
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			reportRecords(b, b.N, framedRun(b, b.TempDir(), size, b.N, b.ResetTimer))
 		})
 	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// framedRun frames n records of size bytes into one file in dir, never
+// synced, and returns the time from start on.
+func framedRun(b *testing.B, dir string, size, n int, start func()) time.Duration {
+	f, err := os.Create(filepath.Join(dir, "baseline"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	body := make([]byte, size+32)
+	frame := (8 + len(body) + 7) &^ 7
+	buf := make([]byte, 0, 64<<10)
+	var pos int64
+	settle()
+	start()
+	t0 := time.Now()
+	for range n {
+		if len(buf)+frame > cap(buf) {
+			if _, err := f.WriteAt(buf, pos); err != nil {
+				b.Fatal(err)
+			}
+			pos += int64(len(buf))
+			buf = buf[:0]
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(body)))
+		buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(body, castagnoli))
+		buf = append(buf, body...)
+		buf = buf[:len(buf)+frame-8-len(body)]
+	}
+	return time.Since(t0)
 }
 
 // BenchmarkBaselineDurablePwrite is the machine's limit for writing a log
@@ -130,40 +152,47 @@ func BenchmarkBaselineFramedPwrite(b *testing.B) {
 // the disk's write rate (about 1 GB/s); the log's appends, sealer on, took
 // 94 to 110 (with the seal's sync switched off, 60).
 func BenchmarkBaselineDurablePwrite(b *testing.B) {
-	table := crc32.MakeTable(crc32.Castagnoli)
 	for _, size := range benchSizes {
 		b.Run("value="+sizeName(size), func(b *testing.B) {
-			fs := newFileSyncer(b)
-			create := func() *os.File { return fs.create(0) }
-			f := create()
-			body := make([]byte, size+32)
-			frame := (8 + len(body) + 7) &^ 7
-			buf := make([]byte, 0, 64<<10)
-			var pos int64
 			b.SetBytes(int64(size))
-			settle()
-			b.ResetTimer()
-			for range b.N {
-				if len(buf)+frame > cap(buf) {
-					if pos+int64(len(buf)) > baselineFileBytes {
-						fs.seal(f)
-						f, pos = create(), 0
-					}
-					if _, err := f.WriteAt(buf, pos); err != nil {
-						b.Fatal(err)
-					}
-					pos += int64(len(buf))
-					buf = buf[:0]
-				}
-				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(body)))
-				buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(body, table))
-				buf = append(buf, body...)
-				buf = buf[:len(buf)+frame-8-len(body)]
-			}
-			fs.finish(f)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			reportRecords(b, b.N, durableRun(b, b.TempDir(), size, b.N, b.ResetTimer))
 		})
 	}
+}
+
+// durableRun frames n records of size bytes into files of 64 MiB in dir,
+// each fdatasynced by a second goroutine once full, and returns the time
+// from start until every file is synced.
+func durableRun(b *testing.B, dir string, size, n int, start func()) time.Duration {
+	fs := newFileSyncer(b, dir)
+	create := func() *os.File { return fs.create(0) }
+	f := create()
+	body := make([]byte, size+32)
+	frame := (8 + len(body) + 7) &^ 7
+	buf := make([]byte, 0, 64<<10)
+	var pos int64
+	settle()
+	start()
+	t0 := time.Now()
+	for range n {
+		if len(buf)+frame > cap(buf) {
+			if pos+int64(len(buf)) > baselineFileBytes {
+				fs.seal(f)
+				f, pos = create(), 0
+			}
+			if _, err := f.WriteAt(buf, pos); err != nil {
+				b.Fatal(err)
+			}
+			pos += int64(len(buf))
+			buf = buf[:0]
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(body)))
+		buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(body, castagnoli))
+		buf = append(buf, body...)
+		buf = buf[:len(buf)+frame-8-len(body)]
+	}
+	fs.finish(f)
+	return time.Since(t0)
 }
 
 // BenchmarkBaselineMappedStore is the machine's limit for the ModeMmap
@@ -175,47 +204,54 @@ func BenchmarkBaselineDurablePwrite(b *testing.B) {
 // faults a mapped append pays and nothing else: what BenchmarkSegmentAppend
 // (mode=mmap, batch=1) takes beyond it is the log's own cost per call.
 func BenchmarkBaselineMappedStore(b *testing.B) {
-	table := crc32.MakeTable(crc32.Castagnoli)
 	for _, size := range benchSizes {
 		b.Run("value="+sizeName(size), func(b *testing.B) {
-			fs := newFileSyncer(b)
-			var f *os.File
-			var mm []byte
-			create := func() {
-				f = fs.create(baselineFileBytes)
-				var err error
-				if mm, err = unix.Mmap(int(f.Fd()), 0, baselineFileBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
-					b.Fatal(err)
-				}
-			}
-			create()
-			body := make([]byte, size+32)
-			frame := (8 + len(body) + 7) &^ 7
-			pos := 0
 			b.SetBytes(int64(size))
-			settle()
-			b.ResetTimer()
-			for range b.N {
-				if pos+frame > baselineFileBytes {
-					if err := unix.Munmap(mm); err != nil {
-						b.Fatal(err)
-					}
-					fs.seal(f)
-					create()
-					pos = 0
-				}
-				binary.LittleEndian.PutUint32(mm[pos+4:], crc32.Checksum(body, table))
-				copy(mm[pos+8:], body)
-				binary.LittleEndian.PutUint32(mm[pos:], uint32(len(body)))
-				pos += frame
-			}
+			reportRecords(b, b.N, mappedRun(b, b.TempDir(), size, b.N, b.ResetTimer))
+		})
+	}
+}
+
+// mappedRun stores n records of size bytes into mapped files of 64 MiB in
+// dir, each fdatasynced by a second goroutine once full, and returns the
+// time from start until every file is synced.
+func mappedRun(b *testing.B, dir string, size, n int, start func()) time.Duration {
+	fs := newFileSyncer(b, dir)
+	var f *os.File
+	var mm []byte
+	create := func() {
+		f = fs.create(baselineFileBytes)
+		var err error
+		if mm, err = unix.Mmap(int(f.Fd()), 0, baselineFileBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			b.Fatal(err)
+		}
+	}
+	create()
+	body := make([]byte, size+32)
+	frame := (8 + len(body) + 7) &^ 7
+	pos := 0
+	settle()
+	start()
+	t0 := time.Now()
+	for range n {
+		if pos+frame > baselineFileBytes {
 			if err := unix.Munmap(mm); err != nil {
 				b.Fatal(err)
 			}
-			fs.finish(f)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-		})
+			fs.seal(f)
+			create()
+			pos = 0
+		}
+		binary.LittleEndian.PutUint32(mm[pos+4:], crc32.Checksum(body, castagnoli))
+		copy(mm[pos+8:], body)
+		binary.LittleEndian.PutUint32(mm[pos:], uint32(len(body)))
+		pos += frame
 	}
+	if err := unix.Munmap(mm); err != nil {
+		b.Fatal(err)
+	}
+	fs.finish(f)
+	return time.Since(t0)
 }
 
 // baselineFileBytes is the size of the baselines' files: the default
@@ -235,8 +271,8 @@ type fileSyncer struct {
 	synced chan error
 }
 
-func newFileSyncer(b *testing.B) *fileSyncer {
-	fs := &fileSyncer{b: b, dir: b.TempDir(), sealed: make(chan *os.File, 1024), synced: make(chan error, 1)}
+func newFileSyncer(b *testing.B, dir string) *fileSyncer {
+	fs := &fileSyncer{b: b, dir: dir, sealed: make(chan *os.File, 1024), synced: make(chan error, 1)}
 	go func() {
 		var first error
 		for f := range fs.sealed {

@@ -72,7 +72,7 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 		dirty, wb := dirtyKiB()
 		unix.Sync()
 		runtime.GC()
-		benchtime := inv.family.benchtimeOf(inv.side, cfg.benchtime)
+		benchtime := inv.family.benchtimeOf(cfg.benchtime)
 		fmt.Fprintf(w, "# %s, round %d/%d: %s (-benchtime %s; before it: dirty %d KiB, writeback %d KiB, synced; load %s) [%d/%d, %s]\n",
 			inv.family.name, inv.round, inv.rounds, inv.side, benchtime, dirty, wb, loadAverage(readFile("/proc/loadavg")),
 			i+1, len(plan), time.Since(start).Round(time.Second))

@@ -60,21 +60,11 @@ func TestScheduleInterleavesTheSidesRoundByRound(t *testing.T) {
 	assert.Len(t, schedule(fams, 0), 2+2+3, "rounds below 1 run one")
 }
 
-// TestBenchtimeOfASideIsItsOwnThenItsFamilysThenTheRuns ensures the
-// appends' one-a-call sides can write fewer records than their family.
-func TestBenchtimeOfASideIsItsOwnThenItsFamilysThenTheRuns(t *testing.T) {
-	f := family{benchtime: "8x", sideBenchtime: map[string]string{"A": "2x"}}
-	assert.Equal(t, "2x", f.benchtimeOf("A", "1s"))
-	assert.Equal(t, "8x", f.benchtimeOf("B", "1s"))
-	assert.Equal(t, "1s", (&family{}).benchtimeOf("B", "1s"))
-	for _, fam := range families() {
-		if !strings.HasPrefix(fam.name, "appends ") {
-			continue
-		}
-		for side := range fam.sideBenchtime {
-			assert.Contains(t, fam.sides, side, "a side of %s given its own -benchtime", fam.name)
-		}
-	}
+// TestBenchtimeOfAFamilyIsItsOwnThenTheRuns ensures a family's -benchtime
+// (the turns' 1x) overrides the run's, and the run's holds otherwise.
+func TestBenchtimeOfAFamilyIsItsOwnThenTheRuns(t *testing.T) {
+	assert.Equal(t, "8x", (&family{benchtime: "8x"}).benchtimeOf("1s"))
+	assert.Equal(t, "1s", (&family{}).benchtimeOf("1s"))
 }
 
 // TestScheduleRunsAFamilyItsOwnLeastRounds ensures a family asking for

@@ -200,15 +200,21 @@ func rows() []row {
 		// ending when all are); the bare loop leaves its whole run in the
 		// page cache, so the 1,024-record rows give the ratio against it
 		// too, without a target (README, "Write modes").
-		base := "BenchmarkBaselineDurablePwrite/value=" + size
+		//
+		// All of them are measured by log's BenchmarkAppendTurns, the sides
+		// taking turns in one process: a row's ratio is the median over its
+		// cycles of turns (<side>-x-durable, -x-mapped, -x-framed).
+		bench := "BenchmarkAppendTurns/value=" + size
 		for _, mode := range []string{"file", "mmap"} {
 			for _, batch := range []string{"1", "64", "1024"} {
+				side := mode + "-" + batch
 				r := row{
 					figure:    fmt.Sprintf("append %s, %s, %s/call, synced at the end", size, mode, batch),
-					bench:     fmt.Sprintf("BenchmarkSegmentAppend/mode=%s/value=%s/batch=%s", mode, size, batch),
-					unit:      "records/s",
-					baseline:  base,
-					baseUnit:  "records/s",
+					bench:     bench,
+					unit:      side + "-records/s",
+					baseline:  bench,
+					baseUnit:  "durable-records/s",
+					ratioUnit: side + "-x-durable",
 					formatter: millions,
 				}
 				switch {
@@ -224,14 +230,14 @@ func rows() []row {
 				if batch == "1" && mode == "mmap" {
 					mapped := r
 					mapped.figure = "  same, against a bare mapped store loop (its page faults)"
-					mapped.baseline = "BenchmarkBaselineMappedStore/value=" + size
+					mapped.baseUnit, mapped.ratioUnit = "mapped-records/s", side+"-x-mapped"
 					mapped.target, mapped.minRatio = "", 0
 					rs = append(rs, mapped)
 				}
 				if batch == "1024" {
 					bare := r
 					bare.figure = "  same, against the bare loop (page cache only)"
-					bare.baseline = "BenchmarkBaselineFramedPwrite/value=" + size
+					bare.baseUnit, bare.ratioUnit = "framed-records/s", side+"-x-framed"
 					bare.target, bare.minRatio = "", 0
 					rs = append(rs, bare)
 				}
@@ -645,17 +651,16 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // tableNotes is printed under the table.
-const tableNotes = `measured, baseline: the median of the rounds; ratio: the median of the per-round ratios (a round's
-figure over its baseline measured next to it, each side in a process of its own, after a sync; for the
-pipelines in memory, the compacted appends and the relay, a round is one process in which the two sides
-took 10 or 12 pairs of turns of about 200 ms, and its ratio the median of the pairs'); spread: the lowest
-and the highest of those ratios (or values, for a figure without a baseline), and how many rounds. A
-family's rounds are spread over the whole run (round 1 of every family, then round 2, ...). Families of
-figures without a baseline run once; the others -rounds (ROUNDS, default 5), the appends and the synced
-appends at least 9 (their single rounds scatter most); the appends' sides write the same records
-(-benchtime 8000000x for 64 B, 800000x for 1 KiB; 2000000x for 64 B one a call and the mapped store
-loop, bound by the CPU), the Kafka window runs 6 ops a side (6x), the recovery family 10 (10x) and
-the strom command's one (1x). The verdict is on the median.
+const tableNotes = `measured, baseline: the median of the rounds; ratio: the median of the per-round ratios; spread: the
+lowest and the highest of those ratios (or values, for a figure without a baseline), and how many
+rounds. A round is one process a side after a sync, the sides next to each other, or, for the appends,
+the pipelines in memory, the compacted appends and the relay, one process in which the sides took
+turns of about 200 ms (8 cycles of a turn of every append side, each the same records: 2,000,000 of
+64 B, 500,000 one a call, 250,000 of 1 KiB; 10 or 12 pairs of turns for the others), its ratio the
+median of the cycles' or pairs'. A family's rounds are spread over the whole run (round 1 of every
+family, then round 2, ...). Families of figures without a baseline run once; the others -rounds
+(ROUNDS, default 5), the synced appends at least 9; the Kafka window runs 6 ops a side (6x), the
+recovery family 10 (10x), the turns and the strom command's one (1x). The verdict is on the median.
 `
 
 // render prints the table: per row the median of the figure's rounds, the

@@ -23,10 +23,8 @@ type family struct {
 	// judged on their value alone (a latency, a memory size), or a family
 	// too long to repeat, whose benchmark measures its baseline beside it.
 	once bool
-	// benchtime overrides the run's -benchtime ("" keeps it), and
-	// sideBenchtime the family's for one side.
-	benchtime     string
-	sideBenchtime map[string]string
+	// benchtime overrides the run's -benchtime ("" keeps it).
+	benchtime string
 	// rounds is the least rounds the family runs (0: the run's): more for
 	// the families whose single rounds scatter most on a shared machine
 	// (the disk's rate for the appends, kfake's CPU for the relay), so
@@ -34,12 +32,9 @@ type family struct {
 	rounds int
 }
 
-// benchtimeOf is the -test.benchtime of side in f: its own, the
-// family's, or the run's (run).
-func (f *family) benchtimeOf(side, run string) string {
-	if bt := f.sideBenchtime[side]; bt != "" {
-		return bt
-	}
+// benchtimeOf is the -test.benchtime of f's sides: the family's, or the
+// run's (run).
+func (f *family) benchtimeOf(run string) string {
 	if f.benchtime != "" {
 		return f.benchtime
 	}
@@ -108,23 +103,6 @@ func benchPattern(side string) string {
 	return strings.Join(parts, "/")
 }
 
-// appendRecords is how many records each side of the appends families
-// writes (-benchtime Nx): about 800 MB of frames for both sizes, so the
-// log's appends and their baselines hand the disk the same bytes. With
-// -benchtime 1s each side wrote what its speed made the framework ask for:
-// 1 KiB appends of 1,024 a call were asked for 1.8 to 2.2 million records
-// (2 GB, near this machine's 2.3 GB background writeback threshold) where
-// their baseline wrote 1.5 million, and measured 0.39x to 0.51x of it;
-// with the same 800,000 records each, 0.83x to 1.48x, median 1.11x
-// (2026-12-03, issue 24). The appends of one 64 B record a call write a
-// quarter of that (oneACall64B), and so does the mapped store loop they are
-// set against: they run at a twentieth (file) and a fifth
-// (mmap) of the disk's rate, bound by the CPU, and took 10 s a round at
-// 8,000,000.
-var appendRecords = map[string]string{"64B": "8000000x", "1KiB": "800000x"}
-
-const oneACall64B = "2000000x"
-
 // turnsPairs are internal/bench's BenchmarkTurns pairs, one process each.
 var turnsPairs = []string{
 	"BenchmarkTurns/three/strom-vs-gostreams", "BenchmarkTurns/three/strom-vs-rill",
@@ -140,22 +118,9 @@ var turnsPairs = []string{
 func families() []family {
 	var fs []family
 	for _, size := range []string{"64B", "1KiB"} {
-		sides := []string{"BenchmarkBaselineDurablePwrite/value=" + size}
-		for _, mode := range []string{"file", "mmap"} {
-			for _, batch := range []string{"1", "64", "1024"} {
-				sides = append(sides, "BenchmarkSegmentAppend/mode="+mode+"/value="+size+"/batch="+batch)
-			}
-		}
-		sides = append(sides, "BenchmarkBaselineMappedStore/value="+size, "BenchmarkBaselineFramedPwrite/value="+size)
-		f := family{name: "appends " + size, pkg: "./log/", sides: sides, benchtime: appendRecords[size], rounds: 9}
-		if size == "64B" {
-			f.sideBenchtime = map[string]string{}
-			for _, mode := range []string{"file", "mmap"} {
-				f.sideBenchtime["BenchmarkSegmentAppend/mode="+mode+"/value=64B/batch=1"] = oneACall64B
-			}
-			f.sideBenchtime["BenchmarkBaselineMappedStore/value=64B"] = oneACall64B
-		}
-		fs = append(fs, f)
+		// The appends and their three baselines take turns in one process
+		// (log's BenchmarkAppendTurns), each turn the same records.
+		fs = append(fs, family{name: "appends " + size, pkg: "./log/", sides: []string{"BenchmarkAppendTurns/value=" + size}, benchtime: "1x"})
 	}
 	synced := []string{"BenchmarkBaselineSyncPerRecord"}
 	for _, mode := range []string{"file", "mmap"} {
