@@ -11,14 +11,15 @@
 //
 // `make bench` runs them with the log's benchmarks and prints one table
 // (internal/cmd/benchtable) in which each strom figure is divided by its
-// baseline measured in the same run, each side in a process of its own
-// (see "Why each side runs alone" below). One family by hand:
+// baseline measured in the same run, each side in a process of its own or
+// the two taking turns in one (see "Why each side runs alone" and the
+// issue 24 sections below). One pair by hand:
 //
-//	go test -run '^$' -bench 'Three/(strom|gostreams)$' -benchmem ./internal/bench/
+//	go test -run '^$' -bench 'Turns/three/strom-vs-gostreams$' -benchtime 1x ./internal/bench/
 //
-// The baseline of the log replay (BenchmarkThreeFromLog/rw) is go-streams
-// from memory (BenchmarkThree/gostreams): the faster of the two ways to
-// feed go-streams, so the stricter ratio; the table's row says so.
+// The baseline of the log replay is go-streams from memory: the faster of
+// the two ways to feed go-streams, so the stricter ratio; the table's row
+// says so.
 //
 // What one op is, per benchmark:
 //
@@ -192,7 +193,7 @@
 //     for 1.8 to 2.2 million records (1.9 to 2.3 GB, at this machine's
 //     2.3 GB background writeback threshold) and its baseline for 1.5 to
 //     1.7 million. Each side now writes the same records (benchtable's
-//     appendRecords: 800,000 of 1 KiB, 8,000,000 of 64 B, about 850 MB):
+//     appendRecords then: 800,000 of 1 KiB, 8,000,000 of 64 B, about 850 MB):
 //     make bench BENCH_ONLY='appends 1KiB' ROUNDS=3 then gave 0.83x to
 //     1.48x, median 1.11x. What is left is the disk's own noise: 64 MiB
 //     written and fdatasynced 30 times in a row took 55 to 84 ms, in
@@ -256,5 +257,13 @@
 //     runs of make bench BENCH_ONLY=turns one after the other then held
 //     all 11 of its rows within 15% (B / A 0.92 to 1.12; spreads within a
 //     run: the table join 1.19x to 1.30x, the windowed join 0.17x to 0.20x,
-//     go-streams 19.41x to 21.04x). The synced appends run 9 rounds.
+//     go-streams 19.41x to 21.04x). The appends and their three baselines
+//     take turns the same way (log's BenchmarkAppendTurns: 8 cycles of a
+//     turn of every side, about 200 ms of the durable loop each, the same
+//     records on every side: 2,000,000 of 64 B, 500,000 for the one-a-call
+//     appends and the mapped store loop, 250,000 of 1 KiB). A turn writes
+//     less than the rounds did (256 MB of 1 KiB records against 820 MB), so
+//     some ratios are not the old ones: the 1 KiB mapped append of one
+//     record a call measured 0.63x to 0.90x of the durable loop in turns,
+//     0.51x to 0.53x writing 800,000. The synced appends run 9 rounds.
 package bench

@@ -504,15 +504,16 @@ func exactlyOnceRows() []row {
 // joinRows are issue 21's join figures, from internal/bench: a stream-table
 // join over a table of 100,000 keys and a windowed join of two inputs
 // within 10 s, each judged against the same three stages looking each key
-// up by hand in a Go map of the table's rows (BenchmarkJoin/lookup), with
-// the stateless three stages' rate beside them, and the bytes of state per
-// key. Both joins' rates follow the L3 cache the machine's other tenants
+// up by hand in a Go map of the table's rows (the lookup of BenchmarkTurns'
+// join pairs, in turns with each join in one process), and the bytes of
+// state per key. Both joins' rates follow the L3 cache the machine's other tenants
 // leave (their lookups miss a core's L2), as the lookup's does and the
 // stateless stages' does not: against the stateless stages the table join
 // measured a median of 0.44x in one quiet make bench and 0.68x in the
 // next, and the windowed join 0.05x and 0.06x; against the lookup the
 // windowed join's medians were 0.19x and 0.19x, 0.19x and 0.14x, 0.17x and
-// 0.18x in three pairs of runs (issue 24: closer, not always within 15%).
+// 0.18x in three pairs of runs (issue 24: closer, not always within 15%);
+// in turns, 0.18x and 0.17x.
 func joinRows() []row {
 	return []row{
 		turnsRow("stream-table join, 100,000 keys in the table (64 B), vs the 3 stages looking keys up in a Go map", "join/table-vs-lookup", "", 0),
