@@ -46,7 +46,7 @@ SHELL := /bin/bash
 #                                               sync, or both taking turns of 200 ms in one process (appends, pipelines in memory, relay),
 #                                               for ROUNDS rounds (A B, A B, ...), the verdict on the median ratio,
 #                                               its spread (lowest to highest) beside it, the machine at the top (raw output: bench.out;
-#                                               about 17 minutes on 2 cores; BENCH_ONLY=name runs the families whose name contains it, case matters)
+#                                               about 25 minutes on 2 cores; BENCH_ONLY=name runs the families whose name contains it, case matters)
 #   make nexmark [NEXMARK_EVENTS=5000000]       the Nexmark queries built so far (q0-q5, q7, q8, q9, q11, q12) over NEXMARK_EVENTS generated events read
 #                                               from the log (read-only, checkpoints every 200 ms to a FileStore): a table of events/s (wall),
 #                                               CPU s per million events, events/s per core, Flink 1.13's per-core figure and the ratio; and
