@@ -98,7 +98,7 @@ func BenchmarkCompaction(b *testing.B) {
 			unix.Sync()
 			runtime.GC()
 			dir := b.TempDir()
-			n, elapsed := compactedAppends(b, dir, cleaner, 3500)
+			n, elapsed, _ := compactedAppends(b, dir, cleaner, 3500, func() {})
 			if err := os.RemoveAll(dir); err != nil {
 				b.Fatal(err)
 			}
@@ -121,49 +121,11 @@ func BenchmarkCompaction(b *testing.B) {
 	})
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("append/cleaner=%s", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
-			lg, err := log.Open(b.TempDir(), log.WithSegmentBytes(256<<10), log.WithCleanerInterval(0), log.WithRetentionCheckInterval(0))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer lg.Close()
-			tp, err := lg.CreateTopic("users", 1, log.WithCleanupPolicy(log.CleanupCompact))
-			if err != nil {
-				b.Fatal(err)
-			}
-			p, _ := tp.Partition(0)
-			batch := make([]log.Record, 64)
-			for j := range batch {
-				batch[j] = log.Record{Key: fmt.Appendf(nil, "key-%05d", j*37%1000), Value: make([]byte, 64), Timestamp: 1}
-			}
-			var (
-				stop   atomic.Bool
-				wg     sync.WaitGroup
-				passes atomic.Int64
-			)
+			b.SetBytes(64 * 64)
+			n, elapsed, passes := compactedAppends(b, b.TempDir(), on, b.N, b.ResetTimer)
+			b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
 			if on {
-				wg.Go(func() {
-					for !stop.Load() {
-						if _, err := tp.Compact(time.Now()); err != nil {
-							b.Error(err)
-							return
-						}
-						passes.Add(1)
-					}
-				})
-			}
-			b.SetBytes(int64(len(batch)) * 64)
-			b.ResetTimer()
-			for range b.N {
-				if _, err := p.Append(context.Background(), batch...); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			stop.Store(true)
-			wg.Wait()
-			b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "records/s")
-			if on {
-				b.ReportMetric(float64(passes.Load()), "passes")
+				b.ReportMetric(float64(passes), "passes")
 			}
 		})
 	}
@@ -172,8 +134,9 @@ func BenchmarkCompaction(b *testing.B) {
 // compactedAppends appends batches of 64 keyed records of 64 B (1,000
 // keys) to a compacted topic of 256 KiB segments in a new log in dir, with
 // Topic.Compact passes back to back beside the appends when cleaner is
-// set, and returns the records appended and the time they took.
-func compactedAppends(b *testing.B, dir string, cleaner bool, batches int) (int, time.Duration) {
+// set, and returns the records appended, the time they took from start
+// (called once the log is open) and the passes that ran.
+func compactedAppends(b *testing.B, dir string, cleaner bool, batches int, start func()) (int, time.Duration, int64) {
 	b.Helper()
 	lg, err := log.Open(dir, log.WithSegmentBytes(256<<10), log.WithCleanerInterval(0), log.WithRetentionCheckInterval(0))
 	if err != nil {
@@ -190,10 +153,10 @@ func compactedAppends(b *testing.B, dir string, cleaner bool, batches int) (int,
 		batch[j] = log.Record{Key: fmt.Appendf(nil, "key-%05d", j*37%1000), Value: make([]byte, 64), Timestamp: 1}
 	}
 	var (
-		stop atomic.Bool
-		wg   sync.WaitGroup
+		stop   atomic.Bool
+		wg     sync.WaitGroup
+		passes atomic.Int64
 	)
-	start := time.Now()
 	if cleaner {
 		wg.Go(func() {
 			for !stop.Load() {
@@ -201,18 +164,21 @@ func compactedAppends(b *testing.B, dir string, cleaner bool, batches int) (int,
 					b.Error(err)
 					return
 				}
+				passes.Add(1)
 			}
 		})
 	}
+	start()
+	t0 := time.Now()
 	for range batches {
 		if _, err := p.Append(context.Background(), batch...); err != nil {
 			b.Fatal(err)
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := time.Since(t0)
 	stop.Store(true)
 	wg.Wait()
-	return batches * len(batch), elapsed
+	return batches * len(batch), elapsed, passes.Load()
 }
 
 // medianOf returns the middle value of xs (the mean of the middle two for
