@@ -43,7 +43,7 @@ SHELL := /bin/bash
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s] [ROUNDS=5]        the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run: each compared side in a process of its own, after a
-#                                               sync, or both taking turns of 200 ms in one process (appends, pipelines in memory, relay),
+#                                               sync, or both taking turns of 200 ms in one process (appends, pipelines in memory, compacted appends, relay),
 #                                               for ROUNDS rounds (A B, A B, ...), the verdict on the median ratio,
 #                                               its spread (lowest to highest) beside it, the machine at the top (raw output: bench.out;
 #                                               about 25 minutes on 2 cores; BENCH_ONLY=name runs the families whose name contains it, case matters)

@@ -97,7 +97,12 @@ func BenchmarkTurns(b *testing.B) {
 		}
 	}
 	writer := func(b *testing.B) *log.Log { return logFixture(b).lg }
-	var ro *log.Log
+	var ro *log.Log // the read-only follower's log, opened by the first pair that reads it
+	defer func() {
+		if ro != nil {
+			ro.Close()
+		}
+	}()
 	reader := func(b *testing.B) *log.Log {
 		if ro == nil {
 			var err error

@@ -117,7 +117,9 @@ func driveRun(cfg runConfig, progress io.Writer) (m metrics, header []string, fa
 	for _, h := range header {
 		fmt.Fprintln(w, machinePrefix+h)
 	}
-	fmt.Fprintf(w, "%s%d rounds, -benchtime %s, %s in all\n", machinePrefix, cfg.rounds, cfg.benchtime, time.Since(start).Round(time.Second))
+	// -rounds and -benchtime as asked: a family may run more rounds
+	// (family.rounds) and its own -benchtime, said in each process's line.
+	fmt.Fprintf(w, "%s-rounds %d, -benchtime %s (a family may run more rounds or its own benchtime), %s in all\n", machinePrefix, cfg.rounds, cfg.benchtime, time.Since(start).Round(time.Second))
 	m, header, err = parse(&raw, nil)
 	return m, header, failed, err
 }
