@@ -31,26 +31,28 @@ const relayPartitions = 3
 var relaySizes = []struct {
 	name    string
 	size, n int
-	ops     int // ops a turn of the turns sub-benchmarks (relayTurns): about 100 ms
+	ops     int // ops a turn of the turns sub-benchmarks (opTurns): about 100 ms
 }{
 	{"100B", 100, 100_000, 2},
 	{"1KiB", 1024, 20_000, 4},
 }
 
-// relayPairs is how many pairs of turns relayTurns takes.
+// relayPairs is how many pairs of turns the relay's turns take.
 const relayPairs = 12
 
-// relayTurns is the turns sub-benchmark of both relay benchmarks, the one
-// make bench runs (-benchtime 1x: one op is the whole run): a warm-up op
-// of each side, then relayPairs pairs of turns of ops relays each, strom
-// then franz and franz then strom in turn, in this process and on its
-// kfake cluster. It reports records/s and base-records/s, strom's and the
-// franz-go loop's median rates over their turns, and x-turns, the median
-// over the pairs of strom's rate over franz's. Issue 24: a process a side,
-// a round at a time, the relay Kafka -> log of 100 B measured 2.08x to
-// 2.65x in one run and 1.77x to 2.27x in the next (medians 2.46x, 1.96x);
-// two turns next to each other share the machine's moment.
-func relayTurns(b *testing.B, n, ops int, strom, franz func() time.Duration) {
+// opTurns is the turns sub-benchmark of the relay and the Kafka window
+// benchmarks, the one make bench runs (-benchtime 1x: one op is the whole
+// run): a warm-up op of each side, then pairs pairs of turns of ops ops
+// each, the figure then the baseline and the baseline then the figure in
+// turn, in this process and on its kfake cluster; an op handles n records
+// and returns the time it was timed for. It reports records/s and
+// base-records/s, the figure's and the baseline's median rates over their
+// turns, and x-turns, the median over the pairs of the figure's rate over
+// the baseline's. Issue 24: a process a side, a round at a time, the relay
+// Kafka -> log of 100 B measured 2.08x to 2.65x in one run and 1.77x to
+// 2.27x in the next (medians 2.46x, 1.96x); two turns next to each other
+// share the machine's moment.
+func opTurns(b *testing.B, pairs, n, ops int, figure, base func() time.Duration) {
 	turn := func(op func() time.Duration) float64 {
 		var elapsed time.Duration
 		for range ops {
@@ -58,20 +60,20 @@ func relayTurns(b *testing.B, n, ops int, strom, franz func() time.Duration) {
 		}
 		return float64(n*ops) / elapsed.Seconds()
 	}
-	strom()
-	franz()
-	var rs, rf, ratios []float64
-	for i := range relayPairs {
+	figure()
+	base()
+	var rs, rb, ratios []float64
+	for i := range pairs {
 		var x, y float64
 		if i%2 == 0 {
-			x, y = turn(strom), turn(franz)
+			x, y = turn(figure), turn(base)
 		} else {
-			y, x = turn(franz), turn(strom)
+			y, x = turn(base), turn(figure)
 		}
-		rs, rf, ratios = append(rs, x), append(rf, y), append(ratios, x/y)
+		rs, rb, ratios = append(rs, x), append(rb, y), append(ratios, x/y)
 	}
 	b.ReportMetric(median(rs), "records/s")
-	b.ReportMetric(median(rf), "base-records/s")
+	b.ReportMetric(median(rb), "base-records/s")
 	b.ReportMetric(median(ratios), "x-turns")
 }
 
@@ -237,7 +239,7 @@ func BenchmarkRelayLogToKafka(b *testing.B) {
 				})
 			}
 			b.Run("turns", func(b *testing.B) {
-				relayTurns(b, sz.n, sz.ops, func() time.Duration { return op(b, "strom", strom) }, func() time.Duration { return op(b, "franz", franz) })
+				opTurns(b, relayPairs, sz.n, sz.ops, func() time.Duration { return op(b, "strom", strom) }, func() time.Duration { return op(b, "franz", franz) })
 			})
 		})
 	}
@@ -409,7 +411,7 @@ func BenchmarkRelayKafkaToLog(b *testing.B) {
 				})
 			}
 			b.Run("turns", func(b *testing.B) {
-				relayTurns(b, sz.n, sz.ops, func() time.Duration { return op(b, "strom", strom) }, func() time.Duration { return op(b, "franz", franz) })
+				opTurns(b, relayPairs, sz.n, sz.ops, func() time.Duration { return op(b, "strom", strom) }, func() time.Duration { return op(b, "franz", franz) })
 			})
 		})
 	}
