@@ -660,8 +660,8 @@ the sides took turns of about 200 ms (8 cycles of a turn of every append side, e
 2,000,000 of 64 B, 500,000 one a call, 250,000 of 1 KiB; 10 or 12 pairs of turns for the others, the
 Kafka window's of 2 ops a side), its ratio the median of the cycles' or pairs'. A family's rounds are
 spread over the whole run (round 1 of every family, then round 2, ...). Families of figures without a
-baseline run once; the others -rounds (ROUNDS, default 5), the appends, the synced appends and the
-strom command at least 9, the Kafka window at least 5; the recovery family runs 10 ops (10x), the
+baseline run once; the others -rounds (ROUNDS, default 5), the appends, the synced appends, the
+recovery and the strom command at least 9, the Kafka window at least 5; the recovery runs 10 ops (10x), the
 families in turns and the strom command one (1x). The verdict is on the median.
 `
 
