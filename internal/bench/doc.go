@@ -90,9 +90,12 @@
 //     (600,000 against the lookup's 1,000,000: a MemoryStore saves a
 //     snapshot every 200 ms, which a shorter turn would not see). The
 //     relay's turns are BenchmarkRelayLogToKafka/*/turns and
-//     BenchmarkRelayKafkaToLog/*/turns (relayTurns: 12 pairs of turns of 2
-//     ops at 100 B, 4 at 1 KiB), the compacted appends' the log package's
-//     BenchmarkCompaction/append/turns.
+//     BenchmarkRelayKafkaToLog/*/turns (opTurns: 12 pairs of turns of 2
+//     ops at 100 B, 4 at 1 KiB), the Kafka window's
+//     BenchmarkKafkaWindow/turns (opTurns: 3 members against 1, 10 pairs
+//     of turns of 2 ops, an op a group formed then 120,000 records
+//     counted, about 0.1 s timed), the compacted appends' the log
+//     package's BenchmarkCompaction/append/turns.
 //   - BenchmarkThreeLivePage/{off,open} (issue 23, livepage_test.go): one
 //     record, as BenchmarkThree/strom; open mounts web.Pipeline on the
 //     pipeline behind an httptest server with a client reading /events
@@ -250,7 +253,7 @@
 //     this VM, the neighbours' memory traffic varies). Sides a few seconds
 //     apart do not share it; turns of 200 ms next to each other mostly
 //     do. So the pipelines in memory, the compacted appends and the relay
-//     now take turns inside one process (BenchmarkTurns, relayTurns,
+//     now take turns inside one process (BenchmarkTurns, opTurns,
 //     log's BenchmarkCompaction/append/turns): in six processes of 10
 //     pairs each, the table join's median over the lookup was 1.15x to
 //     1.41x (a round of one process a side had been 0.85x to 2.21x). Two
@@ -266,4 +269,13 @@
 //     some ratios are not the old ones: the 1 KiB mapped append of one
 //     record a call measured 0.63x to 0.90x of the durable loop in turns,
 //     0.51x to 0.53x writing 800,000. The synced appends run 9 rounds.
+//   - Pairs 5 and 6 (turns in place; then the appends and the strom
+//     command 9 rounds): 52 of 53 each, a different row each time. Pair 6's
+//     was the Kafka window on 3 members against 1, 6 ops a side in a
+//     process a side (rounds 0.81x to 1.05x in one run, 0.97x to 1.14x in
+//     the next): its sides now take turns in one process (10 pairs of 2
+//     ops; make bench BENCH_ONLY='Kafka window' gave rounds of 0.90x to
+//     1.00x). The sealed recoveries' rounds scattered 10% to 22% (sd of
+//     the log of a round's ratio, over pairs 5 and 6's bench.out): the
+//     recovery family runs 9 rounds.
 package bench
