@@ -118,6 +118,13 @@ func kafkaWindowOp(b *testing.B, kc *kafkatest.Cluster, adm *kgo.Client, members
 		return nil
 	}
 	var wg sync.WaitGroup
+	// A member's failure ends the op with b.Fatal: the other members are
+	// stopped then too, not left in the group, fetching, through the
+	// benchmarks that follow.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	errs := make(chan error, members)
 	for range members {
 		wg.Add(1)
