@@ -43,10 +43,10 @@ SHELL := /bin/bash
 #                                               TMPDIR=/dev/shm to spare the disk the recovery targets' fsyncs
 #   make bench [BENCHTIME=1s] [ROUNDS=5]        the log's, the pipeline's (internal/bench) and the strom command's (cmd/strom) benchmarks as one table
 #                                               with ratios to baselines of the same run: each compared side in a process of its own, after a
-#                                               sync, or both taking turns of 200 ms in one process (appends, pipelines in memory, compacted appends, relay),
+#                                               sync, or both taking turns in one process (of 200 ms: appends, pipelines in memory, compacted appends, relay; Kafka window),
 #                                               for ROUNDS rounds (A B, A B, ...), the verdict on the median ratio,
 #                                               its spread (lowest to highest) beside it, the machine at the top (raw output: bench.out;
-#                                               about 25 minutes on 2 cores; BENCH_ONLY=name runs the families whose name contains it, case matters)
+#                                               about 30 minutes on 2 cores; BENCH_ONLY=name runs the families whose name contains it, case matters)
 #   make nexmark [NEXMARK_EVENTS=5000000]       the Nexmark queries built so far (q0-q5, q7, q8, q9, q11, q12) over NEXMARK_EVENTS generated events read
 #                                               from the log (read-only, checkpoints every 200 ms to a FileStore): a table of events/s (wall),
 #                                               CPU s per million events, events/s per core, Flink 1.13's per-core figure and the ratio; and
